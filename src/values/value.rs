@@ -105,6 +105,25 @@ pub struct ValueReference {
     pub index: ValueIndex,
 }
 
+impl ValueReference {
+    /// Octets a reference takes at the least: the handle length and the index.
+    pub const MIN_LEN: usize = 8;
+
+    /// Appends `Str handle ‖ u32 index`, the layout shared by value references and
+    /// HS_VLIST members.
+    pub fn encode(&self, w: &mut Writer) {
+        w.str(&self.handle);
+        w.u32(self.index.0);
+    }
+
+    /// Reads one reference written by [`ValueReference::encode`].
+    pub fn decode(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let handle = r.str("reference handle")?.to_owned();
+        let index = ValueIndex(r.u32("reference index")?);
+        Ok(ValueReference { handle, index })
+    }
+}
+
 /// One typed value of a handle.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct HandleValue {
@@ -161,8 +180,7 @@ impl HandleValue {
         w.bytes(&self.data);
         w.count(self.references.len());
         for reference in &self.references {
-            w.str(&reference.handle);
-            w.u32(reference.index.0);
+            reference.encode(w);
         }
     }
 
@@ -192,12 +210,10 @@ impl HandleValue {
         let permissions = Permissions::from_bits(r.u8("permissions")?);
         let value_type = r.str("value type")?.to_owned();
         let data = r.bytes("value data")?.to_vec();
-        let count = r.count("value references", 8)?;
+        let count = r.count("value references", ValueReference::MIN_LEN)?;
         let mut references = Vec::with_capacity(count);
         for _ in 0..count {
-            let handle = r.str("reference handle")?.to_owned();
-            let index = ValueIndex(r.u32("reference index")?);
-            references.push(ValueReference { handle, index });
+            references.push(ValueReference::decode(r)?);
         }
         Ok(HandleValue {
             index,

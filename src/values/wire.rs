@@ -48,6 +48,15 @@ pub enum DecodeError {
         /// The value found.
         value: u64,
     },
+    /// A field decoded but its content breaks a rule of its layout (for example a
+    /// handle without a `/`).
+    #[error("{field} is malformed: {reason}")]
+    Malformed {
+        /// Which field.
+        field: &'static str,
+        /// The rule it breaks.
+        reason: &'static str,
+    },
 }
 
 /// A cursor over a byte slice that decodes the RFC 3652 primitive shapes.
