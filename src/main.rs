@@ -1,1 +1,9 @@
-fn main() {}
+//! `hdl`: the command-line entry point. Everything it does lives in [`cli`].
+
+mod cli;
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    cli::run()
+}

@@ -1,1 +1,82 @@
-//! storage
+//! Durable handle storage on redb.
+//!
+//! Owns the on-disk store: handle records keyed by folded handle, the prefix table and
+//! the format-version record ([`tables`] holds every definition). Depends on
+//! [`crate::names`] and [`crate::values`] only; knows nothing of the network,
+//! replication or the clock (timestamps arrive inside the values), so applying the
+//! same operations in the same order gives the same store on every replica.
+//!
+//! Every write happens in a [`WriteBatch`]: each operation checks everything before it
+//! changes anything, so a refused operation leaves the batch as it was and later
+//! operations in the batch still apply. [`WriteBatch::commit`] makes the whole batch
+//! durable at once (fsync), which lets a caller share one commit among many writes.
+
+mod batch;
+mod command;
+mod error;
+mod read;
+pub mod tables;
+
+use std::path::Path;
+
+use redb::{Database, ReadableDatabase, ReadableTable};
+
+pub use batch::{CreateOutcome, ExistingHandle, WriteBatch};
+pub use command::{Applied, Command, CommandResult};
+pub use error::{Refusal, StorageError};
+pub use read::ReadSnapshot;
+pub use tables::{HandleRecord, PrefixRecord};
+
+/// A handle store in one redb file.
+#[derive(Debug)]
+pub struct Store {
+    db: Database,
+}
+
+impl Store {
+    /// Opens the store at `path`, creating it when it does not exist, and checks the
+    /// format version recorded in it.
+    pub fn open(path: &Path) -> Result<Store, StorageError> {
+        let db = Database::create(path)?;
+        let store = Store { db };
+        store.check_format_version()?;
+        Ok(store)
+    }
+
+    fn check_format_version(&self) -> Result<(), StorageError> {
+        let txn = self.db.begin_write()?;
+        {
+            let mut meta = txn.open_table(tables::META)?;
+            let found = meta.get(tables::FORMAT_VERSION_KEY)?.map(|v| v.value());
+            match found {
+                Some(version) if version == tables::FORMAT_VERSION => {}
+                Some(found) => {
+                    return Err(StorageError::FormatVersion {
+                        found,
+                        expected: tables::FORMAT_VERSION,
+                    });
+                }
+                None => {
+                    meta.insert(tables::FORMAT_VERSION_KEY, tables::FORMAT_VERSION)?;
+                }
+            }
+            txn.open_table(tables::HANDLES)?;
+            txn.open_table(tables::PREFIXES)?;
+        }
+        txn.commit()?;
+        Ok(())
+    }
+
+    /// A consistent, read-only view of the store as of now.
+    pub fn read(&self) -> Result<ReadSnapshot, StorageError> {
+        Ok(ReadSnapshot::new(self.db.begin_read()?))
+    }
+
+    /// Starts a batch of writes; nothing is visible or durable until it is committed.
+    pub fn write(&self) -> Result<WriteBatch, StorageError> {
+        Ok(WriteBatch::new(self.db.begin_write()?))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -6,6 +6,7 @@
 //! - [`value`]: [`HandleValue`] and its encoding (digest §5).
 //! - [`known`]: one file per data layout (HS_ADMIN, HS_SITE, HS_VLIST, HS_PUBKEY, and
 //!   the handle-naming HS_ALIAS/HS_SERV), each with `decode`/`encode` (digest §6).
+//! - [`select`]: [`ValueSelection`], the index/type filter of a resolution.
 //! - [`types`]: [`KnownType`], [`validate`], and the permission rules for
 //!   administrative types (DESIGN §2).
 //!
@@ -15,6 +16,7 @@
 //! decoder here refuses trailing octets except the J9 quirks its file documents.
 
 pub mod known;
+pub mod select;
 pub mod types;
 pub mod value;
 pub mod wire;
@@ -27,6 +29,7 @@ pub use known::{
     HashOption, Interface, InterfaceKind, InterfaceProtocol, PublicKey, ServerRecord, SiteFlags,
     SiteInfo, ValueList,
 };
+pub use select::ValueSelection;
 pub use types::{
     InvalidValue, KnownType, MAX_TYPE_NAME_LEN, check_permissions, default_permissions,
     is_administrative, validate,

@@ -280,10 +280,11 @@ impl HandleValue {
         check_permissions(&self.value_type, self.permissions)
     }
 
-    /// Whether resolution may return this value to anyone: it has public read and is
-    /// not an HS_SECKEY (which is never public, whatever its permissions say).
+    /// Whether anonymous resolution may return this value: it has public read and is
+    /// not administrative. HS_ADMIN and HS_SECKEY go only to authenticated
+    /// administrators, whatever their permission bits say (DESIGN §2).
     pub fn is_public(&self) -> bool {
-        self.permissions.contains(Permissions::PUBLIC_READ) && !is_secret_key(&self.value_type)
+        self.permissions.contains(Permissions::PUBLIC_READ) && !is_administrative(&self.value_type)
     }
 }
 
@@ -420,7 +421,7 @@ mod tests {
     }
 
     #[test]
-    fn public_read_decides_visibility() {
+    fn public_read_and_type_decide_visibility() {
         let mut url = HandleValue::new(1, "URL", "https://example.org/");
         assert!(url.is_public());
         assert_eq!(url.known_type(), Some(KnownType::Url));
@@ -431,8 +432,8 @@ mod tests {
             ..HandleValue::new(100, "HS_ADMIN", Vec::new())
         };
         assert!(
-            admin.is_public(),
-            "an explicitly public HS_ADMIN is returned"
+            !admin.is_public(),
+            "HS_ADMIN never goes to anonymous resolution, even with public read"
         );
     }
 }

@@ -1,0 +1,41 @@
+//! The `hdl` command line: argument parsing and one module per subcommand.
+//!
+//! The edge of the program: the only place that prints, reads arguments and turns
+//! errors into messages and exit codes (with `anyhow`). It calls the library and holds
+//! no logic of its own beyond presentation.
+
+mod parse;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// hdl: a replicated Handle System server, client and tools.
+#[derive(Debug, Parser)]
+#[command(name = "hdl", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Parse a handle or handle reference (hdl:, hdl://server/, info:hdl/, urn:hdl:,
+    /// proxy URL, encoding@ and type= modifiers) and show its parts.
+    Parse(parse::ParseArgs),
+}
+
+/// Runs the command line and returns the process exit code.
+pub fn run() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Parse(args) => parse::run(&args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("hdl: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

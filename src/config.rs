@@ -1,0 +1,153 @@
+//! Node configuration: the TOML file `hdl serve --config FILE` reads.
+//!
+//! Owns the configuration's shape and defaults; every field has a documented default,
+//! and unknown fields are an error so a typo never passes silently. Pure data: reading
+//! the file is the caller's business.
+//!
+//! ```toml
+//! # Where the node keeps its store. Default: "hdl-data".
+//! data_dir = "hdl-data"
+//!
+//! [handle]
+//! # Address of the Handle protocol listeners, TCP and UDP on the same port.
+//! # Default: "0.0.0.0:2641". Port 0 picks a free port (for tests).
+//! listen = "0.0.0.0:2641"
+//! # Seconds a response stays valid for the client (its ExpirationTime). Default: 43200.
+//! response_validity_secs = 43200
+//! # Seconds an idle TCP connection is kept before it is closed. Default: 30.
+//! tcp_idle_timeout_secs = 30
+//!
+//! [site]
+//! # This server's id inside its site (HS_SITE server record). Default: 1.
+//! server_id = 1
+//! # The HS_SITE serial number; bump it when the site changes. Default: 1.
+//! serial = 1
+//! # The site's "desc" attribute. Default: "hdl handle server".
+//! description = "hdl handle server"
+//! # Address advertised in HS_SITE when the listener is bound to 0.0.0.0 or ::.
+//! # Default: the listen address when it is specific, else 127.0.0.1.
+//! # advertise = "192.0.2.10"
+//! ```
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+/// The whole configuration of one node.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Directory of the node's store.
+    pub data_dir: PathBuf,
+    /// The Handle protocol listeners.
+    pub handle: HandleConfig,
+    /// How the node describes itself in HS_SITE.
+    pub site: SiteConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            data_dir: PathBuf::from("hdl-data"),
+            handle: HandleConfig::default(),
+            site: SiteConfig::default(),
+        }
+    }
+}
+
+/// Settings of the Handle protocol (RFC 3652) listeners.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HandleConfig {
+    /// TCP and UDP listen address.
+    pub listen: SocketAddr,
+    /// How long a response stays valid, in seconds.
+    pub response_validity_secs: u32,
+    /// How long an idle TCP connection is kept, in seconds.
+    pub tcp_idle_timeout_secs: u64,
+}
+
+impl Default for HandleConfig {
+    fn default() -> Self {
+        HandleConfig {
+            listen: SocketAddr::from(([0, 0, 0, 0], 2641)),
+            response_validity_secs: 43_200,
+            tcp_idle_timeout_secs: 30,
+        }
+    }
+}
+
+/// How this server appears in its HS_SITE record.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SiteConfig {
+    /// Server id within the site.
+    pub server_id: u32,
+    /// Site serial number.
+    pub serial: u16,
+    /// The `desc` attribute.
+    pub description: String,
+    /// Address to advertise instead of an unspecified listen address.
+    pub advertise: Option<IpAddr>,
+}
+
+impl Default for SiteConfig {
+    fn default() -> Self {
+        SiteConfig {
+            server_id: 1,
+            serial: 1,
+            description: "hdl handle server".into(),
+            advertise: None,
+        }
+    }
+}
+
+/// Why a configuration could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The text is not valid TOML for this shape (names the line and field).
+    #[error("invalid configuration: {0}")]
+    Invalid(#[from] toml::de::Error),
+}
+
+impl Config {
+    /// Parses a TOML configuration; missing fields take their defaults.
+    pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
+        Ok(toml::from_str(text)?)
+    }
+
+    /// The store file inside the data directory.
+    pub fn store_path(&self) -> PathBuf {
+        self.data_dir.join("handles.redb")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_file_gives_every_default() {
+        assert_eq!(Config::from_toml("").unwrap(), Config::default());
+    }
+
+    #[test]
+    fn documented_example_parses() {
+        let doc = include_str!("config.rs");
+        let example: String = doc
+            .lines()
+            .skip_while(|l| !l.starts_with("//! ```toml"))
+            .skip(1)
+            .take_while(|l| !l.starts_with("//! ```"))
+            .map(|l| format!("{}\n", l.trim_start_matches("//!").trim_start()))
+            .collect();
+        assert_eq!(Config::from_toml(&example).unwrap(), Config::default());
+    }
+
+    #[test]
+    fn unknown_field_is_an_error_naming_it() {
+        let error = Config::from_toml("[handle]\nlisten_addr = \"127.0.0.1:1\"\n").unwrap_err();
+        assert!(error.to_string().contains("listen_addr"), "{error}");
+    }
+}

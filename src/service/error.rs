@@ -1,0 +1,44 @@
+//! Errors of the service layer.
+
+use thiserror::Error;
+
+use crate::storage::{Refusal, StorageError};
+use crate::values::ValueIndex;
+use crate::values::types::InvalidValue;
+
+/// Why a handle operation did not succeed.
+#[derive(Debug, Error)]
+pub enum Error {
+    /// The handle does not exist.
+    #[error("handle not found")]
+    HandleNotFound,
+    /// The handle exists but has no value the request may see.
+    #[error("no value matches the request")]
+    ValuesNotFound,
+    /// A value's data does not fit its type.
+    #[error("value {index} is invalid: {reason}")]
+    InvalidValue {
+        /// The value's index.
+        index: ValueIndex,
+        /// What is wrong with it.
+        reason: InvalidValue,
+    },
+    /// The store refused the change; nothing changed.
+    #[error(transparent)]
+    Refused(#[from] Refusal),
+    /// The caller may not do this.
+    #[error("not authorised: administration is accepted only from this machine")]
+    NotAuthorised,
+    /// The store failed.
+    #[error("storage failure: {0}")]
+    Storage(StorageError),
+}
+
+impl From<StorageError> for Error {
+    fn from(error: StorageError) -> Self {
+        match error {
+            StorageError::Refused(refusal) => Error::Refused(refusal),
+            other => Error::Storage(other),
+        }
+    }
+}

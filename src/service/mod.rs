@@ -1,0 +1,121 @@
+//! Transport-agnostic handle operations: resolution and administration.
+//!
+//! Owns the rules every edge (the Handle protocol, later HTTP) shares: which values an
+//! anonymous resolution may see, value validation, server-assigned timestamps, and who
+//! may administer. Depends on [`crate::names`], [`crate::values`] and
+//! [`crate::storage`]; knows nothing of sockets, wire formats or response codes (each
+//! edge maps [`Error`] to its own codes in one function).
+
+mod error;
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+pub use error::Error;
+
+use crate::names::Handle;
+use crate::storage::{Applied, Command, HandleRecord, Store};
+use crate::values::{HandleValue, ValueSelection};
+
+/// Who sent a request, as far as the service can tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Caller {
+    /// The peer address of the connection or datagram.
+    pub address: IpAddr,
+}
+
+/// The handle operations of one node, shared by every connection.
+#[derive(Debug, Clone)]
+pub struct Service {
+    store: Arc<Store>,
+}
+
+impl Service {
+    /// A service over `store`.
+    pub fn new(store: Arc<Store>) -> Self {
+        Service { store }
+    }
+
+    /// Anonymous resolution: the selected values that are publicly readable and not
+    /// administrative, in stored order. A handle that exists but has no such value is
+    /// [`Error::ValuesNotFound`].
+    pub fn resolve(
+        &self,
+        handle: &Handle,
+        selection: &ValueSelection,
+    ) -> Result<HandleRecord, Error> {
+        let mut record = self
+            .store
+            .read()?
+            .get(handle, selection)?
+            .ok_or(Error::HandleNotFound)?;
+        record.values.retain(HandleValue::is_public);
+        if record.values.is_empty() {
+            return Err(Error::ValuesNotFound);
+        }
+        Ok(record)
+    }
+
+    /// Up to `limit` handles under `prefix`, after `after` when paging.
+    pub fn list_handles(
+        &self,
+        caller: &Caller,
+        prefix: &str,
+        after: Option<&Handle>,
+        limit: usize,
+    ) -> Result<Vec<String>, Error> {
+        authorise(caller)?;
+        Ok(self.store.read()?.list_handles(prefix, after, limit)?)
+    }
+
+    /// Validates, timestamps and applies an administrative `command` for `caller`.
+    /// Blocks until the change is durable; call it off the async runtime.
+    pub fn administer(&self, caller: &Caller, command: Command) -> Result<Applied, Error> {
+        authorise(caller)?;
+        let command = prepare(command, unix_now())?;
+        let mut batch = self.store.write()?;
+        let result = batch.apply(command)?;
+        batch.commit()?;
+        Ok(result?)
+    }
+}
+
+/// Until administrators authenticate, only a caller on this machine may administer.
+fn authorise(caller: &Caller) -> Result<(), Error> {
+    if caller.address.is_loopback() {
+        Ok(())
+    } else {
+        Err(Error::NotAuthorised)
+    }
+}
+
+/// Checks every value the command writes and stamps it with `now`, as the reference
+/// server does: the server's clock, not the client's, dates a change.
+fn prepare(mut command: Command, now: u32) -> Result<Command, Error> {
+    let values = match &mut command {
+        Command::Create { values, .. }
+        | Command::AddValues { values, .. }
+        | Command::ModifyValues { values, .. } => values,
+        _ => return Ok(command),
+    };
+    for value in values.iter_mut() {
+        value.validate().map_err(|reason| Error::InvalidValue {
+            index: value.index,
+            reason,
+        })?;
+        value.timestamp = now;
+    }
+    Ok(command)
+}
+
+/// Seconds since the Unix epoch, as the wire's `u32` (saturating after 2106).
+pub fn unix_now() -> u32 {
+    let seconds = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs());
+    u32::try_from(seconds).unwrap_or(u32::MAX)
+}
+
+#[cfg(test)]
+mod tests;

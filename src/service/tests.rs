@@ -1,0 +1,174 @@
+//! Service rules on a real store in a temporary directory.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use super::*;
+use crate::storage::{ExistingHandle, Refusal};
+use crate::values::{AdminPermissions, AdminRecord, Permissions, ValueIndex};
+
+const LOCAL: Caller = Caller {
+    address: IpAddr::V6(Ipv6Addr::LOCALHOST),
+};
+
+fn service() -> (tempfile::TempDir, Service) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("handles.redb")).unwrap();
+    (dir, Service::new(Arc::new(store)))
+}
+
+fn handle(text: &str) -> Handle {
+    Handle::parse(text).unwrap()
+}
+
+fn admin_value() -> HandleValue {
+    let record = AdminRecord {
+        permissions: AdminPermissions::ALL,
+        admin_handle: "0.NA/10.1000".into(),
+        admin_index: 200,
+        legacy_padding: false,
+    };
+    HandleValue {
+        permissions: Permissions::DEFAULT,
+        ..HandleValue::new(100, "HS_ADMIN", record.encode())
+    }
+}
+
+fn create(service: &Service, text: &str, values: Vec<HandleValue>) -> Result<Applied, Error> {
+    let command = Command::Create {
+        handle: handle(text),
+        values,
+        existing: ExistingHandle::Refuse,
+    };
+    service.administer(&LOCAL, command)
+}
+
+#[test]
+fn resolution_leaves_out_administrative_and_private_values() {
+    let (_dir, service) = service();
+    let private = HandleValue {
+        permissions: Permissions::ADMIN_ONLY,
+        ..HandleValue::new(3, "DESC", "internal note")
+    };
+    let values = vec![
+        admin_value(),
+        HandleValue::new(1, "URL", "https://a.example/"),
+        private,
+    ];
+    create(&service, "10.1000/mixed", values).unwrap();
+    let record = service
+        .resolve(&handle("10.1000/MIXED"), &ValueSelection::all())
+        .unwrap();
+    let indexes: Vec<_> = record.values.iter().map(|v| v.index).collect();
+    assert_eq!(indexes, [ValueIndex(1)]);
+
+    let only_admin = ValueSelection {
+        indexes: vec![],
+        types: vec!["HS_ADMIN".into()],
+    };
+    let error = service
+        .resolve(&handle("10.1000/mixed"), &only_admin)
+        .unwrap_err();
+    assert!(matches!(error, Error::ValuesNotFound), "{error:?}");
+    let error = service
+        .resolve(&handle("10.1000/none"), &ValueSelection::all())
+        .unwrap_err();
+    assert!(matches!(error, Error::HandleNotFound), "{error:?}");
+}
+
+#[test]
+fn writes_are_validated_and_stamped_by_the_server() {
+    let (_dir, service) = service();
+    let before = unix_now();
+    let mut value = HandleValue::new(1, "URL", "https://a.example/");
+    value.timestamp = 7;
+    create(&service, "10.1000/t", vec![value]).unwrap();
+    let stored = service
+        .resolve(&handle("10.1000/t"), &ValueSelection::all())
+        .unwrap();
+    assert!(stored.values[0].timestamp >= before);
+
+    let error = create(
+        &service,
+        "10.1000/bad",
+        vec![HandleValue::new(1, "URL", "not a url")],
+    )
+    .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            Error::InvalidValue {
+                index: ValueIndex(1),
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    let public_secret = HandleValue::new(300, "HS_SECKEY", "s3cret");
+    let error = create(&service, "10.1000/bad", vec![public_secret]).unwrap_err();
+    assert!(
+        matches!(
+            error,
+            Error::InvalidValue {
+                index: ValueIndex(300),
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    let error = service
+        .resolve(&handle("10.1000/bad"), &ValueSelection::all())
+        .unwrap_err();
+    assert!(
+        matches!(error, Error::HandleNotFound),
+        "nothing was written: {error:?}"
+    );
+}
+
+#[test]
+fn refusals_come_back_as_errors() {
+    let (_dir, service) = service();
+    create(
+        &service,
+        "10.1000/r",
+        vec![HandleValue::new(1, "URL", "https://a/")],
+    )
+    .unwrap();
+    let error = create(
+        &service,
+        "10.1000/R",
+        vec![HandleValue::new(1, "URL", "https://b/")],
+    )
+    .unwrap_err();
+    assert!(
+        matches!(error, Error::Refused(Refusal::HandleExists)),
+        "{error:?}"
+    );
+}
+
+#[test]
+fn administration_needs_a_loopback_caller() {
+    let (_dir, service) = service();
+    let remote = Caller {
+        address: IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1)),
+    };
+    let command = Command::Delete {
+        handle: handle("10.1000/x"),
+    };
+    assert!(matches!(
+        service.administer(&remote, command),
+        Err(Error::NotAuthorised)
+    ));
+    assert!(matches!(
+        service.list_handles(&remote, "10.1000", None, 10),
+        Err(Error::NotAuthorised)
+    ));
+    let local_v4 = Caller {
+        address: IpAddr::V4(Ipv4Addr::LOCALHOST),
+    };
+    assert_eq!(
+        service
+            .list_handles(&local_v4, "10.1000", None, 10)
+            .unwrap(),
+        Vec::<String>::new()
+    );
+}

@@ -1,0 +1,257 @@
+//! Atomic writes: one [`WriteBatch`] is one redb transaction.
+//!
+//! Each operation reads the record, computes the new one completely and only then
+//! writes it, so a [`Refusal`] leaves the batch untouched.
+
+use std::collections::HashSet;
+
+use redb::{ReadableTable, Table, WriteTransaction};
+
+use super::error::{Refusal, StorageError};
+use super::read::{decode_handle, decode_prefix};
+use super::tables::{self, HandleRecord, PrefixRecord};
+use crate::names::Handle;
+use crate::values::{HandleValue, ValueIndex};
+
+/// What a create did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CreateOutcome {
+    /// The handle did not exist and now does.
+    Created,
+    /// The handle existed and its values were replaced (overwrite was asked for).
+    Replaced,
+}
+
+/// Whether a create may replace an existing handle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExistingHandle {
+    /// Refuse with [`Refusal::HandleExists`] (the default).
+    Refuse,
+    /// Replace every value of the existing handle.
+    Overwrite,
+}
+
+/// A set of writes that become visible and durable together on [`WriteBatch::commit`].
+pub struct WriteBatch {
+    txn: WriteTransaction,
+}
+
+impl std::fmt::Debug for WriteBatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WriteBatch").finish_non_exhaustive()
+    }
+}
+
+type HandlesTable<'txn> = Table<'txn, &'static str, &'static [u8]>;
+
+impl WriteBatch {
+    pub(super) fn new(txn: WriteTransaction) -> Self {
+        WriteBatch { txn }
+    }
+
+    /// Makes every write of the batch durable (fsync) and visible.
+    pub fn commit(self) -> Result<(), StorageError> {
+        self.txn.commit()?;
+        Ok(())
+    }
+
+    /// Drops every write of the batch.
+    pub fn abort(self) -> Result<(), StorageError> {
+        self.txn.abort()?;
+        Ok(())
+    }
+
+    fn handles(&self) -> Result<HandlesTable<'_>, StorageError> {
+        Ok(self.txn.open_table(tables::HANDLES)?)
+    }
+
+    fn load(&self, handle: &Handle) -> Result<Option<HandleRecord>, StorageError> {
+        let table = self.handles()?;
+        let found = table.get(handle.key())?;
+        found
+            .map(|bytes| decode_handle(handle.key(), bytes.value()))
+            .transpose()
+    }
+
+    fn load_existing(&self, handle: &Handle) -> Result<HandleRecord, StorageError> {
+        self.load(handle)?
+            .ok_or(StorageError::Refused(Refusal::HandleNotFound))
+    }
+
+    fn store(&self, handle: &Handle, record: &HandleRecord) -> Result<(), StorageError> {
+        self.handles()?
+            .insert(handle.key(), record.encode().as_slice())?;
+        Ok(())
+    }
+
+    /// Creates `handle` with `values` (in that order). With
+    /// [`ExistingHandle::Refuse`] an existing handle is [`Refusal::HandleExists`]; with
+    /// [`ExistingHandle::Overwrite`] its values are replaced and its first spelling kept.
+    pub fn create(
+        &mut self,
+        handle: &Handle,
+        values: Vec<HandleValue>,
+        existing: ExistingHandle,
+    ) -> Result<CreateOutcome, StorageError> {
+        check_indexes(&values)?;
+        let outcome = match (self.load(handle)?, existing) {
+            (Some(_), ExistingHandle::Refuse) => return Err(Refusal::HandleExists.into()),
+            (Some(old), ExistingHandle::Overwrite) => {
+                let record = HandleRecord {
+                    display: old.display,
+                    values,
+                };
+                self.store(handle, &record)?;
+                return Ok(CreateOutcome::Replaced);
+            }
+            (None, _) => CreateOutcome::Created,
+        };
+        let record = HandleRecord {
+            display: handle.as_str().to_owned(),
+            values,
+        };
+        self.store(handle, &record)?;
+        self.count_handle(handle, CountChange::Added)?;
+        Ok(outcome)
+    }
+
+    /// Deletes `handle` and every value it has.
+    pub fn delete(&mut self, handle: &Handle) -> Result<(), StorageError> {
+        if self.handles()?.remove(handle.key())?.is_none() {
+            return Err(Refusal::HandleNotFound.into());
+        }
+        self.count_handle(handle, CountChange::Removed)
+    }
+
+    /// Appends `values` to `handle`; every index must be new.
+    pub fn add_values(
+        &mut self,
+        handle: &Handle,
+        values: Vec<HandleValue>,
+    ) -> Result<(), StorageError> {
+        check_request(&values)?;
+        let mut record = self.load_existing(handle)?;
+        if let Some(taken) = values.iter().find(|v| find(&record, v.index).is_some()) {
+            return Err(Refusal::ValueExists(taken.index).into());
+        }
+        record.values.extend(values);
+        self.store(handle, &record)
+    }
+
+    /// Replaces the values of `handle` that have the indexes of `values`, in place;
+    /// every index must exist.
+    pub fn modify_values(
+        &mut self,
+        handle: &Handle,
+        values: Vec<HandleValue>,
+    ) -> Result<(), StorageError> {
+        check_request(&values)?;
+        let mut record = self.load_existing(handle)?;
+        for value in values {
+            let position = find(&record, value.index).ok_or(Refusal::ValueNotFound(value.index))?;
+            record.values[position] = value;
+        }
+        self.store(handle, &record)
+    }
+
+    /// Removes the values of `handle` with `indexes`; every index must exist.
+    pub fn remove_values(
+        &mut self,
+        handle: &Handle,
+        indexes: &[ValueIndex],
+    ) -> Result<(), StorageError> {
+        check_index_list(indexes.iter().copied())?;
+        if indexes.is_empty() {
+            return Err(Refusal::NoValues.into());
+        }
+        let mut record = self.load_existing(handle)?;
+        if let Some(missing) = indexes.iter().find(|&&i| find(&record, i).is_none()) {
+            return Err(Refusal::ValueNotFound(*missing).into());
+        }
+        record.values.retain(|v| !indexes.contains(&v.index));
+        self.store(handle, &record)
+    }
+
+    /// Records that this server serves the naming authority `prefix` (as written).
+    pub fn home_prefix(&mut self, prefix: &str) -> Result<(), StorageError> {
+        self.update_prefix(prefix, |record| record.homed = true)
+    }
+
+    /// Records that this server no longer serves `prefix`; its handles stay.
+    pub fn unhome_prefix(&mut self, prefix: &str) -> Result<(), StorageError> {
+        self.update_prefix(prefix, |record| record.homed = false)
+    }
+
+    fn count_handle(&mut self, handle: &Handle, change: CountChange) -> Result<(), StorageError> {
+        self.update_prefix(handle.prefix(), |record| {
+            record.handle_count = match change {
+                CountChange::Added => record.handle_count.saturating_add(1),
+                CountChange::Removed => record.handle_count.saturating_sub(1),
+            }
+        })
+    }
+
+    fn update_prefix(
+        &mut self,
+        prefix: &str,
+        change: impl FnOnce(&mut PrefixRecord),
+    ) -> Result<(), StorageError> {
+        let key = crate::names::fold_key(prefix);
+        let mut table = self.txn.open_table(tables::PREFIXES)?;
+        let found = table
+            .get(key.as_str())?
+            .map(|bytes| decode_prefix(&key, bytes.value()))
+            .transpose()?;
+        let mut record = match found {
+            Some(record) => record,
+            None => PrefixRecord {
+                display: prefix.to_owned(),
+                handle_count: 0,
+                homed: false,
+            },
+        };
+        change(&mut record);
+        if record.is_empty() {
+            table.remove(key.as_str())?;
+        } else {
+            table.insert(key.as_str(), record.encode().as_slice())?;
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum CountChange {
+    Added,
+    Removed,
+}
+
+fn find(record: &HandleRecord, index: ValueIndex) -> Option<usize> {
+    record.values.iter().position(|v| v.index == index)
+}
+
+/// Indexes of a value list: positive and unique.
+fn check_indexes(values: &[HandleValue]) -> Result<(), Refusal> {
+    check_index_list(values.iter().map(|v| v.index))
+}
+
+/// Like [`check_indexes`], and the list must name at least one value.
+fn check_request(values: &[HandleValue]) -> Result<(), Refusal> {
+    if values.is_empty() {
+        return Err(Refusal::NoValues);
+    }
+    check_indexes(values)
+}
+
+fn check_index_list(indexes: impl Iterator<Item = ValueIndex>) -> Result<(), Refusal> {
+    let mut seen = HashSet::new();
+    for index in indexes {
+        if index.0 == 0 {
+            return Err(Refusal::ZeroIndex);
+        }
+        if !seen.insert(index) {
+            return Err(Refusal::DuplicateIndex(index));
+        }
+    }
+    Ok(())
+}

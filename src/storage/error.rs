@@ -1,0 +1,85 @@
+//! Errors of the storage layer.
+//!
+//! [`Refusal`] is a business outcome (the handle exists, a value is missing): it is
+//! deterministic, changes nothing, and a replicated state machine records it as the
+//! command's result. Every other [`StorageError`] means the disk or the file is not
+//! what it must be; a replica that meets one stops rather than diverge.
+
+use thiserror::Error;
+
+use crate::values::{DecodeError, ValueIndex};
+
+/// Why an operation was refused without changing anything.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum Refusal {
+    /// Create of a handle that exists.
+    #[error("handle already exists")]
+    HandleExists,
+    /// Any operation on a handle that does not exist.
+    #[error("handle not found")]
+    HandleNotFound,
+    /// Add of a value whose index is taken.
+    #[error("a value with index {0} already exists")]
+    ValueExists(ValueIndex),
+    /// Modify or remove of a value that does not exist.
+    #[error("no value with index {0}")]
+    ValueNotFound(ValueIndex),
+    /// One request names the same index twice.
+    #[error("index {0} appears more than once in the request")]
+    DuplicateIndex(ValueIndex),
+    /// Value indexes must be positive.
+    #[error("value index 0 is not allowed; indexes must be positive")]
+    ZeroIndex,
+    /// An add, modify or remove that names no value.
+    #[error("the request names no value")]
+    NoValues,
+}
+
+/// Why the store could not do what was asked.
+#[derive(Debug, Error)]
+pub enum StorageError {
+    /// The operation was refused; nothing changed.
+    #[error(transparent)]
+    Refused(#[from] Refusal),
+    /// The database file was written by another format version of hdl.
+    #[error(
+        "store format version {found} is not supported (this hdl reads version {expected}); \
+         use the hdl release that wrote it to export the data"
+    )]
+    FormatVersion {
+        /// Version recorded in the file.
+        found: u64,
+        /// Version this build reads and writes.
+        expected: u64,
+    },
+    /// A stored record could not be decoded.
+    #[error("stored record for {key:?} is corrupt: {source}")]
+    Corrupt {
+        /// The key of the record.
+        key: String,
+        /// What was wrong with it.
+        source: DecodeError,
+    },
+    /// redb reported an error (I/O, a full disk, a damaged file).
+    #[error("storage backend: {0}")]
+    Backend(#[from] redb::Error),
+}
+
+/// Converts each redb error type into [`StorageError::Backend`].
+macro_rules! from_redb {
+    ($($error:ty),*) => {$(
+        impl From<$error> for StorageError {
+            fn from(error: $error) -> Self {
+                StorageError::Backend(error.into())
+            }
+        }
+    )*};
+}
+
+from_redb!(
+    redb::DatabaseError,
+    redb::TransactionError,
+    redb::TableError,
+    redb::CommitError,
+    redb::StorageError
+);

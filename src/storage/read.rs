@@ -1,0 +1,117 @@
+//! Reads from one consistent snapshot of the store.
+
+use std::ops::Bound;
+
+use redb::{ReadOnlyTable, ReadTransaction, ReadableTable};
+
+use super::error::StorageError;
+use super::tables::{self, HandleRecord, PrefixRecord};
+use crate::names::{Handle, fold_key};
+use crate::values::ValueSelection;
+
+/// A read-only, consistent view of the store: later writes are not seen.
+pub struct ReadSnapshot {
+    txn: ReadTransaction,
+}
+
+impl std::fmt::Debug for ReadSnapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadSnapshot").finish_non_exhaustive()
+    }
+}
+
+impl ReadSnapshot {
+    pub(super) fn new(txn: ReadTransaction) -> Self {
+        ReadSnapshot { txn }
+    }
+
+    fn handles(&self) -> Result<ReadOnlyTable<&'static str, &'static [u8]>, StorageError> {
+        Ok(self.txn.open_table(tables::HANDLES)?)
+    }
+
+    /// The record of `handle`, with only the values `selection` picks, in stored order;
+    /// `None` when the handle does not exist. A handle that exists but has no selected
+    /// value comes back with an empty value list.
+    pub fn get(
+        &self,
+        handle: &Handle,
+        selection: &ValueSelection,
+    ) -> Result<Option<HandleRecord>, StorageError> {
+        let Some(bytes) = self.handles()?.get(handle.key())? else {
+            return Ok(None);
+        };
+        let mut record = decode_handle(handle.key(), bytes.value())?;
+        if !selection.is_all() {
+            record.values.retain(|value| selection.matches(value));
+        }
+        Ok(Some(record))
+    }
+
+    /// Whether `handle` exists.
+    pub fn contains(&self, handle: &Handle) -> Result<bool, StorageError> {
+        Ok(self.handles()?.get(handle.key())?.is_some())
+    }
+
+    /// Up to `limit` handles under the naming authority `prefix` (ASCII
+    /// case-insensitive), in folded-key order, starting after the handle `after` when
+    /// given (for paging). Each comes in its display spelling.
+    pub fn list_handles(
+        &self,
+        prefix: &str,
+        after: Option<&Handle>,
+        limit: usize,
+    ) -> Result<Vec<String>, StorageError> {
+        let (start, end) = tables::prefix_range(&fold_key(prefix));
+        let lower = match after {
+            Some(after) if after.key() >= end.as_str() => return Ok(Vec::new()),
+            Some(after) if after.key() >= start.as_str() => Bound::Excluded(after.key()),
+            _ => Bound::Included(start.as_str()),
+        };
+        let table = self.handles()?;
+        let mut range = table.range::<&str>((lower, Bound::Excluded(end.as_str())))?;
+        let mut handles = Vec::new();
+        while handles.len() < limit {
+            let Some(entry) = range.next() else { break };
+            let (key, bytes) = entry?;
+            handles.push(decode_handle(key.value(), bytes.value())?.display);
+        }
+        Ok(handles)
+    }
+
+    /// Every prefix the store knows, in folded order.
+    pub fn list_prefixes(&self) -> Result<Vec<PrefixRecord>, StorageError> {
+        let table = self.txn.open_table(tables::PREFIXES)?;
+        let mut prefixes = Vec::new();
+        for entry in table.iter()? {
+            let (key, bytes) = entry?;
+            prefixes.push(decode_prefix(key.value(), bytes.value())?);
+        }
+        Ok(prefixes)
+    }
+
+    /// The record of one prefix, if the store knows it.
+    pub fn prefix(&self, prefix: &str) -> Result<Option<PrefixRecord>, StorageError> {
+        let key = fold_key(prefix);
+        let table = self.txn.open_table(tables::PREFIXES)?;
+        let found = table.get(key.as_str())?;
+        found
+            .map(|bytes| decode_prefix(&key, bytes.value()))
+            .transpose()
+    }
+}
+
+/// Decodes a stored handle record, naming its key when it is corrupt.
+pub(super) fn decode_handle(key: &str, bytes: &[u8]) -> Result<HandleRecord, StorageError> {
+    HandleRecord::decode(bytes).map_err(|source| StorageError::Corrupt {
+        key: key.to_owned(),
+        source,
+    })
+}
+
+/// Decodes a stored prefix record, naming its key when it is corrupt.
+pub(super) fn decode_prefix(key: &str, bytes: &[u8]) -> Result<PrefixRecord, StorageError> {
+    PrefixRecord::decode(bytes).map_err(|source| StorageError::Corrupt {
+        key: key.to_owned(),
+        source,
+    })
+}

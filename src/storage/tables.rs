@@ -1,0 +1,196 @@
+//! Every table, key encoding and on-disk record layout of the handle store.
+//!
+//! Keeping them in one file (as redb itself does) makes the on-disk format readable in
+//! one place. Integers on disk have fixed widths; no platform-sized integer is stored.
+//!
+//! Format version 1:
+//! - `meta`: `&str → u64`; key `format_version` holds [`FORMAT_VERSION`].
+//! - `handles`: folded handle (ASCII upper-cased, UTF-8) → handle record:
+//!   `u8 record layout (1) ‖ Str display spelling ‖ List<HandleValue>` where the value
+//!   list is the RFC 3652 encoding (digest §5), a published format readable for decades.
+//! - `prefixes`: folded naming authority → prefix record:
+//!   `u8 record layout (1) ‖ Str display spelling ‖ u64 handle count ‖ u8 homed (0/1)`.
+//!
+//! A folded handle key sorts the handles of one prefix together: they all start with
+//! `PREFIX/`, so listing a prefix is one range scan.
+
+use redb::TableDefinition;
+
+use crate::values::{
+    DecodeError, HandleValue, Reader, Writer, decode_value_list, encode_value_list,
+};
+
+/// The version of the layout described above, checked on every open.
+pub const FORMAT_VERSION: u64 = 1;
+
+/// Key of the format version in [`META`].
+pub const FORMAT_VERSION_KEY: &str = "format_version";
+
+/// Store-wide metadata.
+pub const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+
+/// Handle records by folded handle.
+pub const HANDLES: TableDefinition<&str, &[u8]> = TableDefinition::new("handles");
+
+/// Prefix records by folded naming authority.
+pub const PREFIXES: TableDefinition<&str, &[u8]> = TableDefinition::new("prefixes");
+
+const RECORD_LAYOUT: u8 = 1;
+
+/// The range of folded handle keys under the folded prefix `prefix_key`: from
+/// `PREFIX/` up to (not including) `PREFIX0`, `0` being the octet after `/`.
+pub fn prefix_range(prefix_key: &str) -> (String, String) {
+    (format!("{prefix_key}/"), format!("{prefix_key}0"))
+}
+
+/// A handle as stored: its display spelling and its values in stored order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HandleRecord {
+    /// The handle as first written.
+    pub display: String,
+    /// The values, in the order they are stored.
+    pub values: Vec<HandleValue>,
+}
+
+impl HandleRecord {
+    /// The on-disk bytes of this record.
+    pub fn encode(&self) -> Vec<u8> {
+        let len = 1 + 4 + self.display.len() + 4;
+        let len = len
+            + self
+                .values
+                .iter()
+                .map(HandleValue::encoded_len)
+                .sum::<usize>();
+        let mut w = Writer::with_capacity(len);
+        w.u8(RECORD_LAYOUT);
+        w.str(&self.display);
+        encode_value_list(&self.values, &mut w);
+        w.into_bytes()
+    }
+
+    /// Reads a record written by [`HandleRecord::encode`].
+    pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
+        let mut r = Reader::new(bytes);
+        check_layout(&mut r, "handle record layout")?;
+        let display = r.str("display spelling")?.to_owned();
+        let values = decode_value_list(&mut r)?;
+        r.finish("handle record")?;
+        Ok(HandleRecord { display, values })
+    }
+}
+
+/// A naming authority known to the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrefixRecord {
+    /// The prefix as first written.
+    pub display: String,
+    /// How many handles the store holds under it.
+    pub handle_count: u64,
+    /// Whether this server was told it serves the prefix (OC_HOME_NA).
+    pub homed: bool,
+}
+
+impl PrefixRecord {
+    /// The on-disk bytes of this record.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::with_capacity(1 + 4 + self.display.len() + 8 + 1);
+        w.u8(RECORD_LAYOUT);
+        w.str(&self.display);
+        w.u64(self.handle_count);
+        w.u8(u8::from(self.homed));
+        w.into_bytes()
+    }
+
+    /// Reads a record written by [`PrefixRecord::encode`].
+    pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
+        let mut r = Reader::new(bytes);
+        check_layout(&mut r, "prefix record layout")?;
+        let display = r.str("prefix spelling")?.to_owned();
+        let handle_count = r.u64("handle count")?;
+        let homed = match r.u8("homed flag")? {
+            0 => false,
+            1 => true,
+            other => {
+                return Err(DecodeError::InvalidField {
+                    field: "homed flag",
+                    value: u64::from(other),
+                });
+            }
+        };
+        r.finish("prefix record")?;
+        Ok(PrefixRecord {
+            display,
+            handle_count,
+            homed,
+        })
+    }
+
+    /// Whether the record says nothing worth keeping.
+    pub fn is_empty(&self) -> bool {
+        self.handle_count == 0 && !self.homed
+    }
+}
+
+fn check_layout(r: &mut Reader<'_>, field: &'static str) -> Result<(), DecodeError> {
+    match r.u8(field)? {
+        RECORD_LAYOUT => Ok(()),
+        other => Err(DecodeError::InvalidField {
+            field,
+            value: u64::from(other),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handle_record_round_trips() {
+        let record = HandleRecord {
+            display: "cnri.test/日本".into(),
+            values: vec![HandleValue::new(1, "URL", "https://example.org/")],
+        };
+        assert_eq!(HandleRecord::decode(&record.encode()).unwrap(), record);
+    }
+
+    #[test]
+    fn prefix_record_round_trips() {
+        let record = PrefixRecord {
+            display: "Cnri.Test".into(),
+            handle_count: 3,
+            homed: true,
+        };
+        assert_eq!(PrefixRecord::decode(&record.encode()).unwrap(), record);
+    }
+
+    #[test]
+    fn unknown_record_layout_is_refused() {
+        let mut bytes = PrefixRecord {
+            display: "x".into(),
+            handle_count: 0,
+            homed: false,
+        }
+        .encode();
+        bytes[0] = 9;
+        assert!(PrefixRecord::decode(&bytes).is_err());
+    }
+
+    #[test]
+    fn prefix_range_covers_exactly_the_prefix() {
+        let (start, end) = prefix_range("10.1000");
+        for inside in ["10.1000/", "10.1000/1", "10.1000/ZZZ/9", "10.1000/日本"] {
+            assert!(
+                start.as_str() <= inside && inside < end.as_str(),
+                "{inside}"
+            );
+        }
+        for outside in ["10.10000/1", "10.1000", "10.100/1", "10.1000.1/x"] {
+            assert!(
+                !(start.as_str() <= outside && outside < end.as_str()),
+                "{outside}"
+            );
+        }
+    }
+}
