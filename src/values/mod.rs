@@ -10,7 +10,6 @@ pub mod value;
 pub mod wire;
 
 pub use value::{
-    HandleValue, Permissions, Ttl, ValueIndex, ValueReference, decode_value_list,
-    encode_value_list,
+    HandleValue, Permissions, Ttl, ValueIndex, ValueReference, decode_value_list, encode_value_list,
 };
 pub use wire::{DecodeError, Reader, Writer};
