@@ -5,6 +5,7 @@
 //! no logic of its own beyond presentation.
 
 mod parse;
+mod serve;
 
 use std::process::ExitCode;
 
@@ -23,13 +24,17 @@ enum Command {
     /// Parse a handle or handle reference (hdl:, hdl://server/, info:hdl/, urn:hdl:,
     /// proxy URL, encoding@ and type= modifiers) and show its parts.
     Parse(parse::ParseArgs),
+    /// Run a handle server node: the Handle protocol on TCP and UDP.
+    Serve(serve::ServeArgs),
 }
 
 /// Runs the command line and returns the process exit code.
 pub fn run() -> ExitCode {
     let cli = Cli::parse();
+    init_logging();
     let result = match cli.command {
         Command::Parse(args) => parse::run(&args),
+        Command::Serve(args) => serve::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -38,4 +43,15 @@ pub fn run() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Logs go to stderr, filtered by `RUST_LOG` (default: warnings and errors).
+fn init_logging() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
 }
