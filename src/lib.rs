@@ -1,11 +1,12 @@
 //! hdl: a replicated implementation of the Handle System (RFC 3650–3652).
 //!
 //! The module tree is the architecture; each layer depends only on those listed
-//! before it: [`names`] → [`values`] → [`storage`] → [`service`]. [`config`] is
-//! plain data read by the binary.
+//! before it: [`names`] → [`values`] → [`storage`] → [`replication`] → [`service`].
+//! [`config`] is plain data read by the binary.
 
 pub mod config;
 pub mod names;
+pub mod replication;
 pub mod service;
 pub mod storage;
 pub mod values;
