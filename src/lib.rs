@@ -1,12 +1,13 @@
 //! hdl: a replicated implementation of the Handle System (RFC 3650–3652).
 //!
 //! The module tree is the architecture; each layer depends only on those listed
-//! before it: [`names`] → [`values`] → [`codec`] → [`storage`] → [`service`] → [`server`]. [`config`] is
-//! plain data read by the binary.
+//! before it: [`names`] → [`values`] → [`codec`] → [`storage`] → [`replication`] →
+//! [`service`] → [`server`]. [`config`] is plain data read by the binary.
 
 pub mod codec;
 pub mod config;
 pub mod names;
+pub mod replication;
 pub mod server;
 pub mod service;
 pub mod storage;
