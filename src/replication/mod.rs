@@ -1,12 +1,14 @@
 //! Replication of a replica set's admin writes with openraft (0.9, storage v2).
 //!
-//! Owns the seams between openraft and the rest of hdl. This module has three of the
-//! five; the network and the application API come with the server:
+//! Owns the seams between openraft and the rest of hdl. This module has four of the
+//! five; the application API comes with the server:
 //! - command types ([`types`]): [`Request`] in the log, [`Response`] from applying it,
 //!   [`Node`] addresses, and the [`TypeConfig`] binding them;
 //! - the log store ([`LogStore`]): the Raft log and vote in `raft-log.redb`;
 //! - the state machine ([`StateMachine`], [`SnapshotBuilder`]): applies commands to the
-//!   handle [`crate::storage::Store`] and builds and installs snapshots.
+//!   handle [`crate::storage::Store`] and builds and installs snapshots;
+//! - the peer network ([`network`]): authenticated TCP between the nodes for Raft RPCs
+//!   and forwarded writes.
 //!
 //! The only module that imports openraft. Depends on [`crate::storage`] (which stays
 //! library-agnostic: it stores the bytes this module encodes with postcard) and, through
@@ -16,6 +18,7 @@
 
 mod error;
 mod log_store;
+pub mod network;
 mod snapshot;
 mod state_machine;
 pub mod types;

@@ -161,7 +161,10 @@ async fn request_digest_is_returned_when_asked() {
         panic!("no digest: {answer:?}")
     };
     let header_and_body = &sent[20..sent.len() - 4];
-    assert!(digest.matches(header_and_body), "over header and body, not the credential");
+    assert!(
+        digest.matches(header_and_body),
+        "over header and body, not the credential"
+    );
 }
 
 #[tokio::test]

@@ -1,0 +1,238 @@
+//! The client side: openraft's network factory and one reused, authenticated
+//! connection per target node.
+
+use std::error::Error as StdError;
+use std::time::Duration;
+
+use openraft::error::{
+    Fatal, InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
+};
+use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use tokio::net::TcpStream;
+
+use super::auth::{self, ClusterSecret};
+use super::frame::MAX_FRAME_LEN;
+use super::message::{ForwardError, PeerRequest, PeerResponse};
+use super::stream::{PeerError, PeerStream};
+use crate::replication::{Node, NodeId, Request, Response, TypeConfig};
+
+/// The error of one RPC as openraft takes it.
+type RpcError<E = openraft::error::Infallible> = RPCError<NodeId, Node, RaftError<NodeId, E>>;
+
+/// What the peer's Raft answered to one RPC.
+type RemoteAnswer<T, E> = Result<T, RaftError<NodeId, E>>;
+
+/// Connects this node to the other members of its replica set.
+#[derive(Debug, Clone)]
+pub struct Network {
+    id: NodeId,
+    secret: ClusterSecret,
+}
+
+impl Network {
+    /// The network of node `id`, authenticating with `secret`.
+    pub fn new(id: NodeId, secret: ClusterSecret) -> Network {
+        Network { id, secret }
+    }
+}
+
+impl RaftNetworkFactory<TypeConfig> for Network {
+    type Network = NetworkConnection;
+
+    async fn new_client(&mut self, target: NodeId, node: &Node) -> NetworkConnection {
+        self.connection(target, node)
+    }
+}
+
+impl Network {
+    /// A connection to `target` at `node`; it connects on first use.
+    pub fn connection(&self, target: NodeId, node: &Node) -> NetworkConnection {
+        NetworkConnection {
+            network: self.clone(),
+            target,
+            node: node.clone(),
+            stream: None,
+        }
+    }
+}
+
+/// A connection to one peer, opened on first use, reused across requests and reopened
+/// after any failure.
+#[derive(Debug)]
+pub struct NetworkConnection {
+    network: Network,
+    target: NodeId,
+    node: Node,
+    stream: Option<PeerStream>,
+}
+
+/// How a request failed, deciding how openraft sees it.
+enum Failure {
+    /// The peer could not be reached or did not answer in time.
+    Unreachable(PeerError),
+    /// The connection failed after it was established.
+    Network(PeerError),
+}
+
+impl Failure {
+    fn into_rpc<E: StdError>(self) -> RPCError<NodeId, Node, E> {
+        match self {
+            Failure::Unreachable(error) => RPCError::Unreachable(Unreachable::new(&error)),
+            Failure::Network(error) => RPCError::Network(NetworkError::new(&error)),
+        }
+    }
+
+    fn into_peer_error(self) -> PeerError {
+        match self {
+            Failure::Unreachable(error) | Failure::Network(error) => error,
+        }
+    }
+}
+
+impl NetworkConnection {
+    /// Asks the peer, as the leader, to propose `request`, waiting at most `timeout`.
+    /// The outer error is the transport's; the inner one is the peer's answer.
+    pub async fn forward(
+        &mut self,
+        request: Request,
+        timeout: Duration,
+    ) -> Result<Result<Response, ForwardError>, PeerError> {
+        let sent = PeerRequest::Forward(request);
+        match self
+            .call(sent, timeout)
+            .await
+            .map_err(Failure::into_peer_error)?
+        {
+            PeerResponse::Forward(answer) => Ok(answer),
+            other => Err(mismatch("Forward", &other)),
+        }
+    }
+
+    /// Sends `request` and reads its response within `timeout`, connecting first if
+    /// needed; any failure drops the connection so the next request reconnects.
+    async fn call(
+        &mut self,
+        request: PeerRequest,
+        timeout: Duration,
+    ) -> Result<PeerResponse, Failure> {
+        let result = match tokio::time::timeout(timeout, self.exchange(&request)).await {
+            Ok(result) => result,
+            Err(_elapsed) => Err(Failure::Unreachable(PeerError::Timeout(timeout))),
+        };
+        if result.is_err() {
+            self.stream = None;
+        }
+        result
+    }
+
+    async fn exchange(&mut self, request: &PeerRequest) -> Result<PeerResponse, Failure> {
+        let stream = match self.stream.take() {
+            Some(stream) => stream,
+            None => self.connect().await.map_err(Failure::Unreachable)?,
+        };
+        let stream = self.stream.insert(stream);
+        stream
+            .send(request, MAX_FRAME_LEN)
+            .await
+            .map_err(Failure::Network)?;
+        stream.expect(MAX_FRAME_LEN).await.map_err(Failure::Network)
+    }
+
+    async fn connect(&self) -> Result<PeerStream, PeerError> {
+        let mut stream = PeerStream::new(TcpStream::connect(self.node.peer).await?)?;
+        auth::connect(&mut stream, &self.network.secret, self.network.id).await?;
+        Ok(stream)
+    }
+
+    /// One Raft RPC: `pick` takes the answer out of the expected response variant, or
+    /// names the variant that came instead.
+    async fn rpc<T, E: StdError>(
+        &mut self,
+        request: PeerRequest,
+        option: &RPCOption,
+        pick: fn(PeerResponse) -> Result<RemoteAnswer<T, E>, &'static str>,
+    ) -> Result<T, RpcError<E>> {
+        let kind = request.kind();
+        let response = self
+            .call(request, option.hard_ttl())
+            .await
+            .map_err(Failure::into_rpc)?;
+        match pick(response) {
+            Ok(Ok(answer)) => Ok(answer),
+            Ok(Err(remote)) => Err(RPCError::RemoteError(RemoteError::new_with_node(
+                self.target,
+                self.node.clone(),
+                remote,
+            ))),
+            Err(response) => {
+                self.stream = None;
+                let error = PeerError::Mismatch {
+                    request: kind,
+                    response,
+                };
+                Err(Failure::Network(error).into_rpc())
+            }
+        }
+    }
+}
+
+fn mismatch(request: &'static str, response: &PeerResponse) -> PeerError {
+    PeerError::Mismatch {
+        request,
+        response: response.kind(),
+    }
+}
+
+fn raft_error(fatal: Fatal<NodeId>) -> RaftError<NodeId> {
+    RaftError::Fatal(fatal)
+}
+
+impl RaftNetwork<TypeConfig> for NetworkConnection {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse<NodeId>, RpcError> {
+        self.rpc(
+            PeerRequest::AppendEntries(rpc),
+            &option,
+            |response| match response {
+                PeerResponse::AppendEntries(answer) => Ok(answer.map_err(raft_error)),
+                other => Err(other.kind()),
+            },
+        )
+        .await
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<InstallSnapshotResponse<NodeId>, RpcError<InstallSnapshotError>> {
+        self.rpc(
+            PeerRequest::InstallSnapshot(rpc),
+            &option,
+            |response| match response {
+                PeerResponse::InstallSnapshot(answer) => Ok(answer),
+                other => Err(other.kind()),
+            },
+        )
+        .await
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<NodeId>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<NodeId>, RpcError> {
+        self.rpc(PeerRequest::Vote(rpc), &option, |response| match response {
+            PeerResponse::Vote(answer) => Ok(answer.map_err(raft_error)),
+            other => Err(other.kind()),
+        })
+        .await
+    }
+}

@@ -1,0 +1,302 @@
+//! The peer network over loopback TCP: authentication refuses strangers and impostors,
+//! and a real three-node openraft cluster replicates a write through it.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::error::RPCError;
+use openraft::network::{RPCOption, RaftNetwork};
+use openraft::raft::VoteRequest;
+use openraft::{Config, Raft, Vote};
+use tempfile::TempDir;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+
+use super::frame::{self, HEADER_LEN, MAX_FRAME_LEN, MAX_HANDSHAKE_FRAME_LEN};
+use super::stream::PeerStream;
+use super::*;
+use crate::names::Handle;
+use crate::replication::{
+    LogStore, Node, NodeId, Request, RequestId, Response, StateMachine, TypeConfig,
+};
+use crate::storage::{Applied, Command, ExistingHandle, Store};
+use crate::values::{HandleValue, ValueSelection};
+
+const WAIT: Duration = Duration::from_secs(10);
+
+fn secret() -> ClusterSecret {
+    ClusterSecret::new(b"a shared cluster secret, 32 byte").unwrap()
+}
+
+fn wrong_secret() -> ClusterSecret {
+    ClusterSecret::new(b"not the cluster secret, 32 bytes").unwrap()
+}
+
+/// One node: its Raft, store, peer address, data directory and server shutdown.
+struct TestNode {
+    raft: Raft<TypeConfig>,
+    store: Arc<Store>,
+    node: Node,
+    _dir: TempDir,
+    _stop: oneshot::Sender<()>,
+}
+
+async fn start_node(id: NodeId, secret: ClusterSecret) -> TestNode {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(Store::open(&dir.path().join("handles.redb")).unwrap());
+    let log = LogStore::open(dir.path()).unwrap();
+    let sm = StateMachine::open(Arc::clone(&store), dir.path()).unwrap();
+    let config = Config {
+        heartbeat_interval: 50,
+        election_timeout_min: 300,
+        election_timeout_max: 600,
+        ..Config::default()
+    };
+    let config = Arc::new(config.validate().unwrap());
+    let network = Network::new(id, secret.clone());
+    let raft = Raft::new(id, config, network, log, sm).await.unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let peer = listener.local_addr().unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let shutdown = async move {
+        let _ = stopped.await;
+    };
+    tokio::spawn(PeerServer::serve(listener, raft.clone(), secret, shutdown));
+    let node = Node {
+        handle: peer,
+        peer,
+        http: None,
+    };
+    TestNode {
+        raft,
+        store,
+        node,
+        _dir: dir,
+        _stop: stop,
+    }
+}
+
+fn vote_request(term: u64) -> VoteRequest<NodeId> {
+    VoteRequest::new(Vote::new(term, 9), None)
+}
+
+fn vote_term(raft: &Raft<TypeConfig>) -> u64 {
+    raft.metrics().borrow().vote.leader_id().term
+}
+
+#[tokio::test]
+async fn a_wrong_secret_is_refused_and_no_rpc_is_served() {
+    let node = start_node(1, secret()).await;
+    let option = RPCOption::new(WAIT);
+
+    let stranger = Network::new(9, wrong_secret());
+    let refused = stranger
+        .connection(1, &node.node)
+        .vote(vote_request(5), option.clone())
+        .await;
+    assert!(
+        matches!(refused, Err(RPCError::Unreachable(_))),
+        "{refused:?}"
+    );
+
+    // A raw client that sends a bad proof and a Vote right behind it: the server
+    // closes the connection without reading the Vote.
+    let mut raw = PeerStream::new(
+        tokio::net::TcpStream::connect(node.node.peer)
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    let _challenge: [u8; 32] = raw.expect(MAX_HANDSHAKE_FRAME_LEN).await.unwrap();
+    raw.send(&(9_u64, [0_u8; 32], [0_u8; 32]), MAX_HANDSHAKE_FRAME_LEN)
+        .await
+        .unwrap();
+    raw.send(&PeerRequest::Vote(vote_request(6)), MAX_FRAME_LEN)
+        .await
+        .unwrap();
+    let answer: Result<Option<PeerResponse>, _> = raw.recv(MAX_FRAME_LEN).await;
+    assert!(
+        matches!(answer, Ok(None) | Err(PeerError::Io(_))),
+        "{answer:?}"
+    );
+    assert_eq!(vote_term(&node.raft), 0, "a refused peer changed the vote");
+
+    // The same Vote from a peer with the secret is served.
+    let member = Network::new(9, secret());
+    let served = member
+        .connection(1, &node.node)
+        .vote(vote_request(5), option)
+        .await;
+    assert!(served.unwrap().vote_granted);
+    assert_eq!(vote_term(&node.raft), 5);
+}
+
+#[tokio::test]
+async fn a_client_sends_nothing_to_a_server_without_the_secret() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let peer: SocketAddr = listener.local_addr().unwrap();
+    let impostor = tokio::spawn(async move {
+        let (stream, _) = listener.accept().await.unwrap();
+        let mut stream = PeerStream::new(stream).unwrap();
+        stream
+            .send(&[7_u8; 32], MAX_HANDSHAKE_FRAME_LEN)
+            .await
+            .unwrap();
+        let _hello: (u64, [u8; 32], [u8; 32]) =
+            stream.expect(MAX_HANDSHAKE_FRAME_LEN).await.unwrap();
+        stream
+            .send(&[0_u8; 32], MAX_HANDSHAKE_FRAME_LEN)
+            .await
+            .unwrap();
+        stream.recv::<PeerRequest>(MAX_FRAME_LEN).await
+    });
+    let node = Node {
+        handle: peer,
+        peer,
+        http: None,
+    };
+    let network = Network::new(1, secret());
+    let refused = network
+        .connection(2, &node)
+        .vote(vote_request(5), RPCOption::new(WAIT))
+        .await;
+    assert!(
+        matches!(refused, Err(RPCError::Unreachable(_))),
+        "{refused:?}"
+    );
+    let received = tokio::time::timeout(WAIT, impostor).await.unwrap().unwrap();
+    assert!(
+        matches!(received, Ok(None)),
+        "the impostor got {received:?}"
+    );
+}
+
+#[test]
+fn a_short_secret_is_refused() {
+    assert!(matches!(
+        ClusterSecret::new(b"short"),
+        Err(SecretError::TooShort { len: 5 })
+    ));
+}
+
+#[test]
+fn peer_messages_round_trip_in_frames() {
+    let request = PeerRequest::Vote(vote_request(3));
+    let bytes = frame::encode(&request, MAX_FRAME_LEN).unwrap();
+    let back: PeerRequest = frame::decode(&bytes[HEADER_LEN..]).unwrap();
+    assert!(matches!(back, PeerRequest::Vote(vote) if vote == vote_request(3)));
+    let not_leader = PeerResponse::Forward(Err(ForwardError::NotLeader {
+        leader_id: Some(2),
+        leader_node: Some(Node::default()),
+    }));
+    let bytes = frame::encode(&not_leader, MAX_FRAME_LEN).unwrap();
+    let back: PeerResponse = frame::decode(&bytes[HEADER_LEN..]).unwrap();
+    assert!(matches!(
+        back,
+        PeerResponse::Forward(Err(ForwardError::NotLeader {
+            leader_id: Some(2),
+            ..
+        }))
+    ));
+}
+
+fn create(text: &str, url: &str) -> Request {
+    Request {
+        id: RequestId(1),
+        command: Command::Create {
+            handle: Handle::parse(text).unwrap(),
+            values: vec![HandleValue::new(1, "URL", url)],
+            existing: ExistingHandle::Refuse,
+        },
+    }
+}
+
+fn url_of(store: &Store, text: &str) -> Option<Vec<u8>> {
+    let read = store.read().unwrap();
+    let record = read.get(&Handle::parse(text).unwrap(), &ValueSelection::all());
+    record.unwrap().map(|record| record.values[0].data.clone())
+}
+
+async fn start_cluster() -> (Vec<TestNode>, NodeId) {
+    let mut nodes = Vec::new();
+    for id in 1..=3 {
+        nodes.push(start_node(id, secret()).await);
+    }
+    let members = (1..=3).zip(nodes.iter().map(|node| node.node.clone()));
+    nodes[0]
+        .raft
+        .initialize(members.collect::<std::collections::BTreeMap<_, _>>())
+        .await
+        .unwrap();
+    let metrics = nodes[0]
+        .raft
+        .wait(Some(WAIT))
+        .metrics(|m| m.current_leader.is_some(), "a leader is elected")
+        .await
+        .unwrap();
+    let leader = metrics.current_leader.unwrap();
+    (nodes, leader)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_three_node_cluster_replicates_a_write_over_tcp() {
+    let (nodes, leader) = start_cluster().await;
+    let leader_raft = &nodes[usize::try_from(leader - 1).unwrap()].raft;
+    let written = leader_raft
+        .client_write(create("10.1/net", "https://net.example/"))
+        .await
+        .unwrap();
+    assert_eq!(written.data, Response::Command(Ok(Applied::Created)));
+    let index = Some(written.log_id.index);
+    for node in &nodes {
+        node.raft
+            .wait(Some(WAIT))
+            .applied_index_at_least(index, "write applied")
+            .await
+            .unwrap();
+        assert_eq!(
+            url_of(&node.store, "10.1/net").unwrap(),
+            b"https://net.example/"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_forwarded_write_is_proposed_by_the_leader_and_refused_by_a_follower() {
+    let (nodes, leader) = start_cluster().await;
+    let network = Network::new(9, secret());
+    let leader_node = &nodes[usize::try_from(leader - 1).unwrap()];
+    let follower = nodes
+        .iter()
+        .find(|node| node.node != leader_node.node)
+        .unwrap();
+    // A follower may learn of the leader a heartbeat later than the leader itself.
+    follower
+        .raft
+        .wait(Some(WAIT))
+        .current_leader(leader, "follower knows the leader")
+        .await
+        .unwrap();
+
+    let mut to_follower = network.connection(0, &follower.node);
+    let refused = to_follower
+        .forward(create("10.1/fwd", "https://fwd.example/"), WAIT)
+        .await
+        .unwrap();
+    assert!(
+        matches!(refused, Err(ForwardError::NotLeader { leader_id: Some(id), .. }) if id == leader),
+        "{refused:?}"
+    );
+
+    let mut to_leader = network.connection(leader, &leader_node.node);
+    let applied = to_leader
+        .forward(create("10.1/fwd", "https://fwd.example/"), WAIT)
+        .await
+        .unwrap();
+    assert_eq!(applied.unwrap(), Response::Command(Ok(Applied::Created)));
+    assert_eq!(
+        url_of(&leader_node.store, "10.1/fwd").unwrap(),
+        b"https://fwd.example/"
+    );
+}
