@@ -51,6 +51,8 @@ async fn start_node(id: NodeId, secret: ClusterSecret) -> TestNode {
         heartbeat_interval: 50,
         election_timeout_min: 300,
         election_timeout_max: 600,
+        // Purge the log as soon as a snapshot covers it, so a new member needs the snapshot.
+        max_in_snapshot_log_to_keep: 0,
         ..Config::default()
     };
     let config = Arc::new(config.validate().unwrap());
@@ -298,5 +300,42 @@ async fn a_forwarded_write_is_proposed_by_the_leader_and_refused_by_a_follower()
     assert_eq!(
         url_of(&leader_node.store, "10.1/fwd").unwrap(),
         b"https://fwd.example/"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_learner_behind_a_purged_log_catches_up_from_a_snapshot_over_tcp() {
+    let (nodes, leader) = start_cluster().await;
+    let leader_raft = &nodes[usize::try_from(leader - 1).unwrap()].raft;
+    let written = leader_raft
+        .client_write(create("10.1/snap", "https://snap.example/"))
+        .await
+        .unwrap();
+    let index = written.log_id.index;
+    leader_raft.trigger().snapshot().await.unwrap();
+    leader_raft
+        .wait(Some(WAIT))
+        .metrics(
+            |m| m.purged.is_some_and(|purged| purged.index >= index),
+            "log purged up to the write",
+        )
+        .await
+        .unwrap();
+
+    let learner = start_node(4, secret()).await;
+    leader_raft
+        .add_learner(4, learner.node.clone(), true)
+        .await
+        .unwrap();
+    learner
+        .raft
+        .wait(Some(WAIT))
+        .applied_index_at_least(Some(index), "learner caught up")
+        .await
+        .unwrap();
+    assert!(learner.raft.metrics().borrow().snapshot.is_some());
+    assert_eq!(
+        url_of(&learner.store, "10.1/snap").unwrap(),
+        b"https://snap.example/"
     );
 }
