@@ -4,6 +4,7 @@
 //! errors into messages and exit codes (with `anyhow`). It calls the library and holds
 //! no logic of its own beyond presentation.
 
+mod cluster;
 mod parse;
 mod serve;
 
@@ -24,8 +25,11 @@ enum Command {
     /// Parse a handle or handle reference (hdl:, hdl://server/, info:hdl/, urn:hdl:,
     /// proxy URL, encoding@ and type= modifiers) and show its parts.
     Parse(parse::ParseArgs),
-    /// Run a handle server node: the Handle protocol on TCP and UDP.
+    /// Run a handle server node: the Handle protocol on TCP and UDP, and the peer
+    /// protocol of its replica set.
     Serve(serve::ServeArgs),
+    /// Form, change and inspect a replica set (init, add-secondary, remove, status).
+    Cluster(cluster::ClusterArgs),
 }
 
 /// Runs the command line and returns the process exit code.
@@ -35,6 +39,7 @@ pub fn run() -> ExitCode {
     let result = match cli.command {
         Command::Parse(args) => parse::run(&args),
         Command::Serve(args) => serve::run(&args),
+        Command::Cluster(args) => cluster::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,4 +1,4 @@
-//! `hdl serve`: runs one node until SIGINT or SIGTERM.
+//! `hdl serve`: runs one node, a member of its replica set, until SIGINT or SIGTERM.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -7,9 +7,12 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::Args;
 use hdl::config::Config;
-use hdl::server::HandleListeners;
+use hdl::replication::network::read_or_create_secret_file;
+use hdl::replication::{Bootstrap, Replica, ReplicaSettings};
+use hdl::server::{HandleListeners, advertised_handle_addr};
 use hdl::service::Service;
 use hdl::storage::Store;
+use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
 
 /// Arguments of `hdl serve`.
@@ -25,18 +28,30 @@ pub struct ServeArgs {
     /// Handle protocol address (TCP and UDP); overrides `[handle] listen`.
     #[arg(long)]
     listen: Option<SocketAddr>,
+    /// This node's id in its replica set; overrides `[cluster] node_id`.
+    #[arg(long)]
+    node_id: Option<u64>,
+    /// Peer listener address; overrides `[cluster] peer_listen`.
+    #[arg(long)]
+    peer: Option<SocketAddr>,
+    /// Cluster secret file; overrides `[cluster] secret_file`.
+    #[arg(long)]
+    secret_file: Option<PathBuf>,
+    /// Do not form a set of this node alone on first start: wait for
+    /// `hdl cluster init` or `hdl cluster add-secondary`.
+    #[arg(long)]
+    no_bootstrap: bool,
 }
 
-/// Loads the configuration, opens the store, binds and serves.
+/// Loads the configuration, opens the store, starts the replica, binds and serves.
 pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let config = load_config(args)?;
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create data directory {}", config.data_dir.display()))?;
     let store = Store::open(&config.store_path())
         .with_context(|| format!("cannot open store {}", config.store_path().display()))?;
-    let service = Service::new(Arc::new(store));
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
-    runtime.block_on(serve(config, service))
+    runtime.block_on(serve(config, Arc::new(store)))
 }
 
 fn load_config(args: &ServeArgs) -> anyhow::Result<Config> {
@@ -54,18 +69,62 @@ fn load_config(args: &ServeArgs) -> anyhow::Result<Config> {
     if let Some(listen) = args.listen {
         config.handle.listen = listen;
     }
+    let cluster = &mut config.cluster;
+    cluster.node_id = args.node_id.unwrap_or(cluster.node_id);
+    cluster.peer_listen = args.peer.unwrap_or(cluster.peer_listen);
+    if let Some(file) = &args.secret_file {
+        cluster.secret_file = Some(file.clone());
+    }
+    cluster.bootstrap &= !args.no_bootstrap;
+    config.validate()?;
     Ok(config)
 }
 
-async fn serve(config: Config, service: Service) -> anyhow::Result<()> {
+fn replica_settings(config: &Config) -> ReplicaSettings {
+    let cluster = &config.cluster;
+    ReplicaSettings {
+        id: cluster.node_id,
+        bootstrap: if cluster.bootstrap {
+            Bootstrap::Alone
+        } else {
+            Bootstrap::Wait
+        },
+        heartbeat_ms: cluster.heartbeat_ms,
+        election_min_ms: cluster.election_timeout_min_ms,
+        election_max_ms: cluster.election_timeout_max_ms,
+        snapshot_every: cluster.snapshot_every,
+        keep_after_snapshot: cluster.keep_after_snapshot,
+    }
+}
+
+async fn serve(config: Config, store: Arc<Store>) -> anyhow::Result<()> {
+    let secret = read_or_create_secret_file(&config.secret_path())?;
     let listeners = HandleListeners::bind(config.handle.listen).await?;
-    let address = listeners.local_addr()?;
-    println!("listening handle={address}");
+    let handle = listeners.local_addr()?;
+    let peers = TcpListener::bind(config.cluster.peer_listen)
+        .await
+        .with_context(|| format!("cannot listen for peers on {}", config.cluster.peer_listen))?;
+    let peer = peers.local_addr()?;
+    let advertised = advertised_handle_addr(&config.site, handle);
+    let settings = replica_settings(&config);
+    let replica = Replica::start(
+        &settings,
+        Arc::clone(&store),
+        &config.data_dir,
+        peers,
+        advertised,
+        secret,
+    )
+    .await
+    .context("cannot start the replica")?;
+    println!("listening handle={handle} peer={peer}");
     std::io::Write::flush(&mut std::io::stdout())?;
-    tracing::info!(%address, "serving the Handle protocol");
+    tracing::info!(%handle, %peer, node_id = settings.id, "serving");
+    let service = Service::new(store, replica.clone());
     listeners
         .serve(service, &config, shutdown_signal()?)
         .await?;
+    replica.shutdown().await?;
     Ok(())
 }
 
