@@ -15,6 +15,7 @@ mod output;
 mod parse;
 mod remove;
 mod resolve;
+mod serve;
 mod value_arg;
 
 use std::process::ExitCode;
@@ -34,6 +35,8 @@ enum Command {
     /// Parse a handle or handle reference (hdl:, hdl://server/, info:hdl/, urn:hdl:,
     /// proxy URL, encoding@ and type= modifiers) and show its parts.
     Parse(parse::ParseArgs),
+    /// Run a handle server node: the Handle protocol on TCP and UDP.
+    Serve(serve::ServeArgs),
     /// Resolve a handle: print its values (text, or REST JSON with --json).
     Resolve(resolve::ResolveArgs),
     /// Create a handle with values.
@@ -55,8 +58,10 @@ enum Command {
 /// Runs the command line and returns the process exit code.
 pub fn run() -> ExitCode {
     let cli = Cli::parse();
+    init_logging();
     let result = match cli.command {
         Command::Parse(args) => parse::run(&args),
+        Command::Serve(args) => serve::run(&args),
         Command::Resolve(args) => resolve::run(&args),
         Command::Create(args) => create::run(&args),
         Command::Delete(args) => delete::run(&args),
@@ -73,4 +78,15 @@ pub fn run() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Logs go to stderr, filtered by `RUST_LOG` (default: warnings and errors).
+fn init_logging() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
 }

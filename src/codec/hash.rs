@@ -1,7 +1,8 @@
 //! Choosing the server of a site for a handle (digest §7, §13.7; RFC 3651 §3.2.2).
 //!
-//! Owns [`HashOption`], [`handle_hash`] and [`server_index`]: J9's
-//! `SiteInfo.getHandleHash/determineServerNum`. Pure; depends only on MD5.
+//! Owns [`handle_hash`] and [`server_index`]: J9's
+//! `SiteInfo.getHandleHash/determineServerNum`. Pure; depends on MD5 and the
+//! [`HashOption`] of [`crate::values`] (the HS_SITE octet).
 //!
 //! The part of the handle named by the site's HashOption is upper-cased (ASCII `a–z`
 //! only), hashed with MD5, and the last four digest octets, read as a big-endian
@@ -11,39 +12,8 @@
 
 use md5::{Digest, Md5};
 
-/// Which part of a handle a site hashes (the HS_SITE `HashOption` octet).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum HashOption {
-    /// 0: the prefix, before the first `/` (a slash-less handle hashes as `0.NA`).
-    ByPrefix,
-    /// 1: the suffix, after the first `/` (the whole handle if there is none).
-    BySuffix,
-    /// 2: the whole handle.
-    ByHandle,
-}
+use crate::values::HashOption;
 
-impl HashOption {
-    /// The option for its HS_SITE octet; `None` for values J9 refuses.
-    pub fn from_wire(octet: u8) -> Option<Self> {
-        match octet {
-            0 => Some(HashOption::ByPrefix),
-            1 => Some(HashOption::BySuffix),
-            2 => Some(HashOption::ByHandle),
-            _ => None,
-        }
-    }
-
-    /// The HS_SITE octet.
-    pub fn to_wire(self) -> u8 {
-        match self {
-            HashOption::ByPrefix => 0,
-            HashOption::BySuffix => 1,
-            HashOption::ByHandle => 2,
-        }
-    }
-}
-
-/// The part of `handle` that `option` hashes, before upper-casing.
 fn hashed_part(handle: &[u8], option: HashOption) -> &[u8] {
     let slash = handle.iter().position(|&b| b == b'/');
     match (option, slash) {
@@ -122,10 +92,5 @@ mod tests {
         assert_eq!(server_index(b"10.1000/1", HashOption::ByHandle, 1), 0);
         assert_eq!(server_index(b"10.1000/1", HashOption::ByHandle, 0), 0);
         assert!(server_index(b"0.NA/10", HashOption::BySuffix, 3) < 3);
-        for octet in 0..=2 {
-            let option = HashOption::from_wire(octet).unwrap();
-            assert_eq!(option.to_wire(), octet);
-        }
-        assert_eq!(HashOption::from_wire(3), None);
     }
 }

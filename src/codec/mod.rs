@@ -39,7 +39,7 @@ pub use credential::Credential;
 pub use digest::RequestDigest;
 pub use envelope::{ENVELOPE_LEN, Envelope, MessageFlags};
 pub use error::CodecError;
-pub use hash::{HashOption, handle_hash, server_index};
+pub use hash::{handle_hash, server_index};
 pub use header::{HEADER_LEN, Header, OpFlags};
 pub use message::{MAX_MESSAGE_LEN, Message};
 pub use request::{HandleValues, Request, ResolutionRequest};

@@ -6,6 +6,7 @@
 use std::collections::HashSet;
 
 use redb::{ReadableTable, Table, WriteTransaction};
+use serde::{Deserialize, Serialize};
 
 use super::error::{Refusal, StorageError};
 use super::read::{decode_handle, decode_prefix};
@@ -23,7 +24,7 @@ pub enum CreateOutcome {
 }
 
 /// Whether a create may replace an existing handle.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ExistingHandle {
     /// Refuse with [`Refusal::HandleExists`] (the default).
     Refuse,
@@ -47,6 +48,11 @@ type HandlesTable<'txn> = Table<'txn, &'static str, &'static [u8]>;
 impl WriteBatch {
     pub(super) fn new(txn: WriteTransaction) -> Self {
         WriteBatch { txn }
+    }
+
+    /// The transaction under the batch, for the other writers of this module.
+    pub(super) fn txn(&self) -> &WriteTransaction {
+        &self.txn
     }
 
     /// Makes every write of the batch durable (fsync) and visible.

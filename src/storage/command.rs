@@ -5,13 +5,15 @@
 //! every replica, because a command holds everything it needs (its values carry their
 //! timestamps; nothing here reads a clock). Refusals are results, not failures.
 
+use serde::{Deserialize, Serialize};
+
 use super::batch::{CreateOutcome, ExistingHandle, WriteBatch};
 use super::error::{Refusal, StorageError};
 use crate::names::Handle;
 use crate::values::{HandleValue, ValueIndex};
 
 /// One administrative change to the store.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Command {
     /// Create a handle with these values.
     Create {
@@ -64,7 +66,7 @@ pub enum Command {
 pub type CommandResult = Result<Applied, Refusal>;
 
 /// A command that changed the store.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Applied {
     /// A create made a new handle.
     Created,

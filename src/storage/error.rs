@@ -5,12 +5,13 @@
 //! command's result. Every other [`StorageError`] means the disk or the file is not
 //! what it must be; a replica that meets one stops rather than diverge.
 
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::values::{DecodeError, ValueIndex};
 
 /// Why an operation was refused without changing anything.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[derive(Debug, Clone, PartialEq, Eq, Error, Serialize, Deserialize)]
 pub enum Refusal {
     /// Create of a handle that exists.
     #[error("handle already exists")]
@@ -60,6 +61,12 @@ pub enum StorageError {
         /// What was wrong with it.
         source: DecodeError,
     },
+    /// An imported record sits under a key that is not its own.
+    #[error("imported record {key:?} does not belong under that key")]
+    MisplacedRecord {
+        /// The key it came with.
+        key: String,
+    },
     /// redb reported an error (I/O, a full disk, a damaged file).
     #[error("storage backend: {0}")]
     Backend(#[from] redb::Error),
@@ -81,5 +88,6 @@ from_redb!(
     redb::TransactionError,
     redb::TableError,
     redb::CommitError,
+    redb::SetDurabilityError,
     redb::StorageError
 );

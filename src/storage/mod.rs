@@ -10,20 +10,30 @@
 //! changes anything, so a refused operation leaves the batch as it was and later
 //! operations in the batch still apply. [`WriteBatch::commit`] makes the whole batch
 //! durable at once (fsync), which lets a caller share one commit among many writes.
+//!
+//! For replication the store also keeps, without interpreting them, the applied state
+//! of the replicated state machine ([`WriteBatch::set_applied_state`], committed with
+//! the handle writes it accounts for), whole-store images for snapshots
+//! ([`ReadSnapshot::export`], [`WriteBatch::import`]) and, in a file of its own, the
+//! replicated log ([`EntryLog`]). Nothing here knows the replication library.
 
 mod batch;
 mod command;
 mod error;
+mod image;
+pub mod log;
 mod read;
 pub mod tables;
 
 use std::path::Path;
 
-use redb::{Database, ReadableDatabase, ReadableTable};
+use redb::{Database, ReadableDatabase, ReadableTable, WriteTransaction};
 
 pub use batch::{CreateOutcome, ExistingHandle, WriteBatch};
 pub use command::{Applied, Command, CommandResult};
 pub use error::{Refusal, StorageError};
+pub use image::StoreImage;
+pub use log::EntryLog;
 pub use read::ReadSnapshot;
 pub use tables::{HandleRecord, PrefixRecord};
 
@@ -45,24 +55,10 @@ impl Store {
 
     fn check_format_version(&self) -> Result<(), StorageError> {
         let txn = self.db.begin_write()?;
-        {
-            let mut meta = txn.open_table(tables::META)?;
-            let found = meta.get(tables::FORMAT_VERSION_KEY)?.map(|v| v.value());
-            match found {
-                Some(version) if version == tables::FORMAT_VERSION => {}
-                Some(found) => {
-                    return Err(StorageError::FormatVersion {
-                        found,
-                        expected: tables::FORMAT_VERSION,
-                    });
-                }
-                None => {
-                    meta.insert(tables::FORMAT_VERSION_KEY, tables::FORMAT_VERSION)?;
-                }
-            }
-            txn.open_table(tables::HANDLES)?;
-            txn.open_table(tables::PREFIXES)?;
-        }
+        check_format_version(&txn, tables::FORMAT_VERSION)?;
+        txn.open_table(tables::HANDLES)?;
+        txn.open_table(tables::PREFIXES)?;
+        txn.open_table(tables::SM_META)?;
         txn.commit()?;
         Ok(())
     }
@@ -75,6 +71,20 @@ impl Store {
     /// Starts a batch of writes; nothing is visible or durable until it is committed.
     pub fn write(&self) -> Result<WriteBatch, StorageError> {
         Ok(WriteBatch::new(self.db.begin_write()?))
+    }
+}
+
+/// Records `expected` as the format version of a new file, or checks the one recorded.
+fn check_format_version(txn: &WriteTransaction, expected: u64) -> Result<(), StorageError> {
+    let mut meta = txn.open_table(tables::META)?;
+    let found = meta.get(tables::FORMAT_VERSION_KEY)?.map(|v| v.value());
+    match found {
+        Some(version) if version == expected => Ok(()),
+        Some(found) => Err(StorageError::FormatVersion { found, expected }),
+        None => {
+            meta.insert(tables::FORMAT_VERSION_KEY, expected)?;
+            Ok(())
+        }
     }
 }
 

@@ -25,6 +25,11 @@ impl ReadSnapshot {
         ReadSnapshot { txn }
     }
 
+    /// The transaction under the snapshot, for the other readers of this module.
+    pub(super) fn txn(&self) -> &ReadTransaction {
+        &self.txn
+    }
+
     fn handles(&self) -> Result<ReadOnlyTable<&'static str, &'static [u8]>, StorageError> {
         Ok(self.txn.open_table(tables::HANDLES)?)
     }

@@ -8,6 +8,8 @@
 //! `Index u32 ‖ Timestamp u32 ‖ TTLType u8 ‖ TTL u32 ‖ Permissions u8 ‖ Type Str ‖
 //! Data Bytes ‖ References List<Str handle ‖ u32 index>`.
 
+use serde::{Deserialize, Serialize};
+
 use super::wire::{DecodeError, Reader, Writer};
 
 /// Octets a value takes at the least: 14 fixed, the type length, the data length and
@@ -15,7 +17,7 @@ use super::wire::{DecodeError, Reader, Writer};
 pub const MIN_VALUE_LEN: usize = 14 + 4 + 4 + 4;
 
 /// The position of a value inside its handle; unique within the handle.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct ValueIndex(pub u32);
 
 impl std::fmt::Display for ValueIndex {
@@ -25,7 +27,7 @@ impl std::fmt::Display for ValueIndex {
 }
 
 /// How long a value may be cached.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Ttl {
     /// Seconds from the moment it was resolved (TTLType 0).
     Relative(u32),
@@ -53,7 +55,7 @@ impl Ttl {
 }
 
 /// The permission octet of a value (digest §5).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Permissions(u8);
 
 impl Permissions {
@@ -97,7 +99,7 @@ impl Permissions {
 }
 
 /// A reference from a value to a value of another (or the same) handle.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ValueReference {
     /// The referenced handle, UTF-8.
     pub handle: String,
@@ -125,7 +127,7 @@ impl ValueReference {
 }
 
 /// One typed value of a handle.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct HandleValue {
     /// Unique within the handle.
     pub index: ValueIndex,

@@ -1,0 +1,203 @@
+//! The log store seam: openraft's `RaftLogStorage` on [`EntryLog`].
+//!
+//! Entries are stored as postcard bytes of [`Entry`] under their log index; the vote,
+//! the committed position and the last purged position as postcard bytes in the log's
+//! metadata. All disk work runs on tokio's blocking pool. An append is one transaction
+//! for all its entries (group commit), and its callback runs only after that
+//! transaction is durable; the vote is durable before `save_vote` returns.
+
+use std::fmt::Debug;
+use std::io;
+use std::ops::{Bound, RangeBounds};
+use std::path::Path;
+use std::sync::Arc;
+
+use openraft::storage::{LogFlushed, RaftLogStorage};
+use openraft::{ErrorSubject, ErrorVerb, LogState, OptionalSend, RaftLogReader, Vote};
+
+use super::blocking;
+use super::error::Error;
+use super::types::{Entry, LogId, NodeId, RaftStorageError, TypeConfig, from_bytes, to_bytes};
+use crate::storage::{EntryLog, StorageError};
+
+/// The file, inside a node's data directory, that holds its log.
+pub const LOG_FILE: &str = "raft-log.redb";
+
+/// A node's Raft log and vote; clones share the same file (a clone is the log reader).
+#[derive(Debug, Clone)]
+pub struct LogStore {
+    log: Arc<EntryLog>,
+}
+
+type Bounds = (Bound<u64>, Bound<u64>);
+
+impl LogStore {
+    /// Opens (or creates) the log in `data_dir`. Blocks on the disk.
+    pub fn open(data_dir: &Path) -> Result<LogStore, Error> {
+        let log = EntryLog::open(&data_dir.join(LOG_FILE))?;
+        Ok(LogStore { log: Arc::new(log) })
+    }
+
+    async fn entries(&self, range: Bounds) -> Result<Vec<Entry>, Error> {
+        let log = Arc::clone(&self.log);
+        let records = blocking(move || Ok(log.read_range(range)?)).await?;
+        records
+            .iter()
+            .map(|(index, bytes)| decode_entry(*index, bytes))
+            .collect()
+    }
+
+    async fn state(&self) -> Result<LogState<TypeConfig>, Error> {
+        let log = Arc::clone(&self.log);
+        let (last, purged) = blocking(move || Ok((log.last()?, log.last_purged()?))).await?;
+        let last_purged_log_id: Option<LogId> =
+            decode_opt(purged.as_deref(), "last purged log id")?;
+        let last_entry = last
+            .map(|(index, bytes)| decode_entry(index, &bytes).map(|entry| entry.log_id))
+            .transpose()?;
+        Ok(LogState {
+            last_log_id: last_entry.max(last_purged_log_id),
+            last_purged_log_id,
+        })
+    }
+
+    async fn write(
+        &self,
+        work: impl FnOnce(&EntryLog) -> Result<(), Error> + Send + 'static,
+    ) -> Result<(), Error> {
+        let log = Arc::clone(&self.log);
+        blocking(move || work(&log)).await
+    }
+
+    async fn read_meta(
+        &self,
+        read: impl FnOnce(&EntryLog) -> Result<Option<Vec<u8>>, StorageError> + Send + 'static,
+    ) -> Result<Option<Vec<u8>>, Error> {
+        let log = Arc::clone(&self.log);
+        blocking(move || Ok(read(&log)?)).await
+    }
+}
+
+fn decode_entry(index: u64, bytes: &[u8]) -> Result<Entry, Error> {
+    let entry: Entry = from_bytes(bytes, "log entry")?;
+    if entry.log_id.index == index {
+        Ok(entry)
+    } else {
+        Err(Error::MisplacedEntry {
+            stored: index,
+            found: entry.log_id.index,
+        })
+    }
+}
+
+fn decode_opt<T: serde::de::DeserializeOwned>(
+    bytes: Option<&[u8]>,
+    what: &'static str,
+) -> Result<Option<T>, Error> {
+    bytes.map(|bytes| from_bytes(bytes, what)).transpose()
+}
+
+fn logs_error(verb: ErrorVerb) -> impl FnOnce(Error) -> RaftStorageError {
+    move |error| error.into_raft(ErrorSubject::Logs, verb)
+}
+
+fn vote_error(verb: ErrorVerb) -> impl FnOnce(Error) -> RaftStorageError {
+    move |error| error.into_raft(ErrorSubject::Vote, verb)
+}
+
+impl RaftLogReader<TypeConfig> for LogStore {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<Entry>, RaftStorageError> {
+        let bounds = (range.start_bound().cloned(), range.end_bound().cloned());
+        self.entries(bounds)
+            .await
+            .map_err(logs_error(ErrorVerb::Read))
+    }
+}
+
+impl RaftLogStorage<TypeConfig> for LogStore {
+    type LogReader = LogStore;
+
+    async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, RaftStorageError> {
+        self.state().await.map_err(logs_error(ErrorVerb::Read))
+    }
+
+    async fn get_log_reader(&mut self) -> LogStore {
+        self.clone()
+    }
+
+    async fn save_vote(&mut self, vote: &Vote<NodeId>) -> Result<(), RaftStorageError> {
+        let bytes = to_bytes(vote, "vote").map_err(vote_error(ErrorVerb::Write))?;
+        self.write(move |log| Ok(log.save_vote(&bytes)?))
+            .await
+            .map_err(vote_error(ErrorVerb::Write))
+    }
+
+    async fn read_vote(&mut self) -> Result<Option<Vote<NodeId>>, RaftStorageError> {
+        let bytes = self.read_meta(EntryLog::vote).await;
+        bytes
+            .and_then(|bytes| decode_opt(bytes.as_deref(), "vote"))
+            .map_err(vote_error(ErrorVerb::Read))
+    }
+
+    async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), RaftStorageError> {
+        let bytes =
+            to_bytes(&committed, "committed log id").map_err(logs_error(ErrorVerb::Write))?;
+        self.write(move |log| Ok(log.save_committed(&bytes)?))
+            .await
+            .map_err(logs_error(ErrorVerb::Write))
+    }
+
+    async fn read_committed(&mut self) -> Result<Option<LogId>, RaftStorageError> {
+        let bytes = self.read_meta(EntryLog::committed).await;
+        bytes
+            .and_then(|bytes| decode_opt::<Option<LogId>>(bytes.as_deref(), "committed log id"))
+            .map(Option::flatten)
+            .map_err(logs_error(ErrorVerb::Read))
+    }
+
+    async fn append<I>(
+        &mut self,
+        entries: I,
+        callback: LogFlushed<TypeConfig>,
+    ) -> Result<(), RaftStorageError>
+    where
+        I: IntoIterator<Item = Entry> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let records: Result<Vec<(u64, Vec<u8>)>, Error> = entries
+            .into_iter()
+            .map(|entry| Ok((entry.log_id.index, to_bytes(&entry, "log entry")?)))
+            .collect();
+        let written = match records {
+            Ok(records) => self.write(move |log| Ok(log.append(records)?)).await,
+            Err(error) => Err(error),
+        };
+        match written {
+            Ok(()) => {
+                callback.log_io_completed(Ok(()));
+                Ok(())
+            }
+            Err(error) => {
+                callback.log_io_completed(Err(io::Error::other(error.to_string())));
+                Err(error.into_raft(ErrorSubject::Logs, ErrorVerb::Write))
+            }
+        }
+    }
+
+    async fn truncate(&mut self, log_id: LogId) -> Result<(), RaftStorageError> {
+        self.write(move |log| Ok(log.truncate_from(log_id.index)?))
+            .await
+            .map_err(logs_error(ErrorVerb::Delete))
+    }
+
+    async fn purge(&mut self, log_id: LogId) -> Result<(), RaftStorageError> {
+        let bytes =
+            to_bytes(&log_id, "last purged log id").map_err(logs_error(ErrorVerb::Delete))?;
+        self.write(move |log| Ok(log.purge_upto(log_id.index, &bytes)?))
+            .await
+            .map_err(logs_error(ErrorVerb::Delete))
+    }
+}

@@ -1,0 +1,39 @@
+//! Replication of a replica set's admin writes with openraft (0.9, storage v2).
+//!
+//! Owns the seams between openraft and the rest of hdl. This module has three of the
+//! five; the network and the application API come with the server:
+//! - command types ([`types`]): [`Request`] in the log, [`Response`] from applying it,
+//!   [`Node`] addresses, and the [`TypeConfig`] binding them;
+//! - the log store ([`LogStore`]): the Raft log and vote in `raft-log.redb`;
+//! - the state machine ([`StateMachine`], [`SnapshotBuilder`]): applies commands to the
+//!   handle [`crate::storage::Store`] and builds and installs snapshots.
+//!
+//! The only module that imports openraft. Depends on [`crate::storage`] (which stays
+//! library-agnostic: it stores the bytes this module encodes with postcard) and, through
+//! the commands, on [`crate::names`] and [`crate::values`]. Invariants: an applied
+//! entry and the applied marker commit in one transaction; an append is acknowledged
+//! only once durable; a storage failure stops the node, a refusal is a result.
+
+mod error;
+mod log_store;
+mod snapshot;
+mod state_machine;
+pub mod types;
+
+pub use error::Error;
+pub use log_store::{LOG_FILE, LogStore};
+pub use snapshot::SNAPSHOT_FILE;
+pub use state_machine::{SnapshotBuilder, StateMachine};
+pub use types::{Node, NodeId, Request, RequestId, Response, TypeConfig};
+
+/// Runs blocking disk work (redb commits fsync) on tokio's blocking pool.
+async fn blocking<T, F>(work: F) -> Result<T, Error>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T, Error> + Send + 'static,
+{
+    tokio::task::spawn_blocking(work).await?
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,145 @@
+//! Snapshot data and the node's current snapshot file.
+//!
+//! Snapshot data, as sent to followers and as kept on disk, is
+//! `u8 format (1) ‖ postcard SnapshotMeta ‖ postcard StoreImage`: the meta comes first so
+//! that the current snapshot's meta can be read without decoding the image. The current
+//! snapshot lives in one file of the data directory, replaced by write-to-temporary,
+//! fsync and rename, so it survives a restart and is never seen half written.
+
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+
+use super::error::Error;
+use super::types::{SnapshotMeta, from_bytes, to_bytes};
+use crate::storage::StoreImage;
+
+/// The file, inside a node's data directory, that holds its current snapshot.
+pub const SNAPSHOT_FILE: &str = "snapshot.bin";
+
+const SNAPSHOT_FORMAT: u8 = 1;
+
+/// The snapshot data for `meta` and `image`.
+pub(super) fn encode(meta: &SnapshotMeta, image: &StoreImage) -> Result<Vec<u8>, Error> {
+    let mut data = vec![SNAPSHOT_FORMAT];
+    data.extend(to_bytes(meta, "snapshot meta")?);
+    data.extend(to_bytes(image, "snapshot image")?);
+    Ok(data)
+}
+
+/// The meta at the head of snapshot `data`, and the bytes after it.
+fn decode_meta(data: &[u8]) -> Result<(SnapshotMeta, &[u8]), Error> {
+    let (&format, rest) = data.split_first().ok_or(Error::SnapshotFormat {
+        found: 0,
+        expected: SNAPSHOT_FORMAT,
+    })?;
+    if format != SNAPSHOT_FORMAT {
+        return Err(Error::SnapshotFormat {
+            found: format,
+            expected: SNAPSHOT_FORMAT,
+        });
+    }
+    postcard::take_from_bytes(rest).map_err(|source| Error::Decode {
+        what: "snapshot meta",
+        source,
+    })
+}
+
+/// Reads snapshot `data` written by [`encode`].
+pub(super) fn decode(data: &[u8]) -> Result<(SnapshotMeta, StoreImage), Error> {
+    let (meta, rest) = decode_meta(data)?;
+    Ok((meta, from_bytes(rest, "snapshot image")?))
+}
+
+/// When a new snapshot replaces the current one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Replace {
+    /// Always: an installed snapshot is the state machine's new state.
+    Always,
+    /// Unless the current one covers more of the log: a build may finish after a newer
+    /// snapshot was installed.
+    UnlessOlder,
+}
+
+/// The current snapshot file; the lock orders replacements.
+#[derive(Debug)]
+pub(super) struct SnapshotFile {
+    path: PathBuf,
+    current: Mutex<Option<SnapshotMeta>>,
+}
+
+impl SnapshotFile {
+    /// Opens the snapshot file in `data_dir`, reading the meta of the snapshot it holds.
+    pub(super) fn open(data_dir: &Path) -> Result<SnapshotFile, Error> {
+        let path = data_dir.join(SNAPSHOT_FILE);
+        let current = match read(&path)? {
+            Some(data) => Some(decode_meta(&data)?.0),
+            None => None,
+        };
+        Ok(SnapshotFile {
+            path,
+            current: Mutex::new(current),
+        })
+    }
+
+    /// The current snapshot's meta and data, if there is one.
+    pub(super) fn load(&self) -> Result<Option<(SnapshotMeta, Vec<u8>)>, Error> {
+        let _order = self.current.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(data) = read(&self.path)? else {
+            return Ok(None);
+        };
+        let (meta, _) = decode_meta(&data)?;
+        Ok(Some((meta, data)))
+    }
+
+    /// Makes `data` (described by `meta`) the current snapshot, durably, as `rule` says.
+    pub(super) fn save(
+        &self,
+        meta: &SnapshotMeta,
+        data: &[u8],
+        rule: Replace,
+    ) -> Result<(), Error> {
+        // The meta is written only after the file is in place, so a poisoned lock still
+        // describes the file on disk.
+        let mut current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
+        let older = current
+            .as_ref()
+            .is_some_and(|current| current.last_log_id > meta.last_log_id);
+        if rule == Replace::UnlessOlder && older {
+            return Ok(());
+        }
+        self.replace(data).map_err(|source| Error::SnapshotFile {
+            path: self.path.clone(),
+            source,
+        })?;
+        *current = Some(meta.clone());
+        Ok(())
+    }
+
+    fn replace(&self, data: &[u8]) -> io::Result<()> {
+        let temporary = self.path.with_extension("tmp");
+        let mut file = File::create(&temporary)?;
+        file.write_all(data)?;
+        file.sync_all()?;
+        fs::rename(&temporary, &self.path)?;
+        // The rename is durable once the directory is.
+        let dir = match self.path.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir,
+            _ => Path::new("."),
+        };
+        File::open(dir)?.sync_all()?;
+        Ok(())
+    }
+}
+
+fn read(path: &Path) -> Result<Option<Vec<u8>>, Error> {
+    match fs::read(path) {
+        Ok(data) => Ok(Some(data)),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(Error::SnapshotFile {
+            path: path.to_owned(),
+            source,
+        }),
+    }
+}

@@ -1,0 +1,244 @@
+//! The state machine seam: openraft's `RaftStateMachine` and `RaftSnapshotBuilder` on
+//! the handle [`Store`].
+//!
+//! One call to `apply` is one [`crate::storage::WriteBatch`]: every command of the
+//! entries, then the applied state (last applied log id and membership), then one
+//! durable commit, so the store and its applied marker never disagree. A refused
+//! command is a result, replicated like any other; a storage failure is returned to
+//! openraft, which stops the node before its replica can diverge.
+//!
+//! A snapshot is every handle and prefix record plus its meta, read from one
+//! [`crate::storage::ReadSnapshot`]; installing one replaces the store's contents and
+//! applied state in one batch. The current snapshot is kept in the data directory.
+
+use std::io::Cursor;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use openraft::storage::RaftStateMachine;
+use openraft::{EntryPayload, ErrorSubject, ErrorVerb, OptionalSend, RaftSnapshotBuilder};
+use serde::{Deserialize, Serialize};
+
+use super::blocking;
+use super::error::Error;
+use super::snapshot::{self, Replace, SnapshotFile};
+use super::types::{
+    Entry, LogId, RaftStorageError, Response, Snapshot, SnapshotMeta, StoredMembership, TypeConfig,
+    from_bytes, to_bytes,
+};
+use crate::storage::{ReadSnapshot, Store};
+
+/// What the store has applied, kept beside the handles in the same transactions.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct AppliedState {
+    last_applied: Option<LogId>,
+    membership: StoredMembership,
+}
+
+impl AppliedState {
+    /// The applied state as of `read`; nothing applied yet on a new store.
+    fn read(read: &ReadSnapshot) -> Result<AppliedState, Error> {
+        match read.applied_state()? {
+            Some(bytes) => from_bytes(&bytes, "applied state"),
+            None => Ok(AppliedState::default()),
+        }
+    }
+}
+
+/// A replica's state machine: the handle store and the current snapshot.
+#[derive(Debug)]
+pub struct StateMachine {
+    store: Arc<Store>,
+    applied: AppliedState,
+    snapshots: Arc<SnapshotFile>,
+}
+
+/// Builds snapshots of a [`StateMachine`]'s store, concurrently with its applies.
+#[derive(Debug)]
+pub struct SnapshotBuilder {
+    store: Arc<Store>,
+    snapshots: Arc<SnapshotFile>,
+}
+
+impl StateMachine {
+    /// The state machine over `store`, keeping its current snapshot in `data_dir`
+    /// ([`super::SNAPSHOT_FILE`]). Blocks on the disk.
+    pub fn open(store: Arc<Store>, data_dir: &Path) -> Result<StateMachine, Error> {
+        let applied = AppliedState::read(&store.read()?)?;
+        let snapshots = Arc::new(SnapshotFile::open(data_dir)?);
+        Ok(StateMachine {
+            store,
+            applied,
+            snapshots,
+        })
+    }
+}
+
+/// Applies `entries` to `store` in one durable batch, starting from `applied`.
+fn apply_entries(
+    store: &Store,
+    mut applied: AppliedState,
+    entries: Vec<Entry>,
+) -> Result<(AppliedState, Vec<Response>), Error> {
+    let mut batch = store.write()?;
+    let mut responses = Vec::with_capacity(entries.len());
+    for entry in entries {
+        applied.last_applied = Some(entry.log_id);
+        let response = match entry.payload {
+            EntryPayload::Blank => Response::NoCommand,
+            EntryPayload::Normal(request) => Response::Command(batch.apply(request.command)?),
+            EntryPayload::Membership(membership) => {
+                applied.membership = StoredMembership::new(Some(entry.log_id), membership);
+                Response::NoCommand
+            }
+        };
+        responses.push(response);
+    }
+    batch.set_applied_state(&to_bytes(&applied, "applied state")?)?;
+    batch.commit()?;
+    Ok((applied, responses))
+}
+
+/// Replaces the store's contents with snapshot `data`, which must be the snapshot `meta`.
+fn install(store: &Store, meta: &SnapshotMeta, data: &[u8]) -> Result<AppliedState, Error> {
+    let (found, image) = snapshot::decode(data)?;
+    if found != *meta {
+        return Err(Error::SnapshotMismatch {
+            found: Box::new(found),
+            expected: Box::new(meta.clone()),
+        });
+    }
+    let applied = AppliedState {
+        last_applied: meta.last_log_id,
+        membership: meta.last_membership.clone(),
+    };
+    let mut batch = store.write()?;
+    batch.import(&image)?;
+    batch.set_applied_state(&to_bytes(&applied, "applied state")?)?;
+    batch.commit()?;
+    Ok(applied)
+}
+
+/// Exports the store from one read snapshot and makes it the current snapshot.
+fn build(store: &Store, snapshots: &SnapshotFile) -> Result<Snapshot, Error> {
+    let read = store.read()?;
+    let applied = AppliedState::read(&read)?;
+    let image = read.export()?;
+    drop(read);
+    let meta = SnapshotMeta {
+        snapshot_id: snapshot_id(applied.last_applied),
+        last_log_id: applied.last_applied,
+        last_membership: applied.membership,
+    };
+    let data = snapshot::encode(&meta, &image)?;
+    snapshots.save(&meta, &data, Replace::UnlessOlder)?;
+    Ok(Snapshot {
+        meta,
+        snapshot: Box::new(Cursor::new(data)),
+    })
+}
+
+/// A snapshot id: the last log id it covers and when it was built, so two builds at
+/// the same log position still differ.
+fn snapshot_id(last: Option<LogId>) -> String {
+    let built = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_micros();
+    match last {
+        Some(last) => format!(
+            "{}-{}-{}-{built}",
+            last.leader_id.term, last.leader_id.node_id, last.index
+        ),
+        None => format!("none-{built}"),
+    }
+}
+
+fn sm_error(verb: ErrorVerb) -> impl FnOnce(Error) -> RaftStorageError {
+    move |error| error.into_raft(ErrorSubject::StateMachine, verb)
+}
+
+fn snapshot_error(verb: ErrorVerb) -> impl FnOnce(Error) -> RaftStorageError {
+    move |error| error.into_raft(ErrorSubject::Snapshot(None), verb)
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
+    async fn build_snapshot(&mut self) -> Result<Snapshot, RaftStorageError> {
+        let store = Arc::clone(&self.store);
+        let snapshots = Arc::clone(&self.snapshots);
+        blocking(move || build(&store, &snapshots))
+            .await
+            .map_err(snapshot_error(ErrorVerb::Write))
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for StateMachine {
+    type SnapshotBuilder = SnapshotBuilder;
+
+    async fn applied_state(
+        &mut self,
+    ) -> Result<(Option<LogId>, StoredMembership), RaftStorageError> {
+        Ok((self.applied.last_applied, self.applied.membership.clone()))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<Response>, RaftStorageError>
+    where
+        I: IntoIterator<Item = Entry> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let entries: Vec<Entry> = entries.into_iter().collect();
+        if entries.is_empty() {
+            return Ok(Vec::new());
+        }
+        let store = Arc::clone(&self.store);
+        let applied = self.applied.clone();
+        let (applied, responses) = blocking(move || apply_entries(&store, applied, entries))
+            .await
+            .map_err(sm_error(ErrorVerb::Write))?;
+        self.applied = applied;
+        Ok(responses)
+    }
+
+    async fn get_snapshot_builder(&mut self) -> SnapshotBuilder {
+        SnapshotBuilder {
+            store: Arc::clone(&self.store),
+            snapshots: Arc::clone(&self.snapshots),
+        }
+    }
+
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, RaftStorageError> {
+        Ok(Box::new(Cursor::new(Vec::new())))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta,
+        snapshot: Box<Cursor<Vec<u8>>>,
+    ) -> Result<(), RaftStorageError> {
+        let store = Arc::clone(&self.store);
+        let snapshots = Arc::clone(&self.snapshots);
+        let meta = meta.clone();
+        let data = snapshot.into_inner();
+        let applied = blocking(move || {
+            let applied = install(&store, &meta, &data)?;
+            snapshots.save(&meta, &data, Replace::Always)?;
+            Ok(applied)
+        })
+        .await
+        .map_err(snapshot_error(ErrorVerb::Write))?;
+        self.applied = applied;
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot>, RaftStorageError> {
+        let snapshots = Arc::clone(&self.snapshots);
+        let current = blocking(move || snapshots.load())
+            .await
+            .map_err(snapshot_error(ErrorVerb::Read))?;
+        Ok(current.map(|(meta, data)| Snapshot {
+            meta,
+            snapshot: Box::new(Cursor::new(data)),
+        }))
+    }
+}

@@ -1,0 +1,227 @@
+//! The storage seams against openraft's own contract (`Suite`), and the behaviour hdl
+//! relies on: applied commands reach the store, refusals are results, the log and vote
+//! survive a reopen, snapshots carry the whole store.
+
+use std::sync::Arc;
+
+use openraft::storage::{RaftLogStorage, RaftLogStorageExt, RaftStateMachine};
+use openraft::testing::{StoreBuilder, Suite, log_id};
+use openraft::{EntryPayload, Membership, RaftLogReader, RaftSnapshotBuilder, Vote};
+use tempfile::TempDir;
+
+use super::types::{Entry, RaftStorageError};
+use super::*;
+use crate::names::Handle;
+use crate::storage::{Applied, Command, ExistingHandle, Refusal, Store};
+use crate::values::{HandleValue, ValueSelection};
+
+struct TempStores;
+
+impl StoreBuilder<TypeConfig, LogStore, StateMachine, TempDir> for TempStores {
+    async fn build(&self) -> Result<(TempDir, LogStore, StateMachine), RaftStorageError> {
+        let (dir, _store, log, sm) = open_temp();
+        Ok((dir, log, sm))
+    }
+}
+
+#[test]
+fn openraft_storage_suite() {
+    Suite::test_all(TempStores).unwrap();
+}
+
+fn open_temp() -> (TempDir, Arc<Store>, LogStore, StateMachine) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(Store::open(&dir.path().join("handles.redb")).unwrap());
+    let log = LogStore::open(dir.path()).unwrap();
+    let sm = StateMachine::open(Arc::clone(&store), dir.path()).unwrap();
+    (dir, store, log, sm)
+}
+
+fn command_entry(index: u64, command: Command) -> Entry {
+    Entry {
+        log_id: log_id(1, 1, index),
+        payload: EntryPayload::Normal(Request {
+            id: RequestId(index),
+            command,
+        }),
+    }
+}
+
+fn create(text: &str, url: &str) -> Command {
+    Command::Create {
+        handle: Handle::parse(text).unwrap(),
+        values: vec![HandleValue::new(1, "URL", url)],
+        existing: ExistingHandle::Refuse,
+    }
+}
+
+fn url_of(store: &Store, text: &str) -> Option<Vec<u8>> {
+    let read = store.read().unwrap();
+    let record = read.get(&Handle::parse(text).unwrap(), &ValueSelection::all());
+    record.unwrap().map(|record| record.values[0].data.clone())
+}
+
+#[tokio::test]
+async fn applied_commands_reach_the_store() {
+    let (_dir, store, _log, mut sm) = open_temp();
+    let responses = sm
+        .apply([
+            command_entry(1, create("10.1/a", "https://a.example/")),
+            command_entry(2, create("10.1/b", "https://b.example/")),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(responses, vec![Response::Command(Ok(Applied::Created)); 2]);
+    assert_eq!(url_of(&store, "10.1/A").unwrap(), b"https://a.example/");
+    assert_eq!(url_of(&store, "10.1/b").unwrap(), b"https://b.example/");
+    assert_eq!(sm.applied_state().await.unwrap().0, Some(log_id(1, 1, 2)));
+}
+
+#[tokio::test]
+async fn a_refused_command_is_a_result_and_changes_nothing() {
+    let (dir, store, _log, mut sm) = open_temp();
+    sm.apply([command_entry(1, create("10.1/a", "https://first.example/"))])
+        .await
+        .unwrap();
+    let delete_missing = Command::Delete {
+        handle: Handle::parse("10.1/missing").unwrap(),
+    };
+    let responses = sm
+        .apply([
+            command_entry(2, create("10.1/a", "https://second.example/")),
+            command_entry(3, delete_missing),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(
+        responses,
+        vec![
+            Response::Command(Err(Refusal::HandleExists)),
+            Response::Command(Err(Refusal::HandleNotFound)),
+        ]
+    );
+    assert_eq!(url_of(&store, "10.1/a").unwrap(), b"https://first.example/");
+    let listed = store
+        .read()
+        .unwrap()
+        .list_handles("10.1", None, 10)
+        .unwrap();
+    assert_eq!(listed, vec!["10.1/a".to_owned()]);
+
+    // The refusals were applied: the marker moved past them, and it survives a reopen.
+    let mut reopened = StateMachine::open(store, dir.path()).unwrap();
+    assert_eq!(
+        reopened.applied_state().await.unwrap().0,
+        Some(log_id(1, 1, 3))
+    );
+}
+
+#[tokio::test]
+async fn log_entries_and_vote_survive_a_reopen() {
+    let (dir, _store, mut log, _sm) = open_temp();
+    let entries: Vec<Entry> = (1..=3)
+        .map(|i| command_entry(i, create(&format!("10.1/{i}"), "https://x.example/")))
+        .collect();
+    log.blocking_append(entries.clone()).await.unwrap();
+    log.save_vote(&Vote::new(7, 2)).await.unwrap();
+    log.save_committed(Some(log_id(1, 1, 2))).await.unwrap();
+    log.purge(log_id(1, 1, 1)).await.unwrap();
+    drop(log);
+
+    let mut log = LogStore::open(dir.path()).unwrap();
+    assert_eq!(log.read_vote().await.unwrap(), Some(Vote::new(7, 2)));
+    assert_eq!(
+        log.try_get_log_entries(0..).await.unwrap(),
+        entries[1..].to_vec()
+    );
+    let state = log.get_log_state().await.unwrap();
+    assert_eq!(state.last_purged_log_id, Some(log_id(1, 1, 1)));
+    assert_eq!(state.last_log_id, Some(log_id(1, 1, 3)));
+}
+
+#[tokio::test]
+async fn a_snapshot_installs_the_same_store_elsewhere() {
+    let (_leader_dir, leader_store, _log, mut leader) = open_temp();
+    let membership = Entry {
+        log_id: log_id(1, 1, 1),
+        payload: EntryPayload::Membership(Membership::new(vec![[1, 2, 3].into()], None)),
+    };
+    let mut entries = vec![membership];
+    entries.extend((2..=40).map(|i| command_entry(i, create(&format!("10.{}/{i}", i % 3), "u"))));
+    entries.push(command_entry(
+        41,
+        Command::HomePrefix {
+            prefix: "10.9".into(),
+        },
+    ));
+    leader.apply(entries).await.unwrap();
+    let built = leader
+        .get_snapshot_builder()
+        .await
+        .build_snapshot()
+        .await
+        .unwrap();
+
+    let (follower_dir, follower_store, _log, mut follower) = open_temp();
+    follower
+        .apply([command_entry(1, create("10.1/stale", "gone"))])
+        .await
+        .unwrap();
+    let current = leader.get_current_snapshot().await.unwrap().unwrap();
+    follower
+        .install_snapshot(&current.meta, current.snapshot)
+        .await
+        .unwrap();
+
+    let leader_image = leader_store.read().unwrap().export().unwrap();
+    assert_eq!(
+        follower_store.read().unwrap().export().unwrap(),
+        leader_image
+    );
+    assert_eq!(leader_image.prefixes.len(), 4);
+    assert_eq!(
+        follower.applied_state().await.unwrap(),
+        leader.applied_state().await.unwrap()
+    );
+
+    // The installed snapshot is the follower's current one, after a restart too.
+    drop(follower);
+    let mut follower = StateMachine::open(follower_store, follower_dir.path()).unwrap();
+    let kept = follower.get_current_snapshot().await.unwrap().unwrap();
+    assert_eq!(kept.meta, built.meta);
+    assert_eq!(
+        follower.applied_state().await.unwrap().0,
+        Some(log_id(1, 1, 41))
+    );
+}
+
+#[tokio::test]
+async fn a_snapshot_sent_as_another_is_refused_and_changes_nothing() {
+    let (_dir, _store, _log, mut leader) = open_temp();
+    leader
+        .apply([command_entry(1, create("10.1/a", "u"))])
+        .await
+        .unwrap();
+    let built = leader
+        .get_snapshot_builder()
+        .await
+        .build_snapshot()
+        .await
+        .unwrap();
+
+    let (_dir, follower_store, _log, mut follower) = open_temp();
+    let mut meta = built.meta.clone();
+    meta.last_log_id = Some(log_id(9, 9, 9));
+    assert!(
+        follower
+            .install_snapshot(&meta, built.snapshot)
+            .await
+            .is_err()
+    );
+    assert_eq!(
+        follower_store.read().unwrap().export().unwrap(),
+        Default::default()
+    );
+    assert_eq!(follower.applied_state().await.unwrap().0, None);
+    assert!(follower.get_current_snapshot().await.unwrap().is_none());
+}

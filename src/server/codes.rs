@@ -1,0 +1,25 @@
+//! The one place where service errors become RFC 3652 response codes.
+
+use crate::codec::ResponseCode;
+use crate::service::Error;
+use crate::storage::Refusal;
+
+/// The response code that answers `error` (digest §4).
+pub fn response_code(error: &Error) -> ResponseCode {
+    match error {
+        Error::HandleNotFound => ResponseCode::HandleNotFound,
+        Error::ValuesNotFound => ResponseCode::ValuesNotFound,
+        Error::InvalidValue { .. } => ResponseCode::InvalidValue,
+        Error::NotAuthorised => ResponseCode::InvalidAdmin,
+        Error::Storage(_) => ResponseCode::Error,
+        Error::Refused(refusal) => match refusal {
+            Refusal::HandleExists => ResponseCode::HandleAlreadyExists,
+            Refusal::HandleNotFound => ResponseCode::HandleNotFound,
+            Refusal::ValueExists(_) => ResponseCode::ValueAlreadyExists,
+            Refusal::ValueNotFound(_) => ResponseCode::ValuesNotFound,
+            Refusal::DuplicateIndex(_) | Refusal::ZeroIndex | Refusal::NoValues => {
+                ResponseCode::InvalidValue
+            }
+        },
+    }
+}

@@ -1,0 +1,112 @@
+//! The network edges of a node: the Handle protocol on TCP and UDP.
+//!
+//! Owns the sockets. Binds them, prints nothing (the binary announces the addresses),
+//! and serves until the shutdown future resolves. Depends on [`crate::codec`] for the
+//! wire, [`crate::service`] for what to answer and [`crate::config`] for settings;
+//! everything below it is reached through the service.
+
+mod codes;
+mod exchange;
+mod responder;
+mod site;
+mod tcp;
+mod udp;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use thiserror::Error;
+use tokio::net::{TcpListener, UdpSocket};
+
+pub use codes::response_code;
+pub use exchange::ResponseSettings;
+pub use responder::{LIST_PAGE_LEN, Responder};
+
+use crate::config::Config;
+use crate::service::Service;
+
+/// Why the listeners could not start.
+#[derive(Debug, Error)]
+pub enum ServerError {
+    /// A socket could not be bound.
+    #[error("cannot listen on {address} ({transport}): {source}")]
+    Bind {
+        /// The address asked for.
+        address: SocketAddr,
+        /// "TCP" or "UDP".
+        transport: &'static str,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// The bound Handle protocol sockets of a node.
+#[derive(Debug)]
+pub struct HandleListeners {
+    tcp: TcpListener,
+    udp: UdpSocket,
+}
+
+impl HandleListeners {
+    /// Binds TCP and UDP on the same address. With port 0, TCP picks a free port and
+    /// UDP takes the same one (retrying a few times if another socket holds it).
+    pub async fn bind(address: SocketAddr) -> Result<HandleListeners, ServerError> {
+        const ATTEMPTS: usize = 16;
+        let mut last_error = None;
+        for _ in 0..ATTEMPTS {
+            let tcp = TcpListener::bind(address)
+                .await
+                .map_err(|source| bind_error(address, "TCP", source))?;
+            let bound = tcp
+                .local_addr()
+                .map_err(|source| bind_error(address, "TCP", source))?;
+            match UdpSocket::bind(bound).await {
+                Ok(udp) => return Ok(HandleListeners { tcp, udp }),
+                Err(source) if address.port() == 0 => last_error = Some(source),
+                Err(source) => return Err(bind_error(address, "UDP", source)),
+            }
+        }
+        let source = last_error.unwrap_or_else(|| std::io::Error::other("no free port"));
+        Err(bind_error(address, "UDP", source))
+    }
+
+    /// The address both sockets are bound to.
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.tcp.local_addr()
+    }
+
+    /// Serves the Handle protocol with `service` until `shutdown` resolves.
+    pub async fn serve(
+        self,
+        service: Service,
+        config: &Config,
+        shutdown: impl Future<Output = ()>,
+    ) -> std::io::Result<()> {
+        let address = self.local_addr()?;
+        let site = site::describe(&config.site, address).encode();
+        let settings = ResponseSettings {
+            site_serial: config.site.serial,
+            validity_secs: config.handle.response_validity_secs,
+        };
+        let responder = Responder::new(service, site, settings);
+        let idle = Duration::from_secs(config.handle.tcp_idle_timeout_secs);
+        let tcp = tokio::spawn(tcp::serve(self.tcp, responder.clone(), idle));
+        let udp = tokio::spawn(udp::serve(self.udp, responder));
+        shutdown.await;
+        tcp.abort();
+        udp.abort();
+        Ok(())
+    }
+}
+
+fn bind_error(address: SocketAddr, transport: &'static str, source: std::io::Error) -> ServerError {
+    ServerError::Bind {
+        address,
+        transport,
+        source,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,332 @@
+//! Turns one request's bytes into its response messages.
+//!
+//! Owns the mapping from Handle protocol requests to [`Service`] calls and back. Every
+//! request gets an answer with the right response code, except bytes too short to
+//! hold an envelope (nobody to answer). Nothing here panics on network input.
+
+use crate::codec::{
+    Body, CodecError, HandleValues, Message, OpFlags, Request, ResolutionRequest, Response,
+    ResponseCode,
+};
+use crate::names::{Handle, NameError};
+use crate::service::{Caller, Error, Service};
+use crate::storage::{Applied, Command, ExistingHandle};
+use crate::values::ValueSelection;
+
+use super::codes::response_code;
+use super::exchange::{Exchange, ResponseSettings};
+
+/// How many handles one message of a list answer carries, as the reference server.
+pub const LIST_PAGE_LEN: usize = 50;
+
+/// The naming authority of prefix handles (`0.NA/<prefix>`).
+const PREFIX_HANDLE_PREFIX: &str = "0.NA";
+
+/// What to send back for one request.
+#[derive(Debug)]
+pub enum Reply {
+    /// One response message.
+    One(Message),
+    /// A list-handles answer, sent page by page (continuous responses, digest §2.3).
+    List(ListReply),
+    /// Nothing can be answered (no readable envelope).
+    Nothing,
+}
+
+/// Answers requests for one node.
+#[derive(Debug, Clone)]
+pub struct Responder {
+    service: Service,
+    site: Vec<u8>,
+    settings: ResponseSettings,
+}
+
+impl Responder {
+    /// A responder over `service` that describes its site with the encoded HS_SITE
+    /// record `site`.
+    pub fn new(service: Service, site: Vec<u8>, settings: ResponseSettings) -> Self {
+        Responder {
+            service,
+            site,
+            settings,
+        }
+    }
+
+    /// The reply to one complete message (envelope included) from `caller`.
+    pub async fn respond(&self, caller: Caller, bytes: &[u8]) -> Reply {
+        let message = match Message::decode(bytes) {
+            Ok(message) => message,
+            Err(error) => return self.undecodable(&error),
+        };
+        let exchange = Exchange::of_request(&message, self.settings);
+        let request = match message.body {
+            Body::Request(request) => request,
+            Body::Response { .. } => {
+                let text = "a server takes requests, not responses";
+                return Reply::One(exchange.error(ResponseCode::ProtocolError, text));
+            }
+        };
+        match request {
+            Request::ListHandles { prefix } => self.list(caller, exchange, &prefix),
+            other => Reply::One(self.answer(caller, &exchange, other).await),
+        }
+    }
+
+    fn undecodable(&self, error: &CodecError) -> Reply {
+        let Some(exchange) = Exchange::of_undecodable(error, self.settings) else {
+            return Reply::Nothing;
+        };
+        let code = match error {
+            CodecError::UnsupportedOperation { .. } => ResponseCode::OperationNotSupported,
+            _ => ResponseCode::ProtocolError,
+        };
+        Reply::One(exchange.error(code, error.to_string()))
+    }
+
+    async fn answer(&self, caller: Caller, exchange: &Exchange, request: Request) -> Message {
+        let result = match request {
+            Request::Resolution(resolution) => return self.resolve(exchange, resolution),
+            Request::GetSiteInfo { .. } => {
+                let site = self.site.clone();
+                return exchange.success(Response::SiteInfo { site });
+            }
+            admin => match admin_command(exchange.flags(), admin) {
+                Ok(command) => self.administer(caller, command).await,
+                Err(rejection) => Err(rejection),
+            },
+        };
+        match result {
+            Ok(response) => response.into_message(exchange),
+            Err(rejection) => rejection.into_message(exchange),
+        }
+    }
+
+    fn resolve(&self, exchange: &Exchange, request: ResolutionRequest) -> Message {
+        let outcome = parse_resolution(&request)
+            .and_then(|(handle, selection)| Ok(self.service.resolve(&handle, &selection)?));
+        match outcome {
+            Ok(record) => exchange.success(Response::Resolution(HandleValues {
+                handle: request.handle,
+                values: record.values,
+            })),
+            Err(rejection) => rejection.into_message(exchange),
+        }
+    }
+
+    async fn administer(&self, caller: Caller, command: Command) -> Result<Done, Rejection> {
+        let created = match &command {
+            Command::Create { handle, .. } => Some(handle.as_str().as_bytes().to_vec()),
+            _ => None,
+        };
+        let service = self.service.clone();
+        let applied = tokio::task::spawn_blocking(move || service.administer(&caller, command))
+            .await
+            .map_err(|_| Rejection::internal("the write task failed"))??;
+        Ok(match (applied, created) {
+            (Applied::Done, _) | (_, None) => Done::Plain,
+            (Applied::Created, Some(handle)) => Done::Created(handle, OpFlags::NONE),
+            (Applied::Replaced, Some(handle)) => Done::Created(handle, OpFlags::OW),
+        })
+    }
+
+    fn list(&self, caller: Caller, exchange: Exchange, prefix: &[u8]) -> Reply {
+        match list_prefix(prefix) {
+            Ok(prefix) => Reply::List(ListReply {
+                service: self.service.clone(),
+                caller,
+                exchange,
+                prefix,
+                after: None,
+                finished: false,
+            }),
+            Err(rejection) => Reply::One(rejection.into_message(&exchange)),
+        }
+    }
+}
+
+/// The pages of a list-handles answer; each page reads the store afresh after the
+/// last handle sent, so a long listing holds no snapshot open.
+#[derive(Debug)]
+pub struct ListReply {
+    service: Service,
+    caller: Caller,
+    exchange: Exchange,
+    prefix: String,
+    after: Option<Handle>,
+    finished: bool,
+}
+
+impl ListReply {
+    /// The next message, or `None` after the last one (the one without CN).
+    pub fn next_page(&mut self) -> Option<Message> {
+        if self.finished {
+            return None;
+        }
+        let page = self.service.list_handles(
+            &self.caller,
+            &self.prefix,
+            self.after.as_ref(),
+            LIST_PAGE_LEN + 1,
+        );
+        let mut handles = match page {
+            Ok(handles) => handles,
+            Err(error) => {
+                self.finished = true;
+                return Some(Rejection::from(error).into_message(&self.exchange));
+            }
+        };
+        let more = handles.len() > LIST_PAGE_LEN;
+        handles.truncate(LIST_PAGE_LEN);
+        self.after = handles.last().and_then(|last| Handle::parse(last).ok());
+        self.finished = !more || self.after.is_none();
+        let flags = if self.finished {
+            OpFlags::NONE
+        } else {
+            OpFlags::CN
+        };
+        let handles = handles.into_iter().map(String::into_bytes).collect();
+        let response = Response::ListHandles { handles };
+        Some(self.exchange.reply(ResponseCode::Success, response, flags))
+    }
+}
+
+/// A successful administrative outcome.
+enum Done {
+    Plain,
+    Created(Vec<u8>, OpFlags),
+}
+
+impl Done {
+    fn into_message(self, exchange: &Exchange) -> Message {
+        match self {
+            Done::Plain => exchange.success(Response::Done),
+            Done::Created(handle, flags) => exchange.reply(
+                ResponseCode::Success,
+                Response::CreateHandle {
+                    handle: Some(handle),
+                },
+                flags,
+            ),
+        }
+    }
+}
+
+/// A request answered with an error code and a message.
+struct Rejection {
+    code: ResponseCode,
+    message: String,
+}
+
+impl Rejection {
+    fn new(code: ResponseCode, message: impl Into<String>) -> Self {
+        Rejection {
+            code,
+            message: message.into(),
+        }
+    }
+
+    fn internal(message: &str) -> Self {
+        Rejection::new(ResponseCode::Error, message)
+    }
+
+    fn into_message(self, exchange: &Exchange) -> Message {
+        exchange.error(self.code, self.message)
+    }
+}
+
+impl From<Error> for Rejection {
+    fn from(error: Error) -> Self {
+        Rejection::new(response_code(&error), error.to_string())
+    }
+}
+
+impl From<NameError> for Rejection {
+    fn from(error: NameError) -> Self {
+        Rejection::new(ResponseCode::InvalidHandle, error.to_string())
+    }
+}
+
+/// The handle a request names. A handle without `/` means the prefix handle
+/// `0.NA/<it>`, as the reference server reads it.
+fn parse_handle(bytes: &[u8]) -> Result<Handle, Rejection> {
+    if !bytes.contains(&b'/') && !bytes.is_empty() {
+        let mut prefixed = format!("{PREFIX_HANDLE_PREFIX}/").into_bytes();
+        prefixed.extend_from_slice(bytes);
+        return Ok(Handle::from_utf8(&prefixed)?);
+    }
+    Ok(Handle::from_utf8(bytes)?)
+}
+
+fn parse_resolution(request: &ResolutionRequest) -> Result<(Handle, ValueSelection), Rejection> {
+    let handle = parse_handle(&request.handle)?;
+    let types = request
+        .types
+        .iter()
+        .map(|t| String::from_utf8(t.clone()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|_| Rejection::new(ResponseCode::ProtocolError, "a type is not UTF-8"))?;
+    let selection = ValueSelection {
+        indexes: request.indexes.clone(),
+        types,
+    };
+    Ok((handle, selection))
+}
+
+/// The naming authority a list request names: `0.NA/<prefix>` or the bare prefix.
+fn list_prefix(bytes: &[u8]) -> Result<String, Rejection> {
+    let text = std::str::from_utf8(bytes)
+        .map_err(|_| Rejection::new(ResponseCode::InvalidHandle, "prefix is not UTF-8"))?;
+    let prefix = match text.split_once('/') {
+        Some((na, prefix)) if na.eq_ignore_ascii_case(PREFIX_HANDLE_PREFIX) => prefix,
+        Some(_) => {
+            let message = "list takes a prefix handle 0.NA/<prefix> or a bare prefix";
+            return Err(Rejection::new(ResponseCode::InvalidHandle, message));
+        }
+        None => text,
+    };
+    if prefix.is_empty() {
+        return Err(Rejection::new(ResponseCode::InvalidHandle, "empty prefix"));
+    }
+    Ok(prefix.to_owned())
+}
+
+/// The store command an administrative request asks for.
+fn admin_command(flags: OpFlags, request: Request) -> Result<Command, Rejection> {
+    Ok(match request {
+        Request::CreateHandle(body) => {
+            if flags.contains(OpFlags::MINT) {
+                let message = "minting new suffixes is not supported; name the handle";
+                return Err(Rejection::new(ResponseCode::OperationNotSupported, message));
+            }
+            let existing = if flags.contains(OpFlags::OW) {
+                ExistingHandle::Overwrite
+            } else {
+                ExistingHandle::Refuse
+            };
+            Command::Create {
+                handle: parse_handle(&body.handle)?,
+                values: body.values,
+                existing,
+            }
+        }
+        Request::DeleteHandle { handle } => Command::Delete {
+            handle: parse_handle(&handle)?,
+        },
+        Request::AddValue(body) => Command::AddValues {
+            handle: parse_handle(&body.handle)?,
+            values: body.values,
+        },
+        Request::ModifyValue(body) => Command::ModifyValues {
+            handle: parse_handle(&body.handle)?,
+            values: body.values,
+        },
+        Request::RemoveValue { handle, indexes } => Command::RemoveValues {
+            handle: parse_handle(&handle)?,
+            indexes,
+        },
+        Request::Resolution(_) | Request::GetSiteInfo { .. } | Request::ListHandles { .. } => {
+            let message = "not an administrative request";
+            return Err(Rejection::new(ResponseCode::ProtocolError, message));
+        }
+    })
+}

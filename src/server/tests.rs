@@ -1,0 +1,249 @@
+//! The responder end to end in memory: request bytes in, response messages out.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
+
+use super::*;
+use crate::codec::{
+    Body, Envelope, HandleValues, Header, Message, OpCode, OpFlags, ProtocolVersion, Request,
+    ResolutionRequest, Response, ResponseCode,
+};
+use crate::service::{Caller, Service};
+use crate::storage::Store;
+use crate::values::{HandleValue, SiteInfo, ValueIndex};
+use responder::Reply;
+
+const LOCAL: Caller = Caller {
+    address: IpAddr::V4(Ipv4Addr::LOCALHOST),
+};
+
+fn responder() -> (tempfile::TempDir, Responder) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("handles.redb")).unwrap();
+    let config = Config::default();
+    let site = site::describe(&config.site, "127.0.0.1:2641".parse().unwrap()).encode();
+    let settings = ResponseSettings {
+        site_serial: 7,
+        validity_secs: 60,
+    };
+    (
+        dir,
+        Responder::new(Service::new(Arc::new(store)), site, settings),
+    )
+}
+
+fn request(request: Request, flags: OpFlags) -> Vec<u8> {
+    let header = Header {
+        flags,
+        ..Header::request(request.opcode(), 0)
+    };
+    let envelope = Envelope::new(ProtocolVersion::new(2, 10), 0x0102_0304);
+    Message::new(envelope, header, Body::Request(request)).encode()
+}
+
+async fn ask(responder: &Responder, bytes: &[u8]) -> Message {
+    match responder.respond(LOCAL, bytes).await {
+        Reply::One(message) => Message::decode(&message.encode()).unwrap(),
+        other => panic!("expected one message, got {other:?}"),
+    }
+}
+
+fn response(message: &Message) -> &Response {
+    match &message.body {
+        Body::Response { response, .. } => response,
+        Body::Request(_) => panic!("a request came back"),
+    }
+}
+
+fn resolve(handle: &str) -> Vec<u8> {
+    let body = ResolutionRequest {
+        handle: handle.as_bytes().to_vec(),
+        indexes: Vec::new(),
+        types: Vec::new(),
+    };
+    request(Request::Resolution(body), OpFlags::J9_DEFAULT)
+}
+
+fn create(handle: &str, values: Vec<HandleValue>) -> Vec<u8> {
+    let body = HandleValues {
+        handle: handle.as_bytes().to_vec(),
+        values,
+    };
+    request(Request::CreateHandle(body), OpFlags::J9_DEFAULT)
+}
+
+#[tokio::test]
+async fn created_handle_resolves_with_echoed_ids_and_future_expiry() {
+    let (_dir, responder) = responder();
+    let url = HandleValue::new(1, "URL", "https://www.doi.org/");
+    let created = ask(&responder, &create("10.1000/1", vec![url.clone()])).await;
+    assert_eq!(created.header.response_code, ResponseCode::Success);
+    let handle = Some(b"10.1000/1".to_vec());
+    assert_eq!(response(&created), &Response::CreateHandle { handle });
+
+    let answer = ask(&responder, &resolve("10.1000/1")).await;
+    assert_eq!(answer.envelope.request_id, 0x0102_0304);
+    assert_eq!(answer.envelope.version, ProtocolVersion::new(2, 11));
+    assert_eq!(answer.header.opcode, OpCode::Resolution);
+    assert_eq!(answer.header.site_info_serial, 7);
+    assert!(answer.header.expiration > crate::service::unix_now());
+    assert!(answer.header.flags.contains(OpFlags::AT));
+    let Response::Resolution(values) = response(&answer) else {
+        panic!("not a resolution: {answer:?}")
+    };
+    assert_eq!(values.values.len(), 1);
+    assert_eq!(values.values[0].data, url.data);
+}
+
+#[tokio::test]
+async fn errors_carry_their_codes() {
+    let (_dir, responder) = responder();
+    let url = || vec![HandleValue::new(1, "URL", "https://a.example/")];
+    assert_eq!(
+        ask(&responder, &create("10.1000/x", url()))
+            .await
+            .header
+            .response_code,
+        ResponseCode::Success
+    );
+    let cases = [
+        (resolve("10.1000/none"), ResponseCode::HandleNotFound),
+        (
+            create("10.1000/X", url()),
+            ResponseCode::HandleAlreadyExists,
+        ),
+        (resolve("/no-prefix"), ResponseCode::InvalidHandle),
+        (
+            create("10.1000/bad", vec![HandleValue::new(1, "URL", "relative")]),
+            ResponseCode::InvalidValue,
+        ),
+        (
+            request(
+                Request::RemoveValue {
+                    handle: b"10.1000/x".to_vec(),
+                    indexes: vec![ValueIndex(9)],
+                },
+                OpFlags::J9_DEFAULT,
+            ),
+            ResponseCode::ValuesNotFound,
+        ),
+        (
+            request(
+                Request::AddValue(HandleValues {
+                    handle: b"10.1000/x".to_vec(),
+                    values: url(),
+                }),
+                OpFlags::J9_DEFAULT,
+            ),
+            ResponseCode::ValueAlreadyExists,
+        ),
+    ];
+    for (bytes, code) in cases {
+        let answer = ask(&responder, &bytes).await;
+        assert_eq!(answer.header.response_code, code, "{answer:?}");
+        assert!(matches!(response(&answer), Response::Error(_)));
+    }
+}
+
+#[tokio::test]
+async fn request_digest_is_returned_when_asked() {
+    let (_dir, responder) = responder();
+    let bytes = resolve("10.1000/none");
+    let mut with_rd = Message::decode(&bytes).unwrap();
+    with_rd.header.flags = with_rd.header.flags.with(OpFlags::RD);
+    let sent = with_rd.encode();
+    let answer = ask(&responder, &sent).await;
+    let Body::Response {
+        digest: Some(digest),
+        ..
+    } = &answer.body
+    else {
+        panic!("no digest: {answer:?}")
+    };
+    let header_and_body = &sent[20..sent.len() - 4];
+    assert!(
+        digest.matches(header_and_body),
+        "over header and body, not the credential"
+    );
+}
+
+#[tokio::test]
+async fn garbage_and_unsupported_operations_are_answered() {
+    let (_dir, responder) = responder();
+    let mut truncated = resolve("10.1000/1");
+    truncated.truncate(truncated.len() - 6);
+    let answer = ask(&responder, &truncated).await;
+    assert_eq!(answer.header.response_code, ResponseCode::ProtocolError);
+    assert_eq!(answer.envelope.request_id, 0x0102_0304);
+
+    let mut unknown = resolve("10.1000/1");
+    unknown[20..24].copy_from_slice(&1003u32.to_be_bytes());
+    let answer = ask(&responder, &unknown).await;
+    assert_eq!(
+        answer.header.response_code,
+        ResponseCode::OperationNotSupported
+    );
+
+    assert!(matches!(
+        responder.respond(LOCAL, b"short").await,
+        Reply::Nothing
+    ));
+}
+
+#[tokio::test]
+async fn site_info_describes_this_server() {
+    let (_dir, responder) = responder();
+    let answer = ask(
+        &responder,
+        &request(
+            Request::GetSiteInfo {
+                handle: b"/".to_vec(),
+            },
+            OpFlags::J9_DEFAULT,
+        ),
+    )
+    .await;
+    let Response::SiteInfo { site } = response(&answer) else {
+        panic!("not site info: {answer:?}")
+    };
+    let site = SiteInfo::decode(site).unwrap();
+    assert_eq!(site.servers[0].interfaces[0].port, 2641);
+}
+
+#[tokio::test]
+async fn list_is_sent_in_continued_pages() {
+    let (_dir, responder) = responder();
+    for n in 0..(LIST_PAGE_LEN + 3) {
+        let bytes = create(
+            &format!("10.1000/{n:03}"),
+            vec![HandleValue::new(1, "URL", "https://a/")],
+        );
+        ask(&responder, &bytes).await;
+    }
+    let bytes = request(
+        Request::ListHandles {
+            prefix: b"0.NA/10.1000".to_vec(),
+        },
+        OpFlags::J9_DEFAULT,
+    );
+    let Reply::List(mut pages) = responder.respond(LOCAL, &bytes).await else {
+        panic!("not a list")
+    };
+    let mut listed = Vec::new();
+    let mut continued = Vec::new();
+    while let Some(page) = pages.next_page() {
+        continued.push(page.header.flags.contains(OpFlags::CN));
+        let Response::ListHandles { handles } = response(&page) else {
+            panic!("{page:?}")
+        };
+        listed.extend(
+            handles
+                .iter()
+                .map(|h| String::from_utf8(h.clone()).unwrap()),
+        );
+        assert!(continued.len() < 10, "bounded");
+    }
+    assert_eq!(continued, [true, false]);
+    assert_eq!(listed.len(), LIST_PAGE_LEN + 3);
+    assert_eq!(listed[0], "10.1000/000");
+}
