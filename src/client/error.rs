@@ -19,7 +19,7 @@ use crate::values::DecodeError;
 pub enum ClientError {
     /// The server answered with an error response code. Displays as
     /// `100 handle not found: <the server's message>`.
-    #[error("{} {}{}", code.to_u32(), describe(*code), colon_message(message))]
+    #[error("{} {}{}", code.to_u32(), describe(*code), colon_message(*code, message))]
     Server {
         /// The response code.
         code: ResponseCode,
@@ -171,9 +171,10 @@ pub fn describe(code: ResponseCode) -> &'static str {
     }
 }
 
-/// `": message"`, or nothing for an empty message.
-fn colon_message(message: &str) -> String {
-    if message.is_empty() {
+/// `": message"`, or nothing when the message is empty or only repeats the code's
+/// meaning.
+fn colon_message(code: ResponseCode, message: &str) -> String {
+    if message.is_empty() || message.eq_ignore_ascii_case(describe(code)) {
         String::new()
     } else {
         format!(": {message}")
@@ -197,6 +198,11 @@ mod tests {
             message: String::new(),
         };
         assert_eq!(bare.to_string(), "202 invalid value");
+        let repeated = ClientError::Server {
+            code: ResponseCode::HandleNotFound,
+            message: "Handle not found".into(),
+        };
+        assert_eq!(repeated.to_string(), "100 handle not found");
         assert_eq!(ClientError::NoServers.response_code(), None);
     }
 }
