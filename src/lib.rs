@@ -2,8 +2,10 @@
 //!
 //! The module tree is the architecture; each layer depends only on those listed
 //! before it: [`names`] → [`values`] → [`codec`] → [`storage`] → [`replication`] →
-//! [`service`] → [`server`]. [`config`] is plain data read by the binary.
+//! [`service`] → [`server`]. [`client`] is an edge beside the server: it depends only
+//! on [`names`], [`values`] and [`codec`]. [`config`] is plain data read by the binary.
 
+pub mod client;
 pub mod codec;
 pub mod config;
 pub mod names;

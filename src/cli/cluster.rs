@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use hdl::replication::admin::{AdminRequest, Member, MemberStatus};
+use hdl::replication::admin::{AdminRequest, Member, MemberStatus, Role};
 use hdl::replication::network::read_secret_file;
 use hdl::replication::{AdminClient, Node, NodeId};
 use serde_json::{Value, json};
@@ -96,7 +96,8 @@ async fn command(command: &ClusterCommand) -> anyhow::Result<()> {
         ClusterCommand::Init { target } => {
             let client = client(target, CHANGE_TIMEOUT)?;
             client.call(target.peer, &AdminRequest::Init).await?;
-            println!("initialised a replica set at {}", target.peer);
+            let id = await_primary(&client, target.peer).await?;
+            println!("initialised a replica set; node {id} is its primary");
         }
         ClusterCommand::AddSecondary {
             target,
@@ -151,6 +152,20 @@ async fn add_secondary(
         println!("node {id} is a secondary");
     }
     Ok(())
+}
+
+/// Waits (bounded) until the node at `peer` has elected itself primary; its id.
+async fn await_primary(client: &AdminClient, peer: SocketAddr) -> anyhow::Result<NodeId> {
+    const POLLS: usize = 100;
+    const STEP: Duration = Duration::from_millis(100);
+    for _ in 0..POLLS {
+        let status = client.status(peer).await?;
+        if status.role == Role::Primary {
+            return Ok(status.id);
+        }
+        tokio::time::sleep(STEP).await;
+    }
+    anyhow::bail!("the node at {peer} did not become primary")
 }
 
 fn voter_ids(members: &[Member]) -> impl Iterator<Item = NodeId> + '_ {

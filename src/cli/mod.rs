@@ -4,9 +4,20 @@
 //! errors into messages and exit codes (with `anyhow`). It calls the library and holds
 //! no logic of its own beyond presentation.
 
+mod add;
+mod bench;
 mod cluster;
+mod connect;
+mod create;
+mod delete;
+mod list;
+mod modify;
+mod output;
 mod parse;
+mod remove;
+mod resolve;
 mod serve;
+mod value_arg;
 
 use std::process::ExitCode;
 
@@ -28,6 +39,22 @@ enum Command {
     /// Run a handle server node: the Handle protocol on TCP and UDP, and the peer
     /// protocol of its replica set.
     Serve(serve::ServeArgs),
+    /// Resolve a handle: print its values (text, or REST JSON with --json).
+    Resolve(resolve::ResolveArgs),
+    /// Create a handle with values.
+    Create(create::CreateArgs),
+    /// Delete a handle.
+    Delete(delete::DeleteArgs),
+    /// Add values to a handle.
+    Add(add::AddArgs),
+    /// Replace values of a handle, matched by index.
+    Modify(modify::ModifyArgs),
+    /// Remove values of a handle by index.
+    Remove(remove::RemoveArgs),
+    /// List the handles under a prefix.
+    List(list::ListArgs),
+    /// Load tests against a running server.
+    Bench(bench::BenchArgs),
     /// Form, change and inspect a replica set (init, add-secondary, remove, status).
     Cluster(cluster::ClusterArgs),
 }
@@ -39,6 +66,14 @@ pub fn run() -> ExitCode {
     let result = match cli.command {
         Command::Parse(args) => parse::run(&args),
         Command::Serve(args) => serve::run(&args),
+        Command::Resolve(args) => resolve::run(&args),
+        Command::Create(args) => create::run(&args),
+        Command::Delete(args) => delete::run(&args),
+        Command::Add(args) => add::run(&args),
+        Command::Modify(args) => modify::run(&args),
+        Command::Remove(args) => remove::run(&args),
+        Command::List(args) => list::run(&args),
+        Command::Bench(args) => bench::run(&args),
         Command::Cluster(args) => cluster::run(&args),
     };
     match result {

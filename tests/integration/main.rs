@@ -1,5 +1,11 @@
 //! Integration tests: each runs the real `hdl` binary as a user would.
 //!
-//! One test binary (so it links once), one module per feature.
+//! One test binary (so it links once), one module per feature; `harness` starts
+//! servers and `raw` speaks the wire directly.
 
+mod cluster;
+mod commands;
+mod harness;
 mod parse;
+mod protocol;
+mod raw;

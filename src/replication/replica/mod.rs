@@ -122,13 +122,8 @@ impl Replica {
         let shutdown = async move { stopped.notified().await };
         let server = PeerServer::serve(peers, raft.clone(), me.clone(), secret, shutdown);
         tokio::spawn(server);
-        if settings.bootstrap == Bootstrap::Alone
-            && !raft.is_initialized().await.map_err(ReplicaError::Stopped)?
-        {
-            let alone = BTreeMap::from([(settings.id, me.clone())]);
-            raft.initialize(alone)
-                .await
-                .map_err(|e| ReplicaError::Refused(e.into()))?;
+        if settings.bootstrap == Bootstrap::Alone {
+            bootstrap(&raft, settings.id, &me).await?;
         }
         let next_request = AtomicU64::new(getrandom::u64().unwrap_or_default());
         let inner = Inner {
@@ -193,6 +188,24 @@ impl Replica {
         self.inner.raft.shutdown().await?;
         Ok(())
     }
+}
+
+/// Forms a set of this node alone if its log is empty, and waits (bounded) until it
+/// is its primary, so a lone node takes writes and describes its set once started.
+async fn bootstrap(raft: &Raft<TypeConfig>, id: NodeId, me: &Node) -> Result<(), ReplicaError> {
+    if raft.is_initialized().await.map_err(ReplicaError::Stopped)? {
+        return Ok(());
+    }
+    let alone = BTreeMap::from([(id, me.clone())]);
+    raft.initialize(alone)
+        .await
+        .map_err(|error| ReplicaError::Refused(error.into()))?;
+    // A timeout is no failure: writes wait for a leader themselves.
+    let _elected = raft
+        .wait(Some(LEADER_PATIENCE))
+        .current_leader(id, "the lone node is elected")
+        .await;
+    Ok(())
 }
 
 fn raft_config(settings: &ReplicaSettings) -> openraft::Config {

@@ -1,0 +1,248 @@
+//! `hdl bench resolve`: a resolution load test against a running server.
+//!
+//! Seeds `--handles` handles `<prefix>/bench/<n>` (one URL value each) with admin
+//! creates over TCP, skipping those that exist; then `--concurrency` tasks resolve for
+//! `--duration` seconds, each request a hit (a seeded handle) or, `--misses` percent
+//! of the time, a miss (a handle that does not exist, answered 100). Latencies go into
+//! one HDR histogram per task and outcome (microseconds, 3 significant digits: bounded
+//! memory whatever the run's length), merged at the end. A hit that fails or a miss
+//! answered otherwise than 100 counts as an error, not a latency.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand};
+use hdl::client::{AdminRequest, Client, ClientError, Overwrite, Transport};
+use hdl::codec::ResponseCode;
+use hdl::names::Handle;
+use hdl::values::{HandleValue, ValueSelection};
+use hdrhistogram::Histogram;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use super::connect::{ServerArg, TransportArg, client};
+
+/// Arguments of `hdl bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    command: BenchCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum BenchCommand {
+    /// Resolution throughput and latency, hits and misses apart.
+    Resolve(ResolveBench),
+}
+
+/// Arguments of `hdl bench resolve`.
+#[derive(Debug, Args)]
+struct ResolveBench {
+    #[command(flatten)]
+    server: ServerArg,
+    #[command(flatten)]
+    transport: TransportArg,
+    /// Concurrent resolvers.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    concurrency: u32,
+    /// Seconds to run.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    duration: u64,
+    /// Handles to seed and resolve.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+    handles: u32,
+    /// The prefix of the seeded handles.
+    #[arg(long, default_value = "BENCH")]
+    prefix: String,
+    /// Percentage of requests for handles that do not exist.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u8).range(0..=100))]
+    misses: u8,
+}
+
+/// Runs the benchmark and prints its figures.
+pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
+    let BenchCommand::Resolve(bench) = &args.command;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(resolve_bench(bench))
+}
+
+async fn resolve_bench(bench: &ResolveBench) -> anyhow::Result<()> {
+    let client = Arc::new(client(&bench.server).await?);
+    let hits = Arc::new(names(&bench.prefix, "bench", bench.handles)?);
+    let misses = Arc::new(names(&bench.prefix, "absent", bench.handles)?);
+    let existed = seed(&client, &hits, bench.concurrency).await?;
+    println!(
+        "seeded {} handles under {} ({existed} existed already)",
+        hits.len(),
+        bench.prefix
+    );
+    let transport = bench.transport.transport(Transport::Udp);
+    let plan = Plan {
+        transport,
+        deadline: Instant::now() + Duration::from_secs(bench.duration),
+        miss_percent: bench.misses,
+    };
+    let started = Instant::now();
+    let mut workers = JoinSet::new();
+    for _ in 0..bench.concurrency {
+        let (client, hits, misses) = (client.clone(), hits.clone(), misses.clone());
+        workers.spawn(async move { plan.work(&client, &hits, &misses).await });
+    }
+    let mut total = Tally::new()?;
+    while let Some(tally) = workers.join_next().await {
+        total.merge(&tally.context("a resolver task failed")??)?;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    println!(
+        "resolve over {transport}: {} resolvers, {seconds:.1} s, {} handles, {}% misses",
+        bench.concurrency, bench.handles, bench.misses
+    );
+    total.print(seconds);
+    if total.hits.is_empty() && total.misses.is_empty() {
+        bail!("every request failed ({} errors)", total.errors);
+    }
+    Ok(())
+}
+
+/// `<prefix>/<part>/<n>` for n in `0..count`.
+fn names(prefix: &str, part: &str, count: u32) -> anyhow::Result<Vec<Handle>> {
+    (0..count)
+        .map(|n| Handle::parse(&format!("{prefix}/{part}/{n}")).context("invalid --prefix"))
+        .collect()
+}
+
+/// Creates every handle, `concurrency` at a time; returns how many existed already.
+async fn seed(
+    client: &Arc<Client>,
+    handles: &Arc<Vec<Handle>>,
+    concurrency: u32,
+) -> anyhow::Result<usize> {
+    let mut tasks = JoinSet::new();
+    for worker in 0..concurrency as usize {
+        let (client, handles) = (client.clone(), handles.clone());
+        let stride = concurrency as usize;
+        tasks.spawn(async move {
+            let mut existed = 0;
+            for handle in handles.iter().skip(worker).step_by(stride) {
+                let value = HandleValue::new(1, "URL", format!("https://example.org/{handle}"));
+                let request = AdminRequest::Create {
+                    handle: handle.clone(),
+                    values: vec![value],
+                    overwrite: Overwrite::Refuse,
+                };
+                match client.admin(request).await {
+                    Ok(_) => {}
+                    Err(e) if e.response_code() == Some(ResponseCode::HandleAlreadyExists) => {
+                        existed += 1;
+                    }
+                    Err(e) => return Err(e).with_context(|| format!("seeding {handle}")),
+                }
+            }
+            anyhow::Ok(existed)
+        });
+    }
+    let mut existed = 0;
+    while let Some(result) = tasks.join_next().await {
+        existed += result.context("a seeding task failed")??;
+    }
+    Ok(existed)
+}
+
+/// What every resolver does.
+#[derive(Debug, Clone, Copy)]
+struct Plan {
+    transport: Transport,
+    deadline: Instant,
+    miss_percent: u8,
+}
+
+impl Plan {
+    /// Resolves until the deadline; the latencies and errors seen.
+    async fn work(
+        self,
+        client: &Client,
+        hits: &[Handle],
+        misses: &[Handle],
+    ) -> anyhow::Result<Tally> {
+        let mut tally = Tally::new()?;
+        let all = ValueSelection::all();
+        while Instant::now() < self.deadline {
+            let miss = rand::random_range(0..100u8) < self.miss_percent;
+            let pool = if miss { misses } else { hits };
+            let handle = &pool[rand::random_range(0..pool.len())];
+            let started = Instant::now();
+            let outcome = client.resolve(handle, &all, self.transport).await;
+            let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+            match (miss, outcome) {
+                (false, Ok(_)) => tally.hits.saturating_record(micros),
+                (
+                    true,
+                    Err(ClientError::Server {
+                        code: ResponseCode::HandleNotFound,
+                        ..
+                    }),
+                ) => {
+                    tally.misses.saturating_record(micros);
+                }
+                _ => tally.errors += 1,
+            }
+        }
+        Ok(tally)
+    }
+}
+
+/// Latencies in microseconds, by outcome, and the count of errors.
+#[derive(Debug)]
+struct Tally {
+    hits: Histogram<u64>,
+    misses: Histogram<u64>,
+    errors: u64,
+}
+
+impl Tally {
+    fn new() -> anyhow::Result<Tally> {
+        // 1 µs to 10 min, 3 significant digits: a few tens of KiB each.
+        let histogram = || Histogram::new_with_bounds(1, 600_000_000, 3);
+        Ok(Tally {
+            hits: histogram()?,
+            misses: histogram()?,
+            errors: 0,
+        })
+    }
+
+    fn merge(&mut self, other: &Tally) -> anyhow::Result<()> {
+        self.hits.add(&other.hits)?;
+        self.misses.add(&other.misses)?;
+        self.errors += other.errors;
+        Ok(())
+    }
+
+    fn print(&self, seconds: f64) {
+        for (name, histogram) in [("hits", &self.hits), ("misses", &self.misses)] {
+            println!("{name:<7}{}", line(histogram, seconds));
+        }
+        let total = self.hits.len() + self.misses.len();
+        println!(
+            "total  {total:>9} requests {:>10.0} req/s, {} errors",
+            total as f64 / seconds,
+            self.errors
+        );
+    }
+}
+
+/// `count requests, rate, p50, p99, p99.9` of one histogram.
+fn line(histogram: &Histogram<u64>, seconds: f64) -> String {
+    let quantile = |q| histogram.value_at_quantile(q);
+    format!(
+        "{:>9} requests {:>10.0} req/s  p50 {:>6} µs  p99 {:>6} µs  p99.9 {:>6} µs",
+        histogram.len(),
+        histogram.len() as f64 / seconds,
+        quantile(0.5),
+        quantile(0.99),
+        quantile(0.999)
+    )
+}

@@ -1,0 +1,146 @@
+//! What every client command shares: the `--server` option, the handle argument
+//! (any reference `hdl parse` accepts, so `hdl://server/…` may name the server), the
+//! address look-up and the async runtime.
+
+use std::ffi::OsString;
+use std::net::{Ipv6Addr, SocketAddr};
+use std::os::unix::ffi::OsStrExt;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use hdl::client::{Client, DEFAULT_PORT, Transport};
+use hdl::names::{Handle, HandleRef};
+
+/// The server used when neither `--server` nor an `hdl://` reference names one.
+const DEFAULT_SERVER: &str = "127.0.0.1:2641";
+
+/// The `--server` option.
+#[derive(Debug, Args)]
+pub struct ServerArg {
+    /// The handle server, `HOST[:PORT]` or `[IPv6][:PORT]` (port 2641 if left out).
+    /// Default: the server of an `hdl://` reference, else 127.0.0.1:2641.
+    #[arg(long, value_name = "ADDR")]
+    pub server: Option<String>,
+}
+
+/// The `--udp` and `--tcp` options.
+#[derive(Debug, Args)]
+pub struct TransportArg {
+    /// Use UDP only.
+    #[arg(long, conflicts_with = "tcp")]
+    udp: bool,
+    /// Use TCP only.
+    #[arg(long)]
+    tcp: bool,
+}
+
+impl TransportArg {
+    /// The transport chosen, or `default` when neither option is given.
+    pub fn transport(&self, default: Transport) -> Transport {
+        match (self.udp, self.tcp) {
+            (true, _) => Transport::Udp,
+            (_, true) => Transport::Tcp,
+            _ => default,
+        }
+    }
+}
+
+/// A handle argument and the client of the server it is to be sent to.
+pub struct Target {
+    /// The handle.
+    pub handle: Handle,
+    /// A client of the chosen server.
+    pub client: Client,
+}
+
+impl Target {
+    /// Parses `reference` and picks the server: `--server`, or the reference's own
+    /// (`hdl://server/…`), or the default; naming two different ones is an error.
+    pub async fn new(reference: &OsString, server: &ServerArg) -> anyhow::Result<Target> {
+        let bytes = reference.as_bytes();
+        let parsed = HandleRef::parse(bytes)
+            .with_context(|| format!("invalid handle {:?}", String::from_utf8_lossy(bytes)))?;
+        let from_reference = parsed.server.map(|s| s.to_string());
+        let chosen = match (&server.server, &from_reference) {
+            (Some(option), Some(uri)) if option != uri => {
+                bail!("the reference names server {uri} but --server names {option}; give one")
+            }
+            (Some(option), _) => option.as_str(),
+            (None, Some(uri)) => uri.as_str(),
+            (None, None) => DEFAULT_SERVER,
+        };
+        Ok(Target {
+            handle: parsed.handle,
+            client: client_of(chosen).await?,
+        })
+    }
+}
+
+/// A client of `--server` (or the default server).
+pub async fn client(server: &ServerArg) -> anyhow::Result<Client> {
+    client_of(server.server.as_deref().unwrap_or(DEFAULT_SERVER)).await
+}
+
+/// A client of every address `server` resolves to.
+async fn client_of(server: &str) -> anyhow::Result<Client> {
+    let (host, port) = split_server(server)?;
+    let addresses: Vec<SocketAddr> = tokio::net::lookup_host((host, port))
+        .await
+        .with_context(|| format!("cannot find server {server:?}"))?
+        .collect();
+    if addresses.is_empty() {
+        bail!("server {server:?} has no address");
+    }
+    Ok(Client::new(addresses))
+}
+
+/// Splits `HOST[:PORT]`, `[IPv6][:PORT]` or a bare IPv6 address.
+fn split_server(server: &str) -> anyhow::Result<(&str, u16)> {
+    let bad_port = || format!("invalid port in server {server:?}");
+    if let Some(bracketed) = server.strip_prefix('[') {
+        let (host, rest) = bracketed
+            .split_once(']')
+            .with_context(|| format!("no ']' in server {server:?}"))?;
+        let port = match rest {
+            "" => DEFAULT_PORT,
+            _ => rest
+                .strip_prefix(':')
+                .and_then(|p| p.parse().ok())
+                .with_context(bad_port)?,
+        };
+        return Ok((host, port));
+    }
+    if server.parse::<Ipv6Addr>().is_ok() {
+        return Ok((server, DEFAULT_PORT));
+    }
+    match server.rsplit_once(':') {
+        Some((host, port)) => Ok((host, port.parse().ok().with_context(bad_port)?)),
+        None if server.is_empty() => bail!("empty server address"),
+        None => Ok((server, DEFAULT_PORT)),
+    }
+}
+
+/// A single-threaded runtime for one command.
+pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn servers_split_into_host_and_port() {
+        assert_eq!(split_server("127.0.0.1:99").unwrap(), ("127.0.0.1", 99));
+        assert_eq!(split_server("localhost").unwrap(), ("localhost", 2641));
+        assert_eq!(split_server("[::1]:7").unwrap(), ("::1", 7));
+        assert_eq!(split_server("[::1]").unwrap(), ("::1", 2641));
+        assert_eq!(split_server("::1").unwrap(), ("::1", 2641));
+        for bad in ["host:", "host:x", "host:70000", "[::1", "[::1]x", ""] {
+            assert!(split_server(bad).is_err(), "{bad}");
+        }
+    }
+}

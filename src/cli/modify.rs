@@ -1,0 +1,38 @@
+//! `hdl modify HANDLE --value INDEX:TYPE:DATA ... [--server ADDR]`: replaces the values
+//! at those indexes.
+
+use std::ffi::OsString;
+
+use clap::Args;
+use hdl::client::AdminRequest;
+use hdl::values::HandleValue;
+
+use super::connect::{ServerArg, Target, runtime};
+use super::value_arg::parse_value;
+
+/// Arguments of `hdl modify`.
+#[derive(Debug, Args)]
+pub struct ModifyArgs {
+    /// The handle.
+    handle: OsString,
+    /// A replacement value, `INDEX:TYPE:DATA` (repeatable, at least one).
+    #[arg(long = "value", value_name = "INDEX:TYPE:DATA", required = true, value_parser = parse_value)]
+    values: Vec<HandleValue>,
+    #[command(flatten)]
+    server: ServerArg,
+}
+
+/// Replaces the values.
+pub fn run(args: &ModifyArgs) -> anyhow::Result<()> {
+    let handle = runtime()?.block_on(async {
+        let target = Target::new(&args.handle, &args.server).await?;
+        let request = AdminRequest::ModifyValues {
+            handle: target.handle.clone(),
+            values: args.values.clone(),
+        };
+        target.client.admin(request).await?;
+        anyhow::Ok(target.handle)
+    })?;
+    println!("modified {} values of {handle}", args.values.len());
+    Ok(())
+}

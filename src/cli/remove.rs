@@ -1,0 +1,37 @@
+//! `hdl remove HANDLE --index I... [--server ADDR]`: removes values by index.
+
+use std::ffi::OsString;
+
+use clap::Args;
+use hdl::client::AdminRequest;
+use hdl::values::ValueIndex;
+
+use super::connect::{ServerArg, Target, runtime};
+use super::value_arg::parse_index;
+
+/// Arguments of `hdl remove`.
+#[derive(Debug, Args)]
+pub struct RemoveArgs {
+    /// The handle.
+    handle: OsString,
+    /// The index of a value to remove (repeatable, at least one).
+    #[arg(long = "index", value_name = "INDEX", required = true, value_parser = parse_index)]
+    indexes: Vec<u32>,
+    #[command(flatten)]
+    server: ServerArg,
+}
+
+/// Removes the values.
+pub fn run(args: &RemoveArgs) -> anyhow::Result<()> {
+    let handle = runtime()?.block_on(async {
+        let target = Target::new(&args.handle, &args.server).await?;
+        let request = AdminRequest::RemoveValues {
+            handle: target.handle.clone(),
+            indexes: args.indexes.iter().copied().map(ValueIndex).collect(),
+        };
+        target.client.admin(request).await?;
+        anyhow::Ok(target.handle)
+    })?;
+    println!("removed {} values from {handle}", args.indexes.len());
+    Ok(())
+}

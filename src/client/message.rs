@@ -1,0 +1,261 @@
+//! Request messages as the client sends them and the checks on what comes back. Pure:
+//! the clock and the request id are the caller's.
+//!
+//! Owns [`Outgoing`] and [`Answer`]. Every request is encoded in version 2.11 and
+//! suggests 2.11, carries the flags it is given (J9's `REC|CA|PO` by default), an
+//! unknown site serial and an expiry 12 hours after `now`, as J9 builds its messages
+//! (digest §1.2, §2). An answer is ours when it decodes, is a response and carries our
+//! RequestId; if it has a request digest, that digest must be of the header and body
+//! we sent (digest §2.4). An answer's own expiry is not checked.
+
+use super::error::{ClientError, Mismatch};
+use crate::codec::{
+    Body, CodecError, ENVELOPE_LEN, Envelope, Header, Message, OpFlags, ProtocolVersion, Request,
+    Response, ResponseCode, split_datagrams,
+};
+
+/// Seconds a request stays valid, as J9 (`now + 43 200`).
+pub const EXPIRY_SECONDS: u32 = 43_200;
+
+/// Octets of the empty credential after every body we send.
+const EMPTY_CREDENTIAL_LEN: usize = 4;
+
+/// A request ready to send, with what is needed to check its answer.
+#[derive(Debug, Clone)]
+pub struct Outgoing {
+    envelope: Envelope,
+    bytes: Vec<u8>,
+}
+
+impl Outgoing {
+    /// Encodes `request` with `flags`, RequestId `request_id` (non-zero) and an expiry
+    /// [`EXPIRY_SECONDS`] after `now` (seconds since the Unix epoch).
+    pub fn new(request: Request, flags: OpFlags, request_id: u32, now: u32) -> Self {
+        let envelope = Envelope::new(ProtocolVersion::MAX_SUPPORTED, request_id);
+        let header = Header {
+            flags,
+            ..Header::request(request.opcode(), now.saturating_add(EXPIRY_SECONDS))
+        };
+        let bytes = Message::new(envelope, header, Body::Request(request)).encode();
+        Outgoing { envelope, bytes }
+    }
+
+    /// The RequestId.
+    pub fn request_id(&self) -> u32 {
+        self.envelope.request_id
+    }
+
+    /// The whole message, as written on a TCP connection.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// The message as UDP datagrams of at most 512 octets.
+    pub fn datagrams(&self) -> Vec<Vec<u8>> {
+        split_datagrams(&self.envelope, &self.bytes[ENVELOPE_LEN..])
+    }
+
+    /// The header and body as sent: what a request digest covers. We never sign, so
+    /// the message ends in the 4 octets of an empty credential.
+    fn header_and_body(&self) -> &[u8] {
+        &self.bytes[ENVELOPE_LEN..self.bytes.len() - EMPTY_CREDENTIAL_LEN]
+    }
+
+    /// Decodes one complete answer (envelope included) and checks that it answers
+    /// this request.
+    pub fn check(&self, answer: &[u8]) -> Result<Message, Problem> {
+        let message = Message::decode(answer).map_err(Problem::Codec)?;
+        let found = message.envelope.request_id;
+        if found != self.request_id() {
+            return Err(Problem::Mismatch(Mismatch::RequestId {
+                expected: self.request_id(),
+                found,
+            }));
+        }
+        let Body::Response { digest, .. } = &message.body else {
+            return Err(Problem::Mismatch(Mismatch::NotAResponse));
+        };
+        if let Some(digest) = digest
+            && !digest.matches(self.header_and_body())
+        {
+            return Err(Problem::Mismatch(Mismatch::Digest));
+        }
+        Ok(message)
+    }
+}
+
+/// Why an answer was not accepted.
+#[derive(Debug)]
+pub enum Problem {
+    /// It could not be decoded.
+    Codec(CodecError),
+    /// It does not answer our request.
+    Mismatch(Mismatch),
+}
+
+/// A successful response: its body and the OpFlags it came with (CN on all but the
+/// last message of a list, OW on a create that replaced a handle).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    /// The body after the request digest.
+    pub response: Response,
+    /// The response's OpFlags.
+    pub flags: OpFlags,
+}
+
+impl Answer {
+    /// The answer of a checked response; an error or referral code becomes
+    /// [`ClientError::Server`].
+    pub fn of(message: Message) -> Result<Answer, ClientError> {
+        let code = message.header.response_code;
+        let Body::Response { response, .. } = message.body else {
+            return Err(ClientError::UnexpectedResponse {
+                expected: "response",
+                found: "request",
+            });
+        };
+        match response {
+            Response::Error(error) => Err(ClientError::Server {
+                code,
+                message: error.message,
+            }),
+            Response::Referral(referral) => Err(ClientError::Server {
+                code,
+                message: format!(
+                    "referred to {:?}",
+                    String::from_utf8_lossy(&referral.handle)
+                ),
+            }),
+            response if code == ResponseCode::Success => Ok(Answer {
+                response,
+                flags: message.header.flags,
+            }),
+            _ => Err(ClientError::Server {
+                code,
+                message: String::new(),
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::{ErrorResponse, HandleValues, OpCode, RequestDigest, ResolutionRequest};
+    use crate::values::HandleValue;
+
+    const NOW: u32 = 1_700_000_000;
+
+    fn resolution() -> Outgoing {
+        let request = Request::Resolution(ResolutionRequest {
+            handle: b"TEST/1".to_vec(),
+            indexes: vec![],
+            types: vec![],
+        });
+        Outgoing::new(request, OpFlags::J9_DEFAULT, 0x0102_0304, NOW)
+    }
+
+    /// What a server would answer to `outgoing`.
+    fn reply(outgoing: &Outgoing, code: ResponseCode, response: Response, digest: bool) -> Message {
+        let request = Message::decode(outgoing.bytes()).unwrap();
+        let digest = digest.then(|| {
+            let raw = request.raw_header_and_body().unwrap();
+            RequestDigest::for_version(ProtocolVersion::MAX_SUPPORTED, raw)
+        });
+        let header = Header {
+            response_code: code,
+            ..request.header
+        };
+        Message::new(
+            request.envelope,
+            header,
+            Body::Response { digest, response },
+        )
+    }
+
+    fn found(values: Vec<HandleValue>) -> Response {
+        Response::Resolution(HandleValues {
+            handle: b"TEST/1".to_vec(),
+            values,
+        })
+    }
+
+    #[test]
+    fn requests_are_built_as_j9_builds_them() {
+        let outgoing = resolution();
+        let sent = Message::decode(outgoing.bytes()).unwrap();
+        assert_eq!(sent.envelope.version, ProtocolVersion::new(2, 11));
+        assert_eq!(sent.envelope.suggested, ProtocolVersion::new(2, 11));
+        assert_eq!(sent.envelope.request_id, 0x0102_0304);
+        assert_eq!(sent.header.opcode, OpCode::Resolution);
+        assert_eq!(sent.header.flags.bits(), 0x1900_0000);
+        assert_eq!(sent.header.expiration, NOW + 43_200);
+        assert_eq!(sent.header.site_info_serial, 0xFFFF);
+        assert_eq!(
+            sent.raw_header_and_body().unwrap(),
+            outgoing.header_and_body()
+        );
+        assert_eq!(outgoing.datagrams(), vec![outgoing.bytes().to_vec()]);
+    }
+
+    #[test]
+    fn a_matching_digest_is_accepted_and_a_wrong_one_refused() {
+        let outgoing = resolution();
+        let good = reply(&outgoing, ResponseCode::Success, found(vec![]), true);
+        let checked = outgoing.check(&good.encode()).unwrap();
+        assert!(matches!(
+            checked.body,
+            Body::Response {
+                digest: Some(_),
+                ..
+            }
+        ));
+        let mut bad = good.clone();
+        bad.body = Body::Response {
+            digest: Some(RequestDigest::Sha256([7; 32])),
+            response: found(vec![]),
+        };
+        let err = outgoing.check(&bad.encode()).unwrap_err();
+        assert!(matches!(err, Problem::Mismatch(Mismatch::Digest)));
+        let without = reply(&outgoing, ResponseCode::Success, found(vec![]), false);
+        assert!(outgoing.check(&without.encode()).is_ok());
+    }
+
+    #[test]
+    fn other_request_ids_requests_and_garbage_are_refused() {
+        let outgoing = resolution();
+        let mut other = reply(&outgoing, ResponseCode::Success, found(vec![]), false);
+        other.envelope.request_id = 9;
+        let err = outgoing.check(&other.encode()).unwrap_err();
+        assert!(matches!(
+            err,
+            Problem::Mismatch(Mismatch::RequestId { found: 9, .. })
+        ));
+        let err = outgoing.check(outgoing.bytes()).unwrap_err();
+        assert!(matches!(err, Problem::Mismatch(Mismatch::NotAResponse)));
+        let err = outgoing.check(&outgoing.bytes()[..30]).unwrap_err();
+        assert!(matches!(err, Problem::Codec(_)));
+    }
+
+    #[test]
+    fn error_codes_become_server_errors_and_success_an_answer() {
+        let outgoing = resolution();
+        let error = Response::Error(ErrorResponse {
+            message: "no such handle".into(),
+            indexes: None,
+        });
+        let message = reply(&outgoing, ResponseCode::HandleNotFound, error, false);
+        let err = Answer::of(message).unwrap_err();
+        assert_eq!(err.to_string(), "100 handle not found: no such handle");
+        let values = vec![HandleValue::new(1, "URL", "https://example.org/")];
+        let message = reply(
+            &outgoing,
+            ResponseCode::Success,
+            found(values.clone()),
+            false,
+        );
+        let answer = Answer::of(message).unwrap();
+        assert_eq!(answer.response, found(values));
+        assert_eq!(answer.flags, OpFlags::J9_DEFAULT);
+    }
+}

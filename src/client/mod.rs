@@ -1,0 +1,420 @@
+//! A Handle protocol client: resolution, site information, administration and
+//! listing, over UDP and TCP (digest §1, §3).
+//!
+//! Owns [`Client`] and its settings, [`Transport`], [`Resolution`], [`AdminRequest`]
+//! and [`ClientError`]. Depends on [`crate::codec`], [`crate::names`] and
+//! [`crate::values`], and on tokio for sockets and timers: like the server, it is an
+//! edge.
+//!
+//! Behaviour, after J9's `HandleResolver`:
+//! - Servers are asked in the order given; a server that gives no usable answer (a
+//!   timeout, a socket error, an undecodable or foreign answer) is followed by the
+//!   next. A response code, success or error, is an answer and ends the search.
+//! - [`Transport::Auto`] asks each server over UDP first, resending on the schedule
+//!   of [`ClientConfig::udp_waits`] (J9: 500, 1000, 1500 ms), then over TCP.
+//!   Administration and listing always use TCP.
+//! - Every request gets a fresh RequestId drawn from `rand`'s thread-local CSPRNG: a
+//!   positive 31-bit value, as J9 draws it, so that an off-path sender cannot guess
+//!   it; answers with another RequestId are dropped.
+//! - Responses are bounded by `codec::MAX_MESSAGE_LEN`, listings by the caller's
+//!   count; every wait has a deadline.
+
+mod admin;
+mod error;
+mod message;
+mod tcp;
+mod udp;
+
+use std::net::SocketAddr;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio::time::timeout;
+
+pub use admin::{AdminRequest, Overwrite};
+pub use error::{AttemptError, ClientError, Mismatch, describe};
+
+use message::{Answer, Outgoing, Problem};
+use tcp::Connection;
+
+use crate::codec::{Message, OpFlags, Request, ResolutionRequest, Response};
+use crate::names::Handle;
+use crate::values::{HandleValue, SiteInfo, ValueSelection};
+
+/// The Handle protocol's port for UDP and TCP (IANA `hdl-srv`).
+pub const DEFAULT_PORT: u16 = 2641;
+
+/// How a request travels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// UDP only.
+    Udp,
+    /// TCP only.
+    Tcp,
+    /// UDP, then TCP if UDP gave no usable answer (J9's order).
+    Auto,
+}
+
+impl std::fmt::Display for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Transport::Udp => "UDP",
+            Transport::Tcp => "TCP",
+            Transport::Auto => "UDP, then TCP",
+        })
+    }
+}
+
+impl Transport {
+    /// The transports to try, in order.
+    fn sequence(self) -> &'static [Transport] {
+        match self {
+            Transport::Udp => &[Transport::Udp],
+            Transport::Tcp => &[Transport::Tcp],
+            Transport::Auto => &[Transport::Udp, Transport::Tcp],
+        }
+    }
+}
+
+/// Timing of a [`Client`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientConfig {
+    /// How long to wait after each UDP send; one send per entry. Default: J9's
+    /// schedule, 500 ms, 1000 ms, 1500 ms.
+    pub udp_waits: Vec<Duration>,
+    /// How long one TCP exchange may take, connecting included; for a listing, how
+    /// long each message may take. Default: 10 s.
+    pub tcp_timeout: Duration,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            udp_waits: [500, 1000, 1500].map(Duration::from_millis).to_vec(),
+            tcp_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// The values a resolution returned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolution {
+    /// The handle, as the server echoed it.
+    pub handle: Handle,
+    /// The values, in the server's order.
+    pub values: Vec<HandleValue>,
+}
+
+/// A client of one handle service, given as a list of server addresses.
+#[derive(Debug, Clone)]
+pub struct Client {
+    servers: Vec<SocketAddr>,
+    config: ClientConfig,
+}
+
+impl Client {
+    /// A client of `servers` with the default [`ClientConfig`].
+    pub fn new(servers: Vec<SocketAddr>) -> Self {
+        Client::with_config(servers, ClientConfig::default())
+    }
+
+    /// A client of `servers` with `config`.
+    pub fn with_config(servers: Vec<SocketAddr>, config: ClientConfig) -> Self {
+        Client { servers, config }
+    }
+
+    /// The servers, in the order they are asked.
+    pub fn servers(&self) -> &[SocketAddr] {
+        &self.servers
+    }
+
+    /// Resolves `handle`: the values `selection` picks that the server may show.
+    pub async fn resolve(
+        &self,
+        handle: &Handle,
+        selection: &ValueSelection,
+        transport: Transport,
+    ) -> Result<Resolution, ClientError> {
+        let request = Request::Resolution(ResolutionRequest {
+            handle: handle.as_str().as_bytes().to_vec(),
+            indexes: selection.indexes.clone(),
+            types: selection
+                .types
+                .iter()
+                .map(|t| t.as_bytes().to_vec())
+                .collect(),
+        });
+        match self.ask(&request, OpFlags::J9_DEFAULT, transport).await? {
+            Response::Resolution(found) => Ok(Resolution {
+                handle: Handle::from_utf8(&found.handle).map_err(ClientError::InvalidHandle)?,
+                values: found.values,
+            }),
+            other => Err(unexpected("resolution", &other)),
+        }
+    }
+
+    /// The HS_SITE record of the first server that answers.
+    pub async fn site_info(&self) -> Result<SiteInfo, ClientError> {
+        let request = Request::GetSiteInfo {
+            handle: b"/".to_vec(),
+        };
+        match self
+            .ask(&request, OpFlags::J9_DEFAULT, Transport::Auto)
+            .await?
+        {
+            Response::SiteInfo { site } => {
+                SiteInfo::decode(&site).map_err(ClientError::InvalidSiteInfo)
+            }
+            other => Err(unexpected("get-site-info", &other)),
+        }
+    }
+
+    /// Sends an administrative request over TCP; the success response
+    /// ([`Response::CreateHandle`] for a create, [`Response::Done`] otherwise).
+    pub async fn admin(&self, request: AdminRequest) -> Result<Response, ClientError> {
+        let (request, flags) = request.into_wire();
+        self.ask(&request, flags, Transport::Tcp).await
+    }
+
+    /// The handles under `prefix` (`10.1000` or the prefix handle `0.NA/10.1000`),
+    /// read over TCP from the series of messages that answers a list request. More
+    /// than `limit` handles is an error.
+    pub async fn list_handles(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<String>, ClientError> {
+        let request = Request::ListHandles {
+            prefix: prefix_handle(prefix).into_bytes(),
+        };
+        let mut last = None;
+        for (attempts, &server) in (1..).zip(&self.servers) {
+            let outgoing = outgoing(&request, OpFlags::J9_DEFAULT);
+            match self.list_from(server, &outgoing, limit).await {
+                Ok(outcome) => return outcome,
+                Err(error) => last = Some((attempts, error)),
+            }
+        }
+        Err(no_answer(last))
+    }
+
+    /// Asks each server over each transport of `transport` until one answers.
+    async fn ask(
+        &self,
+        request: &Request,
+        flags: OpFlags,
+        transport: Transport,
+    ) -> Result<Response, ClientError> {
+        let mut last = None;
+        let mut attempts = 0;
+        for &server in &self.servers {
+            for &wire in transport.sequence() {
+                attempts += 1;
+                let outgoing = outgoing(request, flags);
+                match self.exchange(server, wire, &outgoing).await {
+                    Ok(message) => return Answer::of(message).map(|answer| answer.response),
+                    Err(error) => last = Some((attempts, error)),
+                }
+            }
+        }
+        Err(no_answer(last))
+    }
+
+    /// One request to one server over UDP or TCP (never `Auto` here).
+    async fn exchange(
+        &self,
+        server: SocketAddr,
+        wire: Transport,
+        outgoing: &Outgoing,
+    ) -> Result<Message, AttemptError> {
+        if wire == Transport::Udp {
+            return udp::exchange(server, outgoing, &self.config.udp_waits).await;
+        }
+        let exchange = async {
+            let mut connection = Connection::open(server).await?;
+            connection.send(outgoing.bytes()).await?;
+            let answer = connection.next_message().await?;
+            outgoing
+                .check(&answer)
+                .map_err(|p| attempt_problem(server, p))
+        };
+        timeout(self.config.tcp_timeout, exchange)
+            .await
+            .unwrap_or(Err(AttemptError::Timeout {
+                server,
+                transport: Transport::Tcp,
+            }))
+    }
+
+    /// One list request to one server: the outer error means "try the next server",
+    /// the inner result is the answer.
+    async fn list_from(
+        &self,
+        server: SocketAddr,
+        outgoing: &Outgoing,
+        limit: usize,
+    ) -> Result<Result<Vec<String>, ClientError>, AttemptError> {
+        let timed_out = || AttemptError::Timeout {
+            server,
+            transport: Transport::Tcp,
+        };
+        let deadline = self.config.tcp_timeout;
+        let mut connection = timeout(deadline, Connection::open(server))
+            .await
+            .map_err(|_| timed_out())??;
+        timeout(deadline, connection.send(outgoing.bytes()))
+            .await
+            .map_err(|_| timed_out())??;
+        let mut handles = Vec::new();
+        // Each message but the last carries at least one handle in practice; the
+        // bound also stops a server that sends empty pages forever.
+        for _ in 0..=limit {
+            let answer = timeout(deadline, connection.next_message())
+                .await
+                .map_err(|_| timed_out())??;
+            let message = outgoing
+                .check(&answer)
+                .map_err(|p| attempt_problem(server, p))?;
+            match add_page(message, &mut handles, limit) {
+                Ok(true) => continue,
+                Ok(false) => return Ok(Ok(handles)),
+                Err(error) => return Ok(Err(error)),
+            }
+        }
+        Ok(Err(ClientError::TooManyHandles { limit }))
+    }
+}
+
+/// Adds one list message's handles; whether more messages follow (CN).
+fn add_page(
+    message: Message,
+    handles: &mut Vec<String>,
+    limit: usize,
+) -> Result<bool, ClientError> {
+    let answer = Answer::of(message)?;
+    let Response::ListHandles { handles: page } = answer.response else {
+        return Err(unexpected("list-handles", &answer.response));
+    };
+    if handles.len() + page.len() > limit {
+        return Err(ClientError::TooManyHandles { limit });
+    }
+    for handle in page {
+        let handle = Handle::from_utf8(&handle).map_err(ClientError::InvalidHandle)?;
+        handles.push(handle.as_str().to_owned());
+    }
+    Ok(answer.flags.contains(OpFlags::CN))
+}
+
+/// The prefix handle for `prefix`: `0.NA/<prefix>` unless it is one already.
+fn prefix_handle(prefix: &str) -> String {
+    let is_prefix_handle = prefix
+        .get(..5)
+        .is_some_and(|head| head.eq_ignore_ascii_case("0.NA/"));
+    if is_prefix_handle {
+        prefix.to_owned()
+    } else {
+        format!("0.NA/{prefix}")
+    }
+}
+
+/// A fresh message for `request`.
+fn outgoing(request: &Request, flags: OpFlags) -> Outgoing {
+    Outgoing::new(request.clone(), flags, new_request_id(), unix_now())
+}
+
+/// A random positive 31-bit RequestId (J9: `Math.abs(random.nextInt())`, never 0).
+fn new_request_id() -> u32 {
+    rand::random_range(1..=0x7fff_ffff)
+}
+
+/// Seconds since the Unix epoch, saturating at the wire's `u32`.
+fn unix_now() -> u32 {
+    let seconds = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs());
+    u32::try_from(seconds).unwrap_or(u32::MAX)
+}
+
+fn attempt_problem(server: SocketAddr, problem: Problem) -> AttemptError {
+    match problem {
+        Problem::Codec(source) => AttemptError::Codec { server, source },
+        Problem::Mismatch(problem) => AttemptError::NotOurs { server, problem },
+    }
+}
+
+fn no_answer(last: Option<(usize, AttemptError)>) -> ClientError {
+    match last {
+        Some((attempts, last)) => ClientError::NoAnswer {
+            attempts,
+            last: Box::new(last),
+        },
+        None => ClientError::NoServers,
+    }
+}
+
+fn unexpected(expected: &'static str, response: &Response) -> ClientError {
+    let found = match response {
+        Response::Resolution(_) => "resolution",
+        Response::SiteInfo { .. } => "site information",
+        Response::CreateHandle { .. } => "create",
+        Response::Done => "done",
+        Response::ListHandles { .. } => "handle list",
+        Response::Referral(_) => "referral",
+        Response::Error(_) => "error",
+    };
+    ClientError::UnexpectedResponse { expected, found }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes_become_prefix_handles_once() {
+        assert_eq!(prefix_handle("10.1000"), "0.NA/10.1000");
+        assert_eq!(prefix_handle("0.na/10.1000"), "0.na/10.1000");
+        assert_eq!(prefix_handle("0.NAX"), "0.NA/0.NAX");
+        assert_eq!(prefix_handle("日本"), "0.NA/日本");
+    }
+
+    #[test]
+    fn request_ids_are_positive_31_bit() {
+        for _ in 0..1000 {
+            let id = new_request_id();
+            assert!(id > 0 && id <= 0x7fff_ffff);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_client_without_servers_says_so() {
+        let client = Client::new(vec![]);
+        let err = client.site_info().await.unwrap_err();
+        assert!(matches!(err, ClientError::NoServers));
+    }
+
+    #[tokio::test]
+    async fn a_silent_server_times_out_and_the_next_is_asked() {
+        // A bound UDP socket that never answers, then a closed TCP port.
+        let silent = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let config = ClientConfig {
+            udp_waits: vec![Duration::from_millis(20), Duration::from_millis(20)],
+            tcp_timeout: Duration::from_secs(5),
+        };
+        let client = Client::with_config(vec![silent.local_addr().unwrap()], config);
+        let handle = Handle::parse("TEST/1").unwrap();
+        let err = client
+            .resolve(&handle, &ValueSelection::all(), Transport::Auto)
+            .await
+            .unwrap_err();
+        let ClientError::NoAnswer { attempts, last } = err else {
+            panic!("{err}");
+        };
+        assert_eq!(attempts, 2);
+        assert!(matches!(
+            *last,
+            AttemptError::Io {
+                transport: Transport::Tcp,
+                ..
+            }
+        ));
+    }
+}

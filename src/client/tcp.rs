@@ -1,0 +1,90 @@
+//! Requests over TCP (digest §1.4): one request per connection, answered by one
+//! message or, for lists, by a series of messages with CN set on all but the last.
+//!
+//! Owns [`Connection`], which frames the octets it reads with `codec::next_frame`.
+//! Bounded: a frame announcing more than `MAX_MESSAGE_LEN` octets is refused from its
+//! envelope, before anything is buffered; the buffer never holds more than one frame
+//! plus one read. Deadlines are the caller's.
+
+use std::net::SocketAddr;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::Transport;
+use super::error::AttemptError;
+use crate::codec::{CodecError, Frame, MAX_MESSAGE_LEN, next_frame};
+
+/// A TCP connection to one server, with the octets read but not yet framed.
+#[derive(Debug)]
+pub struct Connection {
+    server: SocketAddr,
+    stream: TcpStream,
+    buffer: Vec<u8>,
+}
+
+impl Connection {
+    /// Connects to `server`.
+    pub async fn open(server: SocketAddr) -> Result<Connection, AttemptError> {
+        let stream = TcpStream::connect(server)
+            .await
+            .map_err(|source| io(server, source))?;
+        // Requests go out whole in one write; do not hold them back.
+        stream
+            .set_nodelay(true)
+            .map_err(|source| io(server, source))?;
+        Ok(Connection {
+            server,
+            stream,
+            buffer: Vec::new(),
+        })
+    }
+
+    /// Writes a whole message.
+    pub async fn send(&mut self, message: &[u8]) -> Result<(), AttemptError> {
+        self.stream
+            .write_all(message)
+            .await
+            .map_err(|source| io(self.server, source))
+    }
+
+    /// Reads the next whole message (envelope included).
+    pub async fn next_message(&mut self) -> Result<Vec<u8>, AttemptError> {
+        loop {
+            match next_frame(&self.buffer) {
+                Frame::Ready { len } => return Ok(self.buffer.drain(..len).collect()),
+                Frame::TooLarge { envelope } => {
+                    return Err(AttemptError::Codec {
+                        server: self.server,
+                        source: CodecError::TooLong {
+                            envelope,
+                            length: envelope.message_length,
+                            limit: MAX_MESSAGE_LEN,
+                        },
+                    });
+                }
+                Frame::Incomplete { needed } => {
+                    self.buffer.reserve(needed);
+                    let read = self
+                        .stream
+                        .read_buf(&mut self.buffer)
+                        .await
+                        .map_err(|source| io(self.server, source))?;
+                    if read == 0 {
+                        return Err(AttemptError::Closed {
+                            server: self.server,
+                        });
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn io(server: SocketAddr, source: std::io::Error) -> AttemptError {
+    AttemptError::Io {
+        server,
+        transport: Transport::Tcp,
+        source,
+    }
+}

@@ -1,0 +1,143 @@
+//! Starts a real `hdl serve` on a free loopback port, in a temporary data directory,
+//! and stops it with SIGKILL (then reaps it) when dropped.
+//!
+//! Readiness is the server's one stdout line `listening handle=<ip:port> peer=<ip:port>`,
+//! awaited with a deadline; the server's stderr goes to a file that is shown if it
+//! fails to start. [`spawn_serve`] starts one with any arguments, for the cluster
+//! tests.
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use hdl::client::Client;
+use tempfile::TempDir;
+
+/// How long a server may take to announce its address.
+const STARTUP: Duration = Duration::from_secs(20);
+/// Lines of stdout read before giving up on the announcement.
+const MAX_STARTUP_LINES: usize = 100;
+
+/// A running `hdl serve`.
+pub struct Server {
+    child: Child,
+    address: SocketAddr,
+    /// Holds the data directory until the server is gone.
+    _dir: TempDir,
+}
+
+impl Server {
+    /// Starts a server on `127.0.0.1:0` and waits for its address.
+    pub fn start() -> Server {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let args: Vec<OsString> = vec![
+            "--data-dir".into(),
+            dir.path().join("data").into(),
+            "--listen".into(),
+            "127.0.0.1:0".into(),
+        ];
+        let (child, listening) = spawn_serve(&args, &dir.path().join("stderr"));
+        Server {
+            child,
+            address: listening.handle,
+            _dir: dir,
+        }
+    }
+
+    /// The address of its TCP and UDP listeners.
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// `ip:port`, as `--server` takes it.
+    pub fn server_arg(&self) -> String {
+        self.address.to_string()
+    }
+
+    /// A client of this server alone.
+    pub fn client(&self) -> Client {
+        Client::new(vec![self.address])
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // SIGKILL: the test is over, nothing needs a graceful stop.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The addresses a server announced.
+#[derive(Debug, Clone, Copy)]
+pub struct Listening {
+    /// Its Handle protocol address (TCP and UDP).
+    pub handle: SocketAddr,
+    /// Its peer address.
+    pub peer: SocketAddr,
+}
+
+/// Starts `hdl serve` with `args`, its stderr in the file `stderr`, and waits (within
+/// [`STARTUP`]) for its announcement; the child is the caller's to kill and reap.
+pub fn spawn_serve(args: &[OsString], stderr: &Path) -> (Child, Listening) {
+    let log = File::create(stderr).expect("stderr file");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hdl"))
+        .arg("serve")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .expect("spawn hdl serve");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let (lines, announced) = mpsc::channel();
+    // Forwards stdout lines until the server exits (so it never blocks on a full
+    // pipe); ends by itself at EOF, when the server is killed.
+    thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    match await_listening(&announced) {
+        Ok(listening) => (child, listening),
+        Err(error) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            let log = std::fs::read_to_string(stderr).unwrap_or_default();
+            panic!("hdl serve did not start ({error}): {log}");
+        }
+    }
+}
+
+/// Reads stdout lines until the announcement, within [`STARTUP`].
+fn await_listening(lines: &mpsc::Receiver<String>) -> Result<Listening, String> {
+    let deadline = Instant::now() + STARTUP;
+    for _ in 0..MAX_STARTUP_LINES {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = lines
+            .recv_timeout(left)
+            .map_err(|error| error.to_string())?;
+        if let Some(addresses) = line.strip_prefix("listening handle=") {
+            let (handle, peer) = addresses
+                .split_once(" peer=")
+                .ok_or_else(|| format!("no peer address in {line:?}"))?;
+            return Ok(Listening {
+                handle: handle
+                    .parse()
+                    .map_err(|_| format!("bad address in {line:?}"))?,
+                peer: peer
+                    .parse()
+                    .map_err(|_| format!("bad address in {line:?}"))?,
+            });
+        }
+    }
+    Err("no announcement".into())
+}
