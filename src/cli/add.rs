@@ -1,10 +1,10 @@
-//! `hdl add HANDLE --value INDEX:TYPE:DATA ... [--server ADDR]`: adds values at free
-//! indexes.
+//! `hdl add HANDLE --value INDEX:TYPE:DATA ... [--overwrite] [--server ADDR]`: adds
+//! values at free indexes (or replaces taken ones with `--overwrite`).
 
 use std::ffi::OsString;
 
 use clap::Args;
-use hdl::client::AdminRequest;
+use hdl::client::{AdminRequest, Overwrite};
 use hdl::values::HandleValue;
 
 use super::connect::{ServerArg, Target, runtime};
@@ -18,6 +18,9 @@ pub struct AddArgs {
     /// A value to add, `INDEX:TYPE:DATA` (repeatable, at least one).
     #[arg(long = "value", value_name = "INDEX:TYPE:DATA", required = true, value_parser = parse_value)]
     values: Vec<HandleValue>,
+    /// Replace a value whose index is taken instead of failing.
+    #[arg(long)]
+    overwrite: bool,
     #[command(flatten)]
     server: ServerArg,
 }
@@ -29,6 +32,11 @@ pub fn run(args: &AddArgs) -> anyhow::Result<()> {
         let request = AdminRequest::AddValues {
             handle: target.handle.clone(),
             values: args.values.clone(),
+            overwrite: if args.overwrite {
+                Overwrite::Replace
+            } else {
+                Overwrite::Refuse
+            },
         };
         target.client.admin(request).await?;
         anyhow::Ok(target.handle)

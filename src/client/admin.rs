@@ -7,13 +7,14 @@ use crate::codec::{HandleValues, OpFlags, Request};
 use crate::names::Handle;
 use crate::values::{HandleValue, ValueIndex};
 
-/// What a create does when the handle exists already.
+/// What a create or an add does when the handle or a value index exists already.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Overwrite {
     /// Fail with 101 (handle already exists).
     #[default]
     Refuse,
-    /// Replace the handle's values (the OverwriteWhenExists flag).
+    /// Replace the handle's values, or the value at that index (the
+    /// OverwriteWhenExists flag).
     Replace,
 }
 
@@ -34,12 +35,14 @@ pub enum AdminRequest {
         /// The handle.
         handle: Handle,
     },
-    /// OC 102: add values (their indexes must be free).
+    /// OC 102: add values (their indexes must be free unless `overwrite` replaces).
     AddValues {
         /// The handle.
         handle: Handle,
         /// The values to add.
         values: Vec<HandleValue>,
+        /// What to do with a value whose index is taken.
+        overwrite: Overwrite,
     },
     /// OC 104: replace values, matched by index.
     ModifyValues {
@@ -80,7 +83,16 @@ impl AdminRequest {
             AdminRequest::Delete { handle } => Request::DeleteHandle {
                 handle: handle.as_str().as_bytes().to_vec(),
             },
-            AdminRequest::AddValues { handle, values: v } => Request::AddValue(values(handle, v)),
+            AdminRequest::AddValues {
+                handle,
+                values: v,
+                overwrite,
+            } => {
+                if overwrite == Overwrite::Replace {
+                    flags = flags | OpFlags::OW;
+                }
+                Request::AddValue(values(handle, v))
+            }
             AdminRequest::ModifyValues { handle, values: v } => {
                 Request::ModifyValue(values(handle, v))
             }

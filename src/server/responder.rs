@@ -11,7 +11,7 @@ use crate::codec::{
 use crate::config::SiteConfig;
 use crate::names::{Handle, NameError};
 use crate::service::{Caller, Error, Freshness, Service};
-use crate::storage::{Applied, Command, ExistingHandle};
+use crate::storage::{Applied, Command, ExistingHandle, ExistingValue};
 use crate::values::ValueSelection;
 
 use super::codes::response_code;
@@ -337,6 +337,11 @@ fn admin_command(flags: OpFlags, request: Request) -> Result<Command, Rejection>
         Request::AddValue(body) => Command::AddValues {
             handle: parse_handle(&body.handle)?,
             values: body.values,
+            existing: if flags.contains(OpFlags::OW) {
+                ExistingValue::Replace
+            } else {
+                ExistingValue::Refuse
+            },
         },
         Request::ModifyValue(body) => Command::ModifyValues {
             handle: parse_handle(&body.handle)?,

@@ -32,6 +32,15 @@ pub enum ExistingHandle {
     Overwrite,
 }
 
+/// Whether adding a value whose index is taken is refused or replaces it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ExistingValue {
+    /// Refuse with [`Refusal::ValueExists`] (the default).
+    Refuse,
+    /// Replace the value in place (the reference server's OverwriteWhenExists).
+    Replace,
+}
+
 /// A set of writes that become visible and durable together on [`WriteBatch::commit`].
 pub struct WriteBatch {
     txn: WriteTransaction,
@@ -129,18 +138,26 @@ impl WriteBatch {
         self.count_handle(handle, CountChange::Removed)
     }
 
-    /// Appends `values` to `handle`; every index must be new.
+    /// Appends `values` to `handle`. With [`ExistingValue::Refuse`] every index must
+    /// be new; with [`ExistingValue::Replace`] a value whose index is taken replaces the
+    /// old one in place.
     pub fn add_values(
         &mut self,
         handle: &Handle,
         values: Vec<HandleValue>,
+        existing: ExistingValue,
     ) -> Result<(), StorageError> {
         check_request(&values)?;
         let mut record = self.load_existing(handle)?;
-        if let Some(taken) = values.iter().find(|v| find(&record, v.index).is_some()) {
-            return Err(Refusal::ValueExists(taken.index).into());
+        for value in values {
+            match (find(&record, value.index), existing) {
+                (None, _) => record.values.push(value),
+                (Some(at), ExistingValue::Replace) => record.values[at] = value,
+                (Some(_), ExistingValue::Refuse) => {
+                    return Err(Refusal::ValueExists(value.index).into());
+                }
+            }
         }
-        record.values.extend(values);
         self.store(handle, &record)
     }
 

@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::batch::{CreateOutcome, ExistingHandle, WriteBatch};
+use super::batch::{CreateOutcome, ExistingHandle, ExistingValue, WriteBatch};
 use super::error::{Refusal, StorageError};
 use crate::names::Handle;
 use crate::values::{HandleValue, ValueIndex};
@@ -35,6 +35,9 @@ pub enum Command {
         handle: Handle,
         /// The values to add.
         values: Vec<HandleValue>,
+        /// Whether a value whose index is taken is refused or replaced (the
+        /// OverwriteWhenExists flag).
+        existing: ExistingValue,
     },
     /// Replace values with the same indexes.
     ModifyValues {
@@ -96,9 +99,13 @@ impl WriteBatch {
                 existing,
             } => self.create(&handle, values, existing).map(Applied::from),
             Command::Delete { handle } => self.delete(&handle).map(|()| Applied::Done),
-            Command::AddValues { handle, values } => {
-                self.add_values(&handle, values).map(|()| Applied::Done)
-            }
+            Command::AddValues {
+                handle,
+                values,
+                existing,
+            } => self
+                .add_values(&handle, values, existing)
+                .map(|()| Applied::Done),
             Command::ModifyValues { handle, values } => {
                 self.modify_values(&handle, values).map(|()| Applied::Done)
             }

@@ -29,7 +29,7 @@ use std::path::Path;
 
 use redb::{Database, ReadableDatabase, ReadableTable, WriteTransaction};
 
-pub use batch::{CreateOutcome, ExistingHandle, WriteBatch};
+pub use batch::{CreateOutcome, ExistingHandle, ExistingValue, WriteBatch};
 pub use command::{Applied, Command, CommandResult};
 pub use error::{Refusal, StorageError};
 pub use image::StoreImage;

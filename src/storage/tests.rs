@@ -74,7 +74,11 @@ fn create_get_modify_delete() {
         .modify_values(&handle("cnri.test/abc"), vec![url(1, "https://b.example/")])
         .unwrap();
     batch
-        .add_values(&handle("cnri.test/abc"), vec![url(3, "https://c.example/")])
+        .add_values(
+            &handle("cnri.test/abc"),
+            vec![url(3, "https://c.example/")],
+            ExistingValue::Refuse,
+        )
         .unwrap();
     batch
         .remove_values(&handle("cnri.test/abc"), &[ValueIndex(2)])
@@ -130,18 +134,29 @@ fn refusals_change_nothing() {
     );
     let mut batch = store.write().unwrap();
     assert_eq!(
-        refusal(batch.add_values(&h, vec![url(2, "https://b/"), url(1, "https://c/")])),
+        refusal(batch.add_values(
+            &h,
+            vec![url(2, "https://b/"), url(1, "https://c/")],
+            ExistingValue::Refuse
+        ),),
         Refusal::ValueExists(ValueIndex(1))
     );
     assert_eq!(
-        refusal(batch.add_values(&h, vec![url(2, "https://b/"), url(2, "https://c/")])),
+        refusal(batch.add_values(
+            &h,
+            vec![url(2, "https://b/"), url(2, "https://c/")],
+            ExistingValue::Refuse
+        ),),
         Refusal::DuplicateIndex(ValueIndex(2))
     );
     assert_eq!(
-        refusal(batch.add_values(&h, vec![url(0, "https://b/")])),
+        refusal(batch.add_values(&h, vec![url(0, "https://b/")], ExistingValue::Refuse),),
         Refusal::ZeroIndex
     );
-    assert_eq!(refusal(batch.add_values(&h, vec![])), Refusal::NoValues);
+    assert_eq!(
+        refusal(batch.add_values(&h, vec![], ExistingValue::Refuse)),
+        Refusal::NoValues
+    );
     assert_eq!(
         refusal(batch.modify_values(&h, vec![url(1, "https://b/"), url(9, "https://c/")])),
         Refusal::ValueNotFound(ValueIndex(9))
@@ -155,7 +170,11 @@ fn refusals_change_nothing() {
         Refusal::HandleNotFound
     );
     assert_eq!(
-        refusal(batch.add_values(&handle("10.1000/none"), vec![url(1, "https://b/")])),
+        refusal(batch.add_values(
+            &handle("10.1000/none"),
+            vec![url(1, "https://b/")],
+            ExistingValue::Refuse
+        ),),
         Refusal::HandleNotFound
     );
     batch.commit().unwrap();
@@ -163,6 +182,30 @@ fn refusals_change_nothing() {
     assert_eq!(get(&store, "10.1000/x").unwrap().values, original);
     let prefixes = store.read().unwrap().list_prefixes().unwrap();
     assert_eq!(prefixes[0].handle_count, 1);
+}
+
+#[test]
+fn add_with_replace_overwrites_taken_indexes_in_place() {
+    let (_dir, store) = temp_store();
+    create(
+        &store,
+        "10.1000/add",
+        vec![url(1, "https://a/"), url(2, "https://b/")],
+    )
+    .unwrap();
+    let mut batch = store.write().unwrap();
+    let h = handle("10.1000/add");
+    let values = vec![url(1, "https://new/"), url(3, "https://c/")];
+    batch
+        .add_values(&h, values, ExistingValue::Replace)
+        .unwrap();
+    batch.commit().unwrap();
+    let expected = [
+        url(1, "https://new/"),
+        url(2, "https://b/"),
+        url(3, "https://c/"),
+    ];
+    assert_eq!(get(&store, "10.1000/add").unwrap().values, expected);
 }
 
 #[test]
@@ -389,6 +432,7 @@ fn commands_apply_and_refusals_are_results() {
         Err(Refusal::ValueNotFound(ValueIndex(2)))
     );
     let add = Command::AddValues {
+        existing: ExistingValue::Refuse,
         handle: h.clone(),
         values: vec![url(2, "https://b/")],
     };

@@ -202,11 +202,19 @@ async fn values_are_added_modified_removed_and_handles_deleted() {
     )
     .await;
     let admin = |request| client.admin(request);
-    let add = AdminRequest::AddValues {
+    let add = |data: &str, overwrite| AdminRequest::AddValues {
         handle: handle(name),
-        values: vec![HandleValue::new(2, "DESC", "two")],
+        values: vec![HandleValue::new(2, "DESC", data)],
+        overwrite,
     };
-    assert_eq!(admin(add).await.expect("add"), Response::Done);
+    assert_eq!(
+        admin(add("one", Overwrite::Refuse)).await.expect("add"),
+        Response::Done
+    );
+    let taken = admin(add("again", Overwrite::Refuse)).await;
+    assert_eq!(code(taken), ResponseCode::ValueAlreadyExists);
+    let replaced = admin(add("two", Overwrite::Replace)).await;
+    assert_eq!(replaced.expect("add with overwrite"), Response::Done);
     let modify = AdminRequest::ModifyValues {
         handle: handle(name),
         values: vec![HandleValue::new(1, "URL", "https://b.example/")],
@@ -317,6 +325,7 @@ async fn every_error_code_comes_from_a_real_request() {
     let add = AdminRequest::AddValues {
         handle: handle("TEST/err"),
         values: vec![url],
+        overwrite: Overwrite::Refuse,
     };
     assert_eq!(
         code(client.admin(add).await),
