@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use crate::codec::{ProtocolVersion, RequestDigest};
+use crate::codec::{Envelope, ProtocolVersion, RequestDigest};
 use crate::values::{DecodeError, Reader, Writer};
 
 use super::error::AuthError;
@@ -80,6 +80,13 @@ impl ChallengeBody {
     pub fn signed_bytes(&self) -> Vec<u8> {
         [&self.nonce[..], self.request_digest.digest()].concat()
     }
+}
+
+/// The version whose answer formats apply to a challenge carried by `envelope`
+/// (§8.4, J9 `SecretKeyAuthenticationInfo.authenticate`): the lower of the message's
+/// version and the version it suggests (its own when it suggests none).
+pub fn answer_formats_version(envelope: &Envelope) -> ProtocolVersion {
+    envelope.version.min(envelope.suggested_version())
 }
 
 /// A challenge a server has sent and waits to see answered.
@@ -288,6 +295,25 @@ mod tests {
             ChallengeBody::decode(&w.into_bytes(), V2_11),
             Err(DecodeError::InvalidField { .. })
         ));
+    }
+
+    #[test]
+    fn answer_formats_follow_the_lower_version() {
+        let mut envelope = Envelope::new(ProtocolVersion::new(2, 10), 1);
+        assert_eq!(
+            answer_formats_version(&envelope),
+            ProtocolVersion::new(2, 10)
+        );
+        envelope.suggested = ProtocolVersion::new(2, 6);
+        assert_eq!(
+            answer_formats_version(&envelope),
+            ProtocolVersion::new(2, 6)
+        );
+        envelope.suggested = ProtocolVersion::new(0, 0);
+        assert_eq!(
+            answer_formats_version(&envelope),
+            ProtocolVersion::new(2, 10)
+        );
     }
 
     fn digest() -> RequestDigest {

@@ -370,6 +370,64 @@ pub(crate) mod tests {
         ));
     }
 
+    /// RFC 6979 §A.2.1: the 1024-bit DSA key and its signatures of "sample".
+    fn rfc6979_dsa_key() -> PublicKey {
+        use crate::values::known::hex;
+        PublicKey::Dsa {
+            p: hex(
+                "86F5CA03DCFEB225063FF830A0C769B9DD9D6153AD91D7CE27F787C43278B447
+                E6533B86B18BED6E8A48B784A14C252C5BE0DBF60B86D6385BD2F12FB763ED88
+                73ABFD3F5BA2E0A8C0A59082EAC056935E529DAF7C610467899C77ADEDFC846C
+                881870B7B19B2B58F9BE0521A17002E3BDD6B86685EE90B3D9A1B02B782B1779",
+            ),
+            q: hex("996F967F6C8E388D9E28D01E205FBA957A5698B1"),
+            g: hex(
+                "07B0F92546150B62514BB771E2A0C0CE387F03BDA6C56B505209FF25FD3C133D
+                89BBCD97E904E09114D9A7DEFDEADFC9078EA544D2E401AEECC40BB9FBBF78FD
+                87995A10A1C27CB7789B594BA7EFB5C4326A9FE59A070E136DB77175464ADCA4
+                17BE5DCE2F40D10A46A3A3943F26AB7FD9C0398FF8C76EE0A56826A8A88F1DBD",
+            ),
+            y: hex(
+                "5DF5E01DED31D0297E274E1691C192FE5868FEF9E19A84776454B100CF16F653
+                92195A38B90523E2542EE61871C0440CB87C322FC4B4D2EC5E1E7EC766E1BE8D
+                4CE935437DC11C3C8FD426338933EBFE739CB3465F4D3668C5E473508253B1E6
+                82F65CBDC4FAE93C2EA212390E54905A86E2223170B44EAA7DA5DD9FFCFB7F3B",
+            ),
+        }
+    }
+
+    /// DER `SEQUENCE { INTEGER r, INTEGER s }` of two positive values of at most
+    /// 20 octets, as Java writes DSA signatures (a `00` before a set top bit).
+    fn der(r: &str, s: &str) -> Vec<u8> {
+        let integer = |hex: &str| {
+            let mut value = crate::values::known::hex(hex);
+            if value[0] >= 0x80 {
+                value.insert(0, 0);
+            }
+            [vec![0x02, u8::try_from(value.len()).unwrap()], value].concat()
+        };
+        let body = [integer(r), integer(s)].concat();
+        [vec![0x30, u8::try_from(body.len()).unwrap()], body].concat()
+    }
+
+    #[test]
+    fn dsa_signatures_verify_against_rfc6979_vectors() {
+        let key = VerifyingKey::from_hs_pubkey(&rfc6979_dsa_key().encode()).unwrap();
+        let sha1 = der(
+            "2E1A0C2562B2912CAAF89186FB0F42001585DA55",
+            "29EFB6B0AFF2D7A68EB70CA313022253B9A88DF5",
+        );
+        let sha256 = der(
+            "81F2F5850BE5BC123C43F71A3033E9384611C545",
+            "4CDD914B65EB6C66A8AAAD27299BEE6B035F5E89",
+        );
+        assert!(key.verify(SignatureHash::Sha1, b"sample", &sha1));
+        assert!(key.verify(SignatureHash::Sha256, b"sample", &sha256));
+        assert!(!key.verify(SignatureHash::Sha1, b"sample", &sha256));
+        assert!(!key.verify(SignatureHash::Sha1, b"samplE", &sha1));
+        assert!(!key.verify(SignatureHash::Sha1, b"sample", &sha1[1..]));
+    }
+
     #[test]
     fn hash_names_follow_j9() {
         for (name, hash) in [

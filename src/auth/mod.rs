@@ -27,7 +27,7 @@ pub mod secret;
 mod proptests;
 
 pub use answer::{AuthType, ChallengeAnswer, verify_answer};
-pub use challenge::{Challenge, ChallengeBody, ChallengeBook, ChallengeId};
+pub use challenge::{Challenge, ChallengeBody, ChallengeBook, ChallengeId, answer_formats_version};
 pub use error::{AuthError, AuthzError, Error, response_code};
 pub use keys::{KeyError, SignatureHash, SigningKey, VerifyingKey};
 pub use permissions::{Identity, Operation, authorise};

@@ -9,6 +9,7 @@
 //! ([`MAX_PBKDF2_ITERATIONS`], [`PBKDF2_KEY_BITS`], [`MAX_SALT_LEN`]); MACs are
 //! compared in constant time.
 
+use hmac::digest::KeyInit;
 use hmac::{Hmac, Mac};
 use md5::Md5;
 use sha1::Sha1;
@@ -143,18 +144,14 @@ impl SecretAnswer {
             SecretAnswer::OldMd5(_) | SecretAnswer::Md5(_) => sandwich(Box::new(Md5::new())),
             SecretAnswer::Sha1(_) => sandwich(Box::new(Sha1::new())),
             SecretAnswer::Sha256(_) => sandwich(Box::new(Sha256::new())),
-            SecretAnswer::HmacSha1(_) => hmac_sha1(secret, message),
-            SecretAnswer::HmacSha256(_) => {
-                let mut mac = <Hmac<Sha256>>::new_from_slice(secret).expect("HMAC takes any key");
-                mac.update(message);
-                mac.finalize().into_bytes().to_vec()
-            }
+            SecretAnswer::HmacSha1(_) => hmac::<Hmac<Sha1>>(secret, message),
+            SecretAnswer::HmacSha256(_) => hmac::<Hmac<Sha256>>(secret, message),
             SecretAnswer::Pbkdf2 {
                 salt,
                 iterations,
                 key_bits,
                 ..
-            } => hmac_sha1(&pbkdf2_key(secret, salt, *iterations, *key_bits), message),
+            } => hmac::<Hmac<Sha1>>(&pbkdf2_key(secret, salt, *iterations, *key_bits), message),
         }
     }
 
@@ -195,10 +192,15 @@ fn decode_pbkdf2(r: &mut Reader<'_>) -> Result<SecretAnswer, AuthError> {
     })
 }
 
-fn hmac_sha1(key: &[u8], message: &[u8]) -> Vec<u8> {
-    let mut mac = <Hmac<Sha1>>::new_from_slice(key).expect("HMAC takes any key");
-    mac.update(message);
-    mac.finalize().into_bytes().to_vec()
+/// The HMAC of `message` under `key`. HMAC takes keys of any length, so the key
+/// error cannot happen; were it to, the empty MAC would fail closed.
+fn hmac<M: Mac + KeyInit>(key: &[u8], message: &[u8]) -> Vec<u8> {
+    <M as KeyInit>::new_from_slice(key)
+        .map(|mut mac| {
+            mac.update(message);
+            mac.finalize().into_bytes().to_vec()
+        })
+        .unwrap_or_default()
 }
 
 /// PBKDF2-HMAC-SHA1 as J9 computes it: each secret octet widened to a Java `char`
