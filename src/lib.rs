@@ -3,8 +3,11 @@
 //! The module tree is the architecture; each layer depends only on those listed
 //! before it: [`names`] → [`values`] → [`codec`] → [`storage`] → [`replication`] →
 //! [`service`] → [`server`]. [`client`] is an edge beside the server: it depends only
-//! on [`names`], [`values`] and [`codec`]. [`config`] is plain data read by the binary.
+//! on [`names`], [`values`] and [`codec`]. [`auth`] (authentication and authorisation)
+//! is pure like the codec and depends only on [`names`], [`values`] and [`codec`].
+//! [`config`] is plain data read by the binary.
 
+pub mod auth;
 pub mod client;
 pub mod codec;
 pub mod config;

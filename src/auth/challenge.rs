@@ -1,0 +1,398 @@
+//! Challenges: what a server sends with RC_AUTHEN_NEEDED (402), and the book of
+//! challenges waiting for an answer (digest §8.1, §11.7).
+//!
+//! Owns [`Challenge`], its wire body [`ChallengeBody`], [`ChallengeId`] and
+//! [`ChallengeBook`]. Pure: the nonce comes from `getrandom`, time is passed in.
+//!
+//! Invariants: a book never holds more than its capacity; a challenge is taken out
+//! once (a replay of its id finds nothing) and never after its lifetime.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use crate::codec::{Envelope, ProtocolVersion, RequestDigest};
+use crate::values::{DecodeError, Reader, Writer};
+
+use super::error::AuthError;
+
+/// Octets of a fresh nonce (J9 sends 16; clients accept any length).
+pub const NONCE_LEN: usize = 16;
+/// The longest nonce a decoder accepts.
+const MAX_NONCE_LEN: usize = 1024;
+/// The version from which the digest comes first, with its hash-code octet.
+const V2_1: ProtocolVersion = ProtocolVersion::new(2, 1);
+
+/// The id of a challenge: the envelope SessionId of the 402 and of the answer (§8.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ChallengeId(pub u32);
+
+/// The body of an RC_AUTHEN_NEEDED response: what the client signs.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ChallengeBody {
+    /// The digest of the challenged request's header and body (§2.4).
+    pub request_digest: RequestDigest,
+    /// Random octets chosen by the server.
+    pub nonce: Vec<u8>,
+}
+
+impl ChallengeBody {
+    /// Appends the body as a message of `version` carries it: from 2.1
+    /// `hash code ‖ digest ‖ Bytes nonce`, in 2.0 `Bytes nonce ‖ Bytes digest`.
+    pub fn encode(&self, version: ProtocolVersion, w: &mut Writer) {
+        if version >= V2_1 {
+            self.request_digest.encode(w);
+            w.bytes(&self.nonce);
+        } else {
+            w.bytes(&self.nonce);
+            self.request_digest.encode(w);
+        }
+    }
+
+    /// Reads a whole challenge body of a message of `version`; trailing octets are an
+    /// error.
+    pub fn decode(body: &[u8], version: ProtocolVersion) -> Result<Self, DecodeError> {
+        let mut r = Reader::new(body);
+        let (request_digest, nonce) = if version >= V2_1 {
+            let digest = RequestDigest::decode(&mut r)?;
+            (digest, r.bytes("challenge nonce")?)
+        } else {
+            let nonce = r.bytes("challenge nonce")?;
+            (
+                RequestDigest::OldFormat(r.bytes("request digest")?.to_vec()),
+                nonce,
+            )
+        };
+        if nonce.len() > MAX_NONCE_LEN {
+            return Err(DecodeError::InvalidField {
+                field: "challenge nonce length",
+                value: nonce.len() as u64,
+            });
+        }
+        r.finish("challenge body")?;
+        Ok(ChallengeBody {
+            request_digest,
+            nonce: nonce.to_vec(),
+        })
+    }
+
+    /// What an answer signs or MACs: `nonce ‖ digest`, the digest without its hash
+    /// code (§8.2).
+    pub fn signed_bytes(&self) -> Vec<u8> {
+        [&self.nonce[..], self.request_digest.digest()].concat()
+    }
+}
+
+/// The version whose answer formats apply to a challenge carried by `envelope`
+/// (§8.4, J9 `SecretKeyAuthenticationInfo.authenticate`): the lower of the message's
+/// version and the version it suggests (its own when it suggests none).
+pub fn answer_formats_version(envelope: &Envelope) -> ProtocolVersion {
+    envelope.version.min(envelope.suggested_version())
+}
+
+/// A challenge a server has sent and waits to see answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Challenge {
+    /// Its id (the envelope SessionId).
+    pub id: ChallengeId,
+    /// What was sent.
+    pub body: ChallengeBody,
+    /// When it was issued (the caller's clock).
+    pub issued_at: Instant,
+    /// The version whose answer formats apply: the lower of the 402 message's
+    /// version and the version it suggests (§8.4).
+    pub version: ProtocolVersion,
+}
+
+impl Challenge {
+    /// A challenge of the request whose digest is `request_digest`, with a fresh
+    /// [`NONCE_LEN`]-octet nonce.
+    pub fn new(
+        id: ChallengeId,
+        request_digest: RequestDigest,
+        version: ProtocolVersion,
+        issued_at: Instant,
+    ) -> Result<Self, AuthError> {
+        let mut nonce = vec![0; NONCE_LEN];
+        getrandom::fill(&mut nonce).map_err(AuthError::Random)?;
+        Ok(Challenge {
+            id,
+            body: ChallengeBody {
+                request_digest,
+                nonce,
+            },
+            issued_at,
+            version,
+        })
+    }
+}
+
+/// How many challenges a book holds by default.
+pub const DEFAULT_CAPACITY: usize = 10_000;
+/// How long a challenge may wait for its answer by default (J9 `max_auth_time`).
+pub const DEFAULT_LIFETIME: Duration = Duration::from_secs(20);
+
+/// The pending challenges of a server, each with what the caller needs to carry out
+/// the challenged operation afterwards (`P`, e.g. the original request).
+#[derive(Debug)]
+pub struct ChallengeBook<P> {
+    pending: HashMap<ChallengeId, (Challenge, P)>,
+    capacity: usize,
+    lifetime: Duration,
+    next_id: u32,
+}
+
+impl<P> Default for ChallengeBook<P> {
+    fn default() -> Self {
+        ChallengeBook::new(DEFAULT_CAPACITY, DEFAULT_LIFETIME)
+    }
+}
+
+impl<P> ChallengeBook<P> {
+    /// An empty book holding at most `capacity` challenges for `lifetime` each.
+    pub fn new(capacity: usize, lifetime: Duration) -> Self {
+        ChallengeBook {
+            pending: HashMap::new(),
+            capacity,
+            lifetime,
+            next_id: 1,
+        }
+    }
+
+    /// How many challenges are pending (expired ones included until pruned).
+    pub fn len(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Whether no challenge is pending.
+    pub fn is_empty(&self) -> bool {
+        self.pending.is_empty()
+    }
+
+    /// Issues a challenge of the request with `request_digest`, remembering `pending`
+    /// until it is answered. Ids count up from 1, skipping 0 and ids in use. A full
+    /// book first drops expired challenges, then refuses
+    /// ([`AuthError::TooManyChallenges`]).
+    pub fn issue(
+        &mut self,
+        request_digest: RequestDigest,
+        version: ProtocolVersion,
+        now: Instant,
+        pending: P,
+    ) -> Result<&Challenge, AuthError> {
+        if self.pending.len() >= self.capacity {
+            self.prune(now);
+            if self.pending.len() >= self.capacity {
+                return Err(AuthError::TooManyChallenges {
+                    capacity: self.capacity,
+                });
+            }
+        }
+        let id = self.free_id();
+        let challenge = Challenge::new(id, request_digest, version, now)?;
+        let (challenge, _) = self.pending.entry(id).or_insert((challenge, pending));
+        Ok(challenge)
+    }
+
+    fn free_id(&mut self) -> ChallengeId {
+        loop {
+            let id = ChallengeId(self.next_id);
+            self.next_id = self.next_id.wrapping_add(1).max(1);
+            if !self.pending.contains_key(&id) {
+                return id;
+            }
+        }
+    }
+
+    /// Takes the challenge `id` out of the book, once: an unknown (or already
+    /// answered) id is [`AuthError::UnknownChallenge`], one older than the lifetime
+    /// [`AuthError::ChallengeExpired`] (and is dropped).
+    pub fn take(&mut self, id: ChallengeId, now: Instant) -> Result<(Challenge, P), AuthError> {
+        let (challenge, pending) = self
+            .pending
+            .remove(&id)
+            .ok_or(AuthError::UnknownChallenge { id })?;
+        if self.is_expired(&challenge, now) {
+            return Err(AuthError::ChallengeExpired { id });
+        }
+        Ok((challenge, pending))
+    }
+
+    /// Drops every expired challenge.
+    pub fn prune(&mut self, now: Instant) {
+        let lifetime = self.lifetime;
+        self.pending.retain(|_, (challenge, _)| {
+            now.saturating_duration_since(challenge.issued_at) <= lifetime
+        });
+    }
+
+    fn is_expired(&self, challenge: &Challenge, now: Instant) -> bool {
+        now.saturating_duration_since(challenge.issued_at) > self.lifetime
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::values::known::hex;
+
+    /// Digest §11.7: the 53-octet body of the 402 answering an admin create.
+    const BODY_HEX: &str = "03 b5e70ee022b841013d2e393e311b9193bc35b9678d0684cd7d05fd979c96194d
+        00000010 a0a1a2a3a4a5a6a7a8a9aaabacadaeaf";
+    const V2_11: ProtocolVersion = ProtocolVersion::MAX_SUPPORTED;
+
+    fn vector_body() -> ChallengeBody {
+        let bytes = hex(BODY_HEX);
+        let mut digest = [0; 32];
+        digest.copy_from_slice(&bytes[1..33]);
+        ChallengeBody {
+            request_digest: RequestDigest::Sha256(digest),
+            nonce: (0xa0..=0xaf).collect(),
+        }
+    }
+
+    #[test]
+    fn body_matches_digest_vector() {
+        let mut w = Writer::new();
+        vector_body().encode(V2_11, &mut w);
+        let bytes = w.into_bytes();
+        assert_eq!(bytes.len(), 0x35);
+        assert_eq!(bytes, hex(BODY_HEX));
+        assert_eq!(ChallengeBody::decode(&bytes, V2_11).unwrap(), vector_body());
+    }
+
+    #[test]
+    fn signed_bytes_are_nonce_then_raw_digest() {
+        let signed = vector_body().signed_bytes();
+        assert_eq!(signed.len(), 16 + 32);
+        assert_eq!(&signed[..16], &vector_body().nonce[..]);
+        assert_eq!(&signed[16..], &hex(BODY_HEX)[1..33]);
+    }
+
+    #[test]
+    fn old_format_puts_the_nonce_first() {
+        let body = ChallengeBody {
+            request_digest: RequestDigest::OldFormat(vec![7; 16]),
+            nonce: vec![1, 2],
+        };
+        let v2_0 = ProtocolVersion::new(2, 0);
+        let mut w = Writer::new();
+        body.encode(v2_0, &mut w);
+        let bytes = w.into_bytes();
+        assert_eq!(&bytes[..10], &hex("00000002 0102 00000010")[..]);
+        assert_eq!(ChallengeBody::decode(&bytes, v2_0).unwrap(), body);
+    }
+
+    #[test]
+    fn trailing_octets_and_huge_nonces_are_refused() {
+        let mut bytes = hex(BODY_HEX);
+        bytes.push(0);
+        assert!(ChallengeBody::decode(&bytes, V2_11).is_err());
+        let mut w = Writer::new();
+        w.u8(3);
+        w.raw(&[0; 32]);
+        w.bytes(&[0; MAX_NONCE_LEN + 1]);
+        assert!(matches!(
+            ChallengeBody::decode(&w.into_bytes(), V2_11),
+            Err(DecodeError::InvalidField { .. })
+        ));
+    }
+
+    #[test]
+    fn answer_formats_follow_the_lower_version() {
+        let mut envelope = Envelope::new(ProtocolVersion::new(2, 10), 1);
+        assert_eq!(
+            answer_formats_version(&envelope),
+            ProtocolVersion::new(2, 10)
+        );
+        envelope.suggested = ProtocolVersion::new(2, 6);
+        assert_eq!(
+            answer_formats_version(&envelope),
+            ProtocolVersion::new(2, 6)
+        );
+        envelope.suggested = ProtocolVersion::new(0, 0);
+        assert_eq!(
+            answer_formats_version(&envelope),
+            ProtocolVersion::new(2, 10)
+        );
+    }
+
+    fn digest() -> RequestDigest {
+        RequestDigest::for_version(V2_11, b"request")
+    }
+
+    #[test]
+    fn a_challenge_is_taken_once() {
+        let now = Instant::now();
+        let mut book = ChallengeBook::default();
+        let challenge = book.issue(digest(), V2_11, now, "create").unwrap().clone();
+        assert_eq!(challenge.body.nonce.len(), NONCE_LEN);
+        let (taken, pending) = book.take(challenge.id, now).unwrap();
+        assert_eq!((taken, pending), (challenge.clone(), "create"));
+        assert!(matches!(
+            book.take(challenge.id, now),
+            Err(AuthError::UnknownChallenge { id }) if id == challenge.id
+        ));
+        assert!(book.is_empty());
+    }
+
+    #[test]
+    fn nonces_and_ids_differ() {
+        let now = Instant::now();
+        let mut book = ChallengeBook::default();
+        let a = book.issue(digest(), V2_11, now, ()).unwrap().clone();
+        let b = book.issue(digest(), V2_11, now, ()).unwrap().clone();
+        assert_ne!(a.id, b.id);
+        assert_ne!(a.body.nonce, b.body.nonce);
+        assert_ne!(a.id, ChallengeId(0));
+    }
+
+    #[test]
+    fn an_expired_challenge_is_refused_and_dropped() {
+        let now = Instant::now();
+        let mut book = ChallengeBook::new(10, Duration::from_secs(5));
+        let id = book.issue(digest(), V2_11, now, ()).unwrap().id;
+        let late = now + Duration::from_secs(6);
+        assert!(matches!(
+            book.take(id, late),
+            Err(AuthError::ChallengeExpired { .. })
+        ));
+        assert!(book.is_empty());
+        let id = book.issue(digest(), V2_11, now, ()).unwrap().id;
+        assert!(book.take(id, now + Duration::from_secs(5)).is_ok());
+    }
+
+    #[test]
+    fn a_full_book_drops_expired_challenges_then_refuses() {
+        let now = Instant::now();
+        let mut book = ChallengeBook::new(2, DEFAULT_LIFETIME);
+        book.issue(digest(), V2_11, now, ()).unwrap();
+        book.issue(digest(), V2_11, now, ()).unwrap();
+        assert!(matches!(
+            book.issue(digest(), V2_11, now, ()),
+            Err(AuthError::TooManyChallenges { capacity: 2 })
+        ));
+        let later = now + DEFAULT_LIFETIME + Duration::from_secs(1);
+        book.issue(digest(), V2_11, later, ()).unwrap();
+        assert_eq!(book.len(), 1);
+    }
+
+    #[test]
+    fn ids_wrap_around_skipping_zero_and_ids_in_use() {
+        let now = Instant::now();
+        let mut book = ChallengeBook {
+            next_id: u32::MAX,
+            ..ChallengeBook::default()
+        };
+        let max = book.issue(digest(), V2_11, now, ()).unwrap().id;
+        assert_eq!(max, ChallengeId(u32::MAX));
+        assert_eq!(
+            book.issue(digest(), V2_11, now, ()).unwrap().id,
+            ChallengeId(1)
+        );
+        book.next_id = u32::MAX;
+        assert_eq!(
+            book.issue(digest(), V2_11, now, ()).unwrap().id,
+            ChallengeId(2)
+        );
+    }
+}

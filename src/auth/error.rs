@@ -1,0 +1,208 @@
+//! The errors of authentication and authorisation, and their one mapping to RFC 3652
+//! response codes (digest §4).
+//!
+//! Owns [`AuthError`] (challenges and answers), [`AuthzError`] (permissions), the
+//! umbrella [`Error`](enum@Error) and [`response_code`]. [`KeyError`] lives with the keys.
+
+use thiserror::Error;
+
+use crate::codec::ResponseCode;
+use crate::values::{AdminPermissions, DecodeError};
+
+use super::challenge::ChallengeId;
+use super::keys::KeyError;
+
+/// Why a challenge could not be issued or an answer was not accepted.
+#[derive(Debug, Error)]
+pub enum AuthError {
+    /// No pending challenge has this id: never issued, already answered (a replay),
+    /// or dropped after expiring.
+    #[error("no pending challenge {id:?}")]
+    UnknownChallenge {
+        /// The id the answer named.
+        id: ChallengeId,
+    },
+    /// The challenge was answered after its lifetime.
+    #[error("challenge {id:?} has expired")]
+    ChallengeExpired {
+        /// The id of the challenge.
+        id: ChallengeId,
+    },
+    /// The book of pending challenges is full.
+    #[error("{capacity} challenges are already pending")]
+    TooManyChallenges {
+        /// How many the book holds.
+        capacity: usize,
+    },
+    /// The operating system's randomness failed (nonce or salt).
+    #[error("no randomness for a nonce or salt: {0}")]
+    Random(getrandom::Error),
+    /// An answer (the OC 200 body or the answer inside it) did not decode.
+    #[error("malformed challenge answer: {0}")]
+    Decode(#[from] DecodeError),
+    /// The answer's authentication type is neither `HS_PUBKEY` nor `HS_SECKEY`.
+    #[error("unknown authentication type {auth_type:?}")]
+    UnknownAuthType {
+        /// The type as sent.
+        auth_type: Vec<u8>,
+    },
+    /// The answer names a hash or MAC we do not accept (MD5 signatures, unknown codes).
+    #[error("unsupported answer algorithm {algorithm:?}")]
+    UnsupportedAlgorithm {
+        /// The name or code as sent.
+        algorithm: Vec<u8>,
+    },
+    /// A parameter of the answer is out of its bounds (signature length, PBKDF2
+    /// iterations, key length, salt length).
+    #[error("answer parameter {field} = {value} is out of bounds")]
+    AnswerParameter {
+        /// Which parameter.
+        field: &'static str,
+        /// The value sent.
+        value: u64,
+    },
+    /// The key handle holds no usable key of the answer's type at the index named.
+    #[error("{handle} has no usable {auth_type} at index {index}")]
+    NoKey {
+        /// The key handle.
+        handle: String,
+        /// The index named (0: any).
+        index: u32,
+        /// `HS_PUBKEY` or `HS_SECKEY`.
+        auth_type: &'static str,
+    },
+    /// The signature or MAC does not match any key (wrong key or wrong secret).
+    #[error("the answer does not verify against {handle}")]
+    Mismatch {
+        /// The key handle.
+        handle: String,
+    },
+    /// A key could not be used or made.
+    #[error(transparent)]
+    Key(#[from] KeyError),
+}
+
+/// Why an authenticated identity may not carry out an operation.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum AuthzError {
+    /// The identity is not named, directly or through groups, by any HS_ADMIN value
+    /// that applies (RC_INVALID_ADMIN).
+    #[error("{index}:{handle} is not an administrator here")]
+    NotAnAdmin {
+        /// The identity's handle.
+        handle: String,
+        /// The identity's index.
+        index: u32,
+    },
+    /// The identity is an administrator, but none of its HS_ADMIN values grants
+    /// every required permission (RC_INSUFFICIENT_PERMISSIONS).
+    #[error("administrator lacks permissions {required}, holds {held}")]
+    InsufficientPermissions {
+        /// The permissions the operation needs.
+        required: AdminPermissions,
+        /// The union of the permissions of the HS_ADMIN values naming the identity.
+        held: AdminPermissions,
+    },
+    /// Group membership could not be decided within the nesting limit.
+    #[error("admin groups nest deeper than {limit} at {handle}")]
+    GroupTooDeep {
+        /// The group handle where the limit was hit.
+        handle: String,
+        /// The limit.
+        limit: usize,
+    },
+    /// Group membership could not be decided within the number of group lookups.
+    #[error("more than {limit} admin group handles to look up")]
+    TooManyGroups {
+        /// The limit.
+        limit: usize,
+    },
+}
+
+/// Any failure of the authentication module, for the edge that answers the client.
+#[derive(Debug, Error)]
+pub enum Error {
+    /// A challenge or answer failure.
+    #[error(transparent)]
+    Auth(#[from] AuthError),
+    /// A permission failure.
+    #[error(transparent)]
+    Authz(#[from] AuthzError),
+    /// A key failure.
+    #[error(transparent)]
+    Key(#[from] KeyError),
+}
+
+/// The response code a server sends for `error` (digest §4, J9 meanings): unknown,
+/// replayed or expired challenges 405; a wrong key or secret 403; a malformed answer
+/// 404; an answer we cannot check (algorithm, stored key, randomness, group depth)
+/// 406; not an admin 400; missing permissions 401; a full challenge book 3 (busy).
+/// RC_AUTHEN_NEEDED (402) is not an error: it is the challenge itself.
+pub fn response_code(error: &Error) -> ResponseCode {
+    match error {
+        Error::Auth(auth) => match auth {
+            AuthError::UnknownChallenge { .. } | AuthError::ChallengeExpired { .. } => {
+                ResponseCode::AuthenticationTimeout
+            }
+            AuthError::TooManyChallenges { .. } => ResponseCode::ServerTooBusy,
+            AuthError::Decode(_)
+            | AuthError::UnknownAuthType { .. }
+            | AuthError::AnswerParameter { .. } => ResponseCode::InvalidCredential,
+            AuthError::NoKey { .. } | AuthError::Mismatch { .. } => {
+                ResponseCode::AuthenticationFailed
+            }
+            AuthError::UnsupportedAlgorithm { .. } | AuthError::Random(_) | AuthError::Key(_) => {
+                ResponseCode::AuthenticationError
+            }
+        },
+        Error::Authz(authz) => match authz {
+            AuthzError::NotAnAdmin { .. } => ResponseCode::InvalidAdmin,
+            AuthzError::InsufficientPermissions { .. } => ResponseCode::InsufficientPermissions,
+            AuthzError::GroupTooDeep { .. } | AuthzError::TooManyGroups { .. } => {
+                ResponseCode::AuthenticationError
+            }
+        },
+        Error::Key(_) => ResponseCode::AuthenticationError,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code(error: impl Into<Error>) -> u32 {
+        response_code(&error.into()).to_u32()
+    }
+
+    #[test]
+    fn errors_map_to_the_j9_codes() {
+        let id = ChallengeId(7);
+        assert_eq!(code(AuthError::UnknownChallenge { id }), 405);
+        assert_eq!(code(AuthError::ChallengeExpired { id }), 405);
+        assert_eq!(code(AuthError::TooManyChallenges { capacity: 1 }), 3);
+        let mismatch = AuthError::Mismatch {
+            handle: "0.NA/10.1000".into(),
+        };
+        assert_eq!(code(mismatch), 403);
+        let decode = DecodeError::Malformed {
+            field: "answer",
+            reason: "test",
+        };
+        assert_eq!(code(AuthError::Decode(decode)), 404);
+        let md5 = AuthError::UnsupportedAlgorithm {
+            algorithm: b"MD5".to_vec(),
+        };
+        assert_eq!(code(md5), 406);
+        assert_eq!(code(KeyError::KeySize { bits: 512 }), 406);
+        let not_admin = AuthzError::NotAnAdmin {
+            handle: "x/y".into(),
+            index: 300,
+        };
+        assert_eq!(code(not_admin), 400);
+        let lacking = AuthzError::InsufficientPermissions {
+            required: AdminPermissions::ADD_HANDLE,
+            held: AdminPermissions(0),
+        };
+        assert_eq!(code(lacking), 401);
+    }
+}

@@ -1,0 +1,35 @@
+//! Authentication and authorisation of administrators (digest §8, §6.1, §6.4–6.6;
+//! issue 6), as a pure core for the servers to call.
+//!
+//! Owns keys ([`keys`]), challenges and the book of pending ones ([`challenge`]),
+//! answers to challenges ([`answer`], [`public`], [`secret`]), the permission rules
+//! ([`permissions`]) and the errors with their one mapping to response codes
+//! ([`error`]).
+//!
+//! May depend on [`crate::names`], [`crate::values`] and [`crate::codec`] (for
+//! [`crate::codec::RequestDigest`], versions and response codes) and on the RustCrypto
+//! crates. No sockets, no tokio, no storage and no clock: time is passed in, handle
+//! values come from the caller or a lookup closure.
+//!
+//! Invariants: every size read from the network (nonces, signatures, PBKDF2
+//! parameters, keys, group nesting) is bounded before work is done on it; no input
+//! panics a decoder; a challenge is answered at most once.
+
+pub mod answer;
+pub mod challenge;
+pub mod error;
+pub mod keys;
+pub mod permissions;
+pub mod public;
+pub mod secret;
+
+#[cfg(test)]
+mod proptests;
+
+pub use answer::{AuthType, ChallengeAnswer, verify_answer};
+pub use challenge::{Challenge, ChallengeBody, ChallengeBook, ChallengeId, answer_formats_version};
+pub use error::{AuthError, AuthzError, Error, response_code};
+pub use keys::{KeyError, SignatureHash, SigningKey, VerifyingKey};
+pub use permissions::{Identity, Operation, authorise};
+pub use public::{PublicKeyAnswer, sign_public, verify_public};
+pub use secret::{SecretAnswer, SecretKey, answer_secret, verify_secret};
