@@ -35,7 +35,8 @@ enum Command {
     /// Parse a handle or handle reference (hdl:, hdl://server/, info:hdl/, urn:hdl:,
     /// proxy URL, encoding@ and type= modifiers) and show its parts.
     Parse(parse::ParseArgs),
-    /// Run a handle server node: the Handle protocol on TCP and UDP.
+    /// Run a handle server node: the Handle protocol on TCP and UDP, HTTP (JSON API,
+    /// web proxy, /status, /metrics).
     Serve(serve::ServeArgs),
     /// Resolve a handle: print its values (text, or REST JSON with --json).
     Resolve(resolve::ResolveArgs),

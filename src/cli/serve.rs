@@ -7,10 +7,13 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::Args;
 use hdl::config::Config;
+use hdl::http::{HttpListeners, HttpState, NodeInfo};
+use hdl::metrics::Metrics;
 use hdl::server::HandleListeners;
 use hdl::service::Service;
 use hdl::storage::Store;
 use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::watch;
 
 /// Arguments of `hdl serve`.
 #[derive(Debug, Args)]
@@ -25,6 +28,9 @@ pub struct ServeArgs {
     /// Handle protocol address (TCP and UDP); overrides `[handle] listen`.
     #[arg(long)]
     listen: Option<SocketAddr>,
+    /// HTTP address (JSON API, proxy, /status, /metrics); overrides `[http] listen`.
+    #[arg(long)]
+    http: Option<SocketAddr>,
 }
 
 /// Loads the configuration, opens the store, binds and serves.
@@ -54,19 +60,51 @@ fn load_config(args: &ServeArgs) -> anyhow::Result<Config> {
     if let Some(listen) = args.listen {
         config.handle.listen = listen;
     }
+    if let Some(http) = args.http {
+        config.http.listen = http;
+    }
     Ok(config)
 }
 
+/// Binds every listener, announces them on one stdout line
+/// (`listening handle=<addr> http=<addr>[ https=<addr>]`), then serves until a signal.
 async fn serve(config: Config, service: Service) -> anyhow::Result<()> {
-    let listeners = HandleListeners::bind(config.handle.listen).await?;
-    let address = listeners.local_addr()?;
-    println!("listening handle={address}");
+    let handle = HandleListeners::bind(config.handle.listen).await?;
+    let http = HttpListeners::bind(&config.http, &config.data_dir).await?;
+    let node = NodeInfo {
+        handle: handle.local_addr()?,
+        http: http.local_addr()?,
+        https: http.https_addr()?,
+    };
+    let mut line = format!("listening handle={} http={}", node.handle, node.http);
+    if let Some(https) = node.https {
+        line.push_str(&format!(" https={https}"));
+    }
+    println!("{line}");
     std::io::Write::flush(&mut std::io::stdout())?;
-    tracing::info!(%address, "serving the Handle protocol");
-    listeners
-        .serve(service, &config, shutdown_signal()?)
-        .await?;
+    tracing::info!(?node, "serving");
+    let metrics = Arc::new(Metrics::new());
+    let (stop, stopped) = watch::channel(false);
+    let state = HttpState {
+        service: service.clone(),
+        metrics: Arc::clone(&metrics),
+        node,
+    };
+    let http = tokio::spawn(http.serve(state, until(stopped.clone())));
+    let handle = handle.serve(service, &config, metrics, until(stopped));
+    let signal = shutdown_signal()?;
+    tokio::spawn(async move {
+        signal.await;
+        let _ = stop.send(true);
+    });
+    handle.await?;
+    http.await??;
     Ok(())
+}
+
+/// Resolves once `stopped` turns true (or its sender is gone).
+async fn until(mut stopped: watch::Receiver<bool>) {
+    let _ = stopped.wait_for(|stop| *stop).await;
 }
 
 /// Resolves on the first SIGINT or SIGTERM.

@@ -8,6 +8,7 @@ use crate::codec::{
     Body, Envelope, HandleValues, Header, Message, OpCode, OpFlags, ProtocolVersion, Request,
     ResolutionRequest, Response, ResponseCode,
 };
+use crate::metrics::Metrics;
 use crate::service::{Caller, Service};
 use crate::storage::Store;
 use crate::values::{HandleValue, SiteInfo, ValueIndex};
@@ -28,7 +29,12 @@ fn responder() -> (tempfile::TempDir, Responder) {
     };
     (
         dir,
-        Responder::new(Service::new(Arc::new(store)), site, settings),
+        Responder::new(
+            Service::new(Arc::new(store)),
+            site,
+            settings,
+            Arc::new(Metrics::new()),
+        ),
     )
 }
 

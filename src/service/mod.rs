@@ -15,7 +15,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub use error::Error;
 
 use crate::names::Handle;
-use crate::storage::{Applied, Command, HandleRecord, Store};
+use crate::storage::{Applied, Command, HandleRecord, PrefixRecord, Store};
 use crate::values::{HandleValue, ValueSelection};
 
 /// Who sent a request, as far as the service can tell.
@@ -57,6 +57,40 @@ impl Service {
         Ok(record)
     }
 
+    /// Resolution by an administrator: every selected value, administrative and
+    /// non-public ones included, in stored order (an empty selection result is
+    /// [`Error::ValuesNotFound`]).
+    pub fn resolve_all(
+        &self,
+        caller: &Caller,
+        handle: &Handle,
+        selection: &ValueSelection,
+    ) -> Result<HandleRecord, Error> {
+        authorise(caller)?;
+        let record = self
+            .store
+            .read()?
+            .get(handle, selection)?
+            .ok_or(Error::HandleNotFound)?;
+        if record.values.is_empty() {
+            return Err(Error::ValuesNotFound);
+        }
+        Ok(record)
+    }
+
+    /// How many handles the naming authority `prefix` holds (0 when it is unknown).
+    pub fn count_handles(&self, caller: &Caller, prefix: &str) -> Result<u64, Error> {
+        authorise(caller)?;
+        let record = self.store.read()?.prefix(prefix)?;
+        Ok(record.map_or(0, |record| record.handle_count))
+    }
+
+    /// Every naming authority the store knows (with handles, or homed here).
+    pub fn list_prefixes(&self, caller: &Caller) -> Result<Vec<PrefixRecord>, Error> {
+        authorise(caller)?;
+        Ok(self.store.read()?.list_prefixes()?)
+    }
+
     /// Up to `limit` handles under `prefix`, after `after` when paging.
     pub fn list_handles(
         &self,
@@ -96,7 +130,8 @@ fn prepare(mut command: Command, now: u32) -> Result<Command, Error> {
     let values = match &mut command {
         Command::Create { values, .. }
         | Command::AddValues { values, .. }
-        | Command::ModifyValues { values, .. } => values,
+        | Command::ModifyValues { values, .. }
+        | Command::PutValues { values, .. } => values,
         _ => return Ok(command),
     };
     for value in values.iter_mut() {

@@ -5,6 +5,7 @@
 
 mod commands;
 mod harness;
+mod http;
 mod parse;
 mod protocol;
 mod raw;
