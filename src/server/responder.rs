@@ -102,6 +102,19 @@ impl Responder {
         }
     }
 
+    /// The reply to a request the node has no capacity to serve now: RC_SERVER_BUSY
+    /// (3), so the client retries rather than waits for an answer that never comes.
+    pub fn busy(&self, bytes: &[u8]) -> Reply {
+        let exchange = match Message::decode(bytes) {
+            Ok(message) => Exchange::of_request(&message, self.settings),
+            Err(error) => match Exchange::of_undecodable(&error, self.settings) {
+                Some(exchange) => exchange,
+                None => return Reply::Nothing,
+            },
+        };
+        Reply::One(exchange.error(ResponseCode::ServerTooBusy, "server busy; try again"))
+    }
+
     fn undecodable(&self, error: &CodecError) -> Reply {
         let Some(exchange) = Exchange::of_undecodable(error, self.settings) else {
             return Reply::Nothing;

@@ -253,3 +253,13 @@ async fn list_is_sent_in_continued_pages() {
     assert_eq!(listed.len(), LIST_PAGE_LEN + 3);
     assert_eq!(listed[0], "10.1000/000");
 }
+
+#[tokio::test]
+async fn busy_answer_echoes_the_request() {
+    let (_dir, responder) = responder();
+    let Reply::One(answer) = responder.busy(&resolve("10.1000/1")) else {
+        panic!("a busy answer is still an answer")
+    };
+    assert_eq!(answer.header.response_code, ResponseCode::ServerTooBusy);
+    assert_eq!(answer.envelope.request_id, 0x0102_0304);
+}

@@ -25,8 +25,8 @@ pub const REASSEMBLY_TIMEOUT: Duration = Duration::from_secs(5);
 /// At most this many requests are being reassembled at once.
 const MAX_PARTIAL_REQUESTS: usize = 1024;
 
-/// At most this many requests are answered at once; more are dropped (the client
-/// retries, as over any lossy transport).
+/// At most this many requests are answered at once; more are answered at once with
+/// "server busy" (RC 3) so the client retries.
 const MAX_IN_FLIGHT: usize = 4096;
 
 /// Receives datagrams until the task is dropped.
@@ -47,7 +47,8 @@ pub async fn serve(socket: UdpSocket, responder: Responder) {
             continue;
         };
         let Ok(permit) = Arc::clone(&in_flight).try_acquire_owned() else {
-            debug!(%peer, "too many requests in flight; dropping one");
+            debug!(%peer, "too many requests in flight; answering busy");
+            send_reply(&socket, peer, responder.busy(&request)).await;
             continue;
         };
         let socket = Arc::clone(&socket);
