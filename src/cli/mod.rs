@@ -6,6 +6,7 @@
 
 mod add;
 mod bench;
+mod bench_http;
 mod connect;
 mod create;
 mod delete;

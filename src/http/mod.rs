@@ -206,3 +206,6 @@ fn bind_error(address: SocketAddr, what: &'static str, source: std::io::Error) -
         source,
     }
 }
+
+#[cfg(test)]
+mod tests;
