@@ -5,7 +5,7 @@
 //! [`crate::restjson`] for the value JSON, [`crate::names`] for proxy references,
 //! [`crate::server::response_code`] for the one mapping of service errors to response
 //! codes, and [`crate::metrics`]. Administration goes through
-//! [`api::administer`] and nowhere else. Nothing that arrives here is unwrapped: a
+//! `api::administer` and nowhere else. Nothing that arrives here is unwrapped: a
 //! malformed path, query or body is answered 400 and changes nothing.
 //!
 //! HTTP and HTTPS listen on separate ports (`[http] listen` and `https_listen`); the

@@ -6,6 +6,7 @@
 mod commands;
 mod harness;
 mod http;
+mod http_proxy;
 mod parse;
 mod protocol;
 mod raw;
