@@ -34,8 +34,6 @@
 //! self_signed = false
 //!
 //! [site]
-//! # This server's id inside its site (HS_SITE server record). Default: 1.
-//! server_id = 1
 //! # The HS_SITE serial number; bump it when the site changes. Default: 1.
 //! serial = 1
 //! # The site's "desc" attribute. Default: "hdl handle server".
@@ -43,6 +41,37 @@
 //! # Address advertised in HS_SITE when the listener is bound to 0.0.0.0 or ::.
 //! # Default: the listen address when it is specific, else 127.0.0.1.
 //! # advertise = "192.0.2.10"
+//!
+//! [cluster]
+//! # This node's id in its replica set, also its server id in HS_SITE; 1 to 4294967295.
+//! # Default: 1. Every member of a set needs its own.
+//! node_id = 1
+//! # Address of the peer listener (Raft and forwarded requests between members, and the
+//! # `hdl cluster` commands). Default: "127.0.0.1:0", loopback on a free port. Members of
+//! # a multi-node set need a fixed port reachable by the others: the set's membership
+//! # records it, and a member that comes back on another port is not found.
+//! peer_listen = "127.0.0.1:0"
+//! # File holding the cluster secret (hex) that authenticates peers; the same file on
+//! # every member. Default: "<data_dir>/cluster.secret", created with 32 random bytes
+//! # and mode 0600 when absent.
+//! # secret_file = "/etc/hdl/cluster.secret"
+//! # On first start with an empty log, form a replica set of this node alone, so a
+//! # lone `hdl serve` accepts writes at once. Default: true. Set it to false (or pass
+//! # --no-bootstrap) on nodes that will join a set with `hdl cluster init` or
+//! # `hdl cluster add-secondary`.
+//! bootstrap = true
+//! # Milliseconds between the primary's heartbeats. Default: 100.
+//! heartbeat_ms = 100
+//! # A secondary that hears no primary for a random time in this range (milliseconds)
+//! # stands for election. Defaults: 500 and 1000; the minimum must exceed the heartbeat.
+//! election_timeout_min_ms = 500
+//! election_timeout_max_ms = 1000
+//! # Build a snapshot of the store after this many log entries since the last one.
+//! # Default: 5000.
+//! snapshot_every = 5000
+//! # Log entries kept after a snapshot covers them, so a briefly absent member catches
+//! # up from the log rather than from a whole snapshot. Default: 1000.
+//! keep_after_snapshot = 1000
 //! ```
 
 use std::net::{IpAddr, SocketAddr};
@@ -62,6 +91,8 @@ pub struct Config {
     pub http: HttpConfig,
     /// How the node describes itself in HS_SITE.
     pub site: SiteConfig,
+    /// Its membership of a replica set.
+    pub cluster: ClusterConfig,
 }
 
 impl Default for Config {
@@ -71,6 +102,7 @@ impl Default for Config {
             handle: HandleConfig::default(),
             http: HttpConfig::default(),
             site: SiteConfig::default(),
+            cluster: ClusterConfig::default(),
         }
     }
 }
@@ -129,8 +161,6 @@ impl Default for HttpConfig {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SiteConfig {
-    /// Server id within the site.
-    pub server_id: u32,
     /// Site serial number.
     pub serial: u16,
     /// The `desc` attribute.
@@ -142,10 +172,49 @@ pub struct SiteConfig {
 impl Default for SiteConfig {
     fn default() -> Self {
         SiteConfig {
-            server_id: 1,
             serial: 1,
             description: "hdl handle server".into(),
             advertise: None,
+        }
+    }
+}
+
+/// How the node takes part in its replica set.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClusterConfig {
+    /// This node's id in its set (1 to `u32::MAX`: it is also the HS_SITE server id).
+    pub node_id: u64,
+    /// The peer listener's address.
+    pub peer_listen: SocketAddr,
+    /// The cluster secret file; `None` means `<data_dir>/cluster.secret`.
+    pub secret_file: Option<PathBuf>,
+    /// Whether a node with an empty log forms a set of its own.
+    pub bootstrap: bool,
+    /// Milliseconds between heartbeats.
+    pub heartbeat_ms: u64,
+    /// Least election timeout, in milliseconds.
+    pub election_timeout_min_ms: u64,
+    /// Greatest election timeout, in milliseconds.
+    pub election_timeout_max_ms: u64,
+    /// Entries applied between snapshots.
+    pub snapshot_every: u64,
+    /// Entries kept in the log behind a snapshot.
+    pub keep_after_snapshot: u64,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig {
+            node_id: 1,
+            peer_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            secret_file: None,
+            bootstrap: true,
+            heartbeat_ms: 100,
+            election_timeout_min_ms: 500,
+            election_timeout_max_ms: 1000,
+            snapshot_every: 5000,
+            keep_after_snapshot: 1000,
         }
     }
 }
@@ -156,12 +225,34 @@ pub enum ConfigError {
     /// The text is not valid TOML for this shape (names the line and field).
     #[error("invalid configuration: {0}")]
     Invalid(#[from] toml::de::Error),
+    /// The node id is 0 or does not fit an HS_SITE server id.
+    #[error("node id {0} is out of range: it must be 1 to 4294967295")]
+    NodeId(u64),
 }
 
 impl Config {
     /// Parses a TOML configuration; missing fields take their defaults.
     pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
-        Ok(toml::from_str(text)?)
+        let config: Config = toml::from_str(text)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks what the shape alone cannot (call it again after overriding fields).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let id = self.cluster.node_id;
+        match u32::try_from(id) {
+            Ok(fits) if fits > 0 => Ok(()),
+            _ => Err(ConfigError::NodeId(id)),
+        }
+    }
+
+    /// The cluster secret file.
+    pub fn secret_path(&self) -> PathBuf {
+        self.cluster
+            .secret_file
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("cluster.secret"))
     }
 
     /// The store file inside the data directory.
@@ -190,6 +281,17 @@ mod tests {
             .map(|l| format!("{}\n", l.trim_start_matches("//!").trim_start()))
             .collect();
         assert_eq!(Config::from_toml(&example).unwrap(), Config::default());
+    }
+
+    #[test]
+    fn node_ids_must_fit_a_server_id() {
+        assert!(Config::from_toml("[cluster]\nnode_id = 0\n").is_err());
+        assert!(Config::from_toml("[cluster]\nnode_id = 4294967296\n").is_err());
+        let config = Config::from_toml("[cluster]\nnode_id = 4294967295\n").unwrap();
+        assert_eq!(
+            config.secret_path(),
+            PathBuf::from("hdl-data/cluster.secret")
+        );
     }
 
     #[test]

@@ -65,6 +65,9 @@ pub struct Metrics {
     requests: Family<RequestLabels, Counter>,
     latency: LatencyFamily,
     uptime: Gauge,
+    applied: Gauge,
+    last_log: Gauge,
+    primary: Gauge,
     totals: [AtomicU64; 2],
     started: Instant,
 }
@@ -102,11 +105,30 @@ impl Metrics {
             "Seconds since the node started",
             uptime.clone(),
         );
+        let (applied, last_log, primary) = (Gauge::default(), Gauge::default(), Gauge::default());
+        registry.register(
+            "raft_applied_index",
+            "Index of the last replicated log entry applied to this node's store",
+            applied.clone(),
+        );
+        registry.register(
+            "raft_last_log_index",
+            "Index of the last entry in this node's replicated log",
+            last_log.clone(),
+        );
+        registry.register(
+            "raft_is_primary",
+            "1 when this node is its replica set's primary",
+            primary.clone(),
+        );
         Metrics {
             registry,
             requests,
             latency,
             uptime,
+            applied,
+            last_log,
+            primary,
             totals: [AtomicU64::new(0), AtomicU64::new(0)],
             started: Instant::now(),
         }
@@ -139,6 +161,15 @@ impl Metrics {
     /// Time since the registry was made.
     pub fn uptime(&self) -> Duration {
         self.started.elapsed()
+    }
+
+    /// Records the node's replication state as of now (read when `/metrics` is asked);
+    /// an index not yet known is -1.
+    pub fn observe_replication(&self, applied: Option<u64>, last_log: Option<u64>, primary: bool) {
+        let gauge = |index: Option<u64>| index.map_or(-1, |i| i64::try_from(i).unwrap_or(i64::MAX));
+        self.applied.set(gauge(applied));
+        self.last_log.set(gauge(last_log));
+        self.primary.set(i64::from(primary));
     }
 
     /// Every metric in the Prometheus text exposition format.

@@ -7,6 +7,7 @@
 mod add;
 mod bench;
 mod bench_http;
+mod cluster;
 mod connect;
 mod create;
 mod delete;
@@ -37,7 +38,7 @@ enum Command {
     /// proxy URL, encoding@ and type= modifiers) and show its parts.
     Parse(parse::ParseArgs),
     /// Run a handle server node: the Handle protocol on TCP and UDP, HTTP (JSON API,
-    /// web proxy, /status, /metrics).
+    /// web proxy, /status, /metrics), and the peer protocol of its replica set.
     Serve(serve::ServeArgs),
     /// Resolve a handle: print its values (text, or REST JSON with --json).
     Resolve(resolve::ResolveArgs),
@@ -55,6 +56,8 @@ enum Command {
     List(list::ListArgs),
     /// Load tests against a running server.
     Bench(bench::BenchArgs),
+    /// Form, change and inspect a replica set (init, add-secondary, remove, status).
+    Cluster(cluster::ClusterArgs),
 }
 
 /// Runs the command line and returns the process exit code.
@@ -72,6 +75,7 @@ pub fn run() -> ExitCode {
         Command::Remove(args) => remove::run(&args),
         Command::List(args) => list::run(&args),
         Command::Bench(args) => bench::run(&args),
+        Command::Cluster(args) => cluster::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

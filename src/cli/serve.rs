@@ -1,4 +1,4 @@
-//! `hdl serve`: runs one node until SIGINT or SIGTERM.
+//! `hdl serve`: runs one node, a member of its replica set, until SIGINT or SIGTERM.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -9,9 +9,12 @@ use clap::Args;
 use hdl::config::Config;
 use hdl::http::{HttpListeners, HttpState, NodeInfo};
 use hdl::metrics::Metrics;
-use hdl::server::HandleListeners;
+use hdl::replication::network::read_or_create_secret_file;
+use hdl::replication::{Bootstrap, Replica, ReplicaSettings};
+use hdl::server::{HandleListeners, advertised_handle_addr};
 use hdl::service::Service;
 use hdl::storage::Store;
+use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
 
@@ -31,18 +34,30 @@ pub struct ServeArgs {
     /// HTTP address (JSON API, proxy, /status, /metrics); overrides `[http] listen`.
     #[arg(long)]
     http: Option<SocketAddr>,
+    /// This node's id in its replica set; overrides `[cluster] node_id`.
+    #[arg(long)]
+    node_id: Option<u64>,
+    /// Peer listener address; overrides `[cluster] peer_listen`.
+    #[arg(long)]
+    peer: Option<SocketAddr>,
+    /// Cluster secret file; overrides `[cluster] secret_file`.
+    #[arg(long)]
+    secret_file: Option<PathBuf>,
+    /// Do not form a set of this node alone on first start: wait for
+    /// `hdl cluster init` or `hdl cluster add-secondary`.
+    #[arg(long)]
+    no_bootstrap: bool,
 }
 
-/// Loads the configuration, opens the store, binds and serves.
+/// Loads the configuration, opens the store, starts the replica, binds and serves.
 pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let config = load_config(args)?;
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create data directory {}", config.data_dir.display()))?;
     let store = Store::open(&config.store_path())
         .with_context(|| format!("cannot open store {}", config.store_path().display()))?;
-    let service = Service::new(Arc::new(store));
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
-    runtime.block_on(serve(config, service))
+    runtime.block_on(serve(config, Arc::new(store)))
 }
 
 fn load_config(args: &ServeArgs) -> anyhow::Result<Config> {
@@ -63,26 +78,65 @@ fn load_config(args: &ServeArgs) -> anyhow::Result<Config> {
     if let Some(http) = args.http {
         config.http.listen = http;
     }
+    let cluster = &mut config.cluster;
+    cluster.node_id = args.node_id.unwrap_or(cluster.node_id);
+    cluster.peer_listen = args.peer.unwrap_or(cluster.peer_listen);
+    if let Some(file) = &args.secret_file {
+        cluster.secret_file = Some(file.clone());
+    }
+    cluster.bootstrap &= !args.no_bootstrap;
+    config.validate()?;
     Ok(config)
 }
 
-/// Binds every listener, announces them on one stdout line
-/// (`listening handle=<addr> http=<addr>[ https=<addr>]`), then serves until a signal.
-async fn serve(config: Config, service: Service) -> anyhow::Result<()> {
-    let handle = HandleListeners::bind(config.handle.listen).await?;
+fn replica_settings(config: &Config) -> ReplicaSettings {
+    let cluster = &config.cluster;
+    ReplicaSettings {
+        id: cluster.node_id,
+        bootstrap: if cluster.bootstrap {
+            Bootstrap::Alone
+        } else {
+            Bootstrap::Wait
+        },
+        heartbeat_ms: cluster.heartbeat_ms,
+        election_min_ms: cluster.election_timeout_min_ms,
+        election_max_ms: cluster.election_timeout_max_ms,
+        snapshot_every: cluster.snapshot_every,
+        keep_after_snapshot: cluster.keep_after_snapshot,
+    }
+}
+
+async fn serve(config: Config, store: Arc<Store>) -> anyhow::Result<()> {
+    let secret = read_or_create_secret_file(&config.secret_path())?;
+    let listeners = HandleListeners::bind(config.handle.listen).await?;
+    let handle = listeners.local_addr()?;
+    let peers = TcpListener::bind(config.cluster.peer_listen)
+        .await
+        .with_context(|| format!("cannot listen for peers on {}", config.cluster.peer_listen))?;
+    let peer = peers.local_addr()?;
+    let advertised = advertised_handle_addr(&config.site, handle);
+    let settings = replica_settings(&config);
+    let replica = Replica::start(
+        &settings,
+        Arc::clone(&store),
+        &config.data_dir,
+        peers,
+        advertised,
+        secret,
+    )
+    .await
+    .context("cannot start the replica")?;
     let http = HttpListeners::bind(&config.http, &config.data_dir).await?;
     let node = NodeInfo {
-        handle: handle.local_addr()?,
+        id: settings.id,
+        handle,
         http: http.local_addr()?,
         https: http.https_addr()?,
+        peer,
     };
-    let mut line = format!("listening handle={} http={}", node.handle, node.http);
-    if let Some(https) = node.https {
-        line.push_str(&format!(" https={https}"));
-    }
-    println!("{line}");
-    std::io::Write::flush(&mut std::io::stdout())?;
+    announce(&node)?;
     tracing::info!(?node, "serving");
+    let service = Service::new(store, replica.clone());
     let metrics = Arc::new(Metrics::new());
     let (stop, stopped) = watch::channel(false);
     let state = HttpState {
@@ -91,14 +145,31 @@ async fn serve(config: Config, service: Service) -> anyhow::Result<()> {
         node,
     };
     let http = tokio::spawn(http.serve(state, until(stopped.clone())));
-    let handle = handle.serve(service, &config, metrics, until(stopped));
     let signal = shutdown_signal()?;
     tokio::spawn(async move {
         signal.await;
         let _ = stop.send(true);
     });
-    handle.await?;
+    listeners
+        .serve(service, &config, metrics, until(stopped))
+        .await?;
     http.await??;
+    replica.shutdown().await?;
+    Ok(())
+}
+
+/// Prints the one line that says the node is up:
+/// `listening handle=<addr> http=<addr> peer=<addr>[ https=<addr>]`.
+fn announce(node: &NodeInfo) -> anyhow::Result<()> {
+    let mut line = format!(
+        "listening handle={} http={} peer={}",
+        node.handle, node.http, node.peer
+    );
+    if let Some(https) = node.https {
+        line.push_str(&format!(" https={https}"));
+    }
+    println!("{line}");
+    std::io::Write::flush(&mut std::io::stdout())?;
     Ok(())
 }
 

@@ -3,7 +3,8 @@
 //! Handle.Net REST API (`HANDLE-NET-REFERENCE.md` §1.2).
 //!
 //! The handle is the rest of the path, percent-decoded as UTF-8 (`/` included); the
-//! answer's `handle` echoes it as spelled. Every write goes through [`administer`].
+//! answer's `handle` echoes it as spelled. Every write goes through [`administer`],
+//! which has the primary of the replica set apply it.
 
 use std::net::SocketAddr;
 
@@ -20,7 +21,7 @@ use super::query::{Query, QueryError, decode};
 use crate::codec::ResponseCode;
 use crate::names::{Handle, fold_key};
 use crate::restjson::{parse_body, resolution_json};
-use crate::service::{Caller, Error};
+use crate::service::{Caller, Error, Freshness};
 use crate::storage::{Applied, Command, ExistingHandle, Refusal};
 use crate::values::HandleValue;
 
@@ -31,18 +32,14 @@ const API_PREFIX: &str = "/api/handles/";
 /// not expected even once).
 const MINT_ATTEMPTS: usize = 3;
 
-/// Applies an administrative command for `caller`: the HTTP edge's one way to write.
-/// The store's fsync blocks, so it runs off the async threads.
+/// Applies an administrative command for `caller` through the replica set: the HTTP
+/// edge's one way to write.
 pub async fn administer(
     state: &HttpState,
     caller: Caller,
     command: Command,
 ) -> Result<Applied, Failure> {
-    let service = state.service.clone();
-    tokio::task::spawn_blocking(move || service.administer(&caller, command))
-        .await
-        .map_err(|_| Failure::new(ResponseCode::Error, "the write task failed"))?
-        .map_err(Failure::from)
+    Ok(state.service.administer(&caller, command).await?)
 }
 
 /// One API request on a handle: what every method reads first.
@@ -92,16 +89,17 @@ impl ApiRequest {
 
     /// The selected values: public ones, or with `publicOnly=false` every one (for an
     /// administrator). No value matched is an empty list.
-    fn resolve(&self, state: &HttpState) -> Result<Vec<HandleValue>, Failure> {
+    async fn resolve(&self, state: &HttpState) -> Result<Vec<HandleValue>, Failure> {
         let handle = self.handle()?;
         let selection = self.query.selection()?;
-        // The node answers from its own store, which is authoritative: `auth` is
-        // checked for form and otherwise needs nothing.
-        self.query.flag("auth", false)?;
+        let freshness = freshness(&self.query)?;
         let found = if self.query.flag("publicOnly", true)? {
-            state.service.resolve(&handle, &selection)
+            state.service.resolve(&handle, &selection, freshness).await
         } else {
-            state.service.resolve_all(&self.caller, &handle, &selection)
+            let service = &state.service;
+            service
+                .resolve_all(&self.caller, &handle, &selection, freshness)
+                .await
         };
         match found {
             Ok(record) => Ok(record.values),
@@ -206,6 +204,16 @@ impl ApiRequest {
     }
 }
 
+/// `auth=true` asks for every write acknowledged before the request (the AT flag);
+/// otherwise this member's applied state answers.
+pub fn freshness(query: &Query) -> Result<Freshness, QueryError> {
+    Ok(if query.flag("auth", false)? {
+        Freshness::Authoritative
+    } else {
+        Freshness::Local
+    })
+}
+
 /// A random (version 4) UUID, lower-case and hyphenated.
 fn uuid() -> String {
     let bits =
@@ -231,7 +239,7 @@ pub async fn get(
         Ok(request) => request,
         Err(response) => return *response,
     };
-    match request.resolve(&state) {
+    match request.resolve(&state).await {
         Ok(values) if values.is_empty() => {
             let body = json!({"responseCode": 200, "handle": request.spelled, "values": []});
             let status = http_status(ResponseCode::ValuesNotFound, Operation::Resolve);

@@ -73,12 +73,16 @@ pub struct HttpState {
 /// The facts about the node that `/status` shows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeInfo {
+    /// The node's id in its replica set.
+    pub id: u64,
     /// The Handle protocol address.
     pub handle: SocketAddr,
     /// The HTTP address.
     pub http: SocketAddr,
     /// The HTTPS address, when there is one.
     pub https: Option<SocketAddr>,
+    /// The address of its replica-set peer listener.
+    pub peer: SocketAddr,
 }
 
 /// The bound HTTP (and HTTPS) sockets of a node.

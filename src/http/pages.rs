@@ -8,7 +8,10 @@ use super::HttpState;
 use super::html::{escape, page};
 use super::proxy::proxy_path;
 use super::query::Query;
+use std::time::Duration;
+
 use crate::metrics::Protocol;
+use crate::replication::admin::Role;
 
 /// `GET /`: the resolve form; `/?handle=H[&noredirect]` (what the form sends) goes
 /// on to the proxy path of `H`.
@@ -36,54 +39,108 @@ pub async fn front(uri: Uri) -> Response {
     page(StatusCode::OK, "Resolve a handle", body)
 }
 
-/// `GET /status`: what this node is and how busy it has been.
+/// `GET /status`: what this node is, its replica set, and how busy it has been.
 pub async fn status(State(state): State<HttpState>) -> Response {
     let node = &state.node;
+    let replica = state.service.replica_status();
     let uptime = state.metrics.uptime();
     let seconds = uptime.as_secs_f64().max(1.0);
     let rate = |protocol| {
         let total = state.metrics.total(protocol);
         format!("{total} ({:.1}/s on average)", total as f64 / seconds)
     };
+    let index = |index: Option<u64>| index.map_or_else(|| "none".to_owned(), |i| i.to_string());
+    let lag = match (replica.applied, replica.last_log) {
+        (Some(applied), Some(last)) => last.saturating_sub(applied).to_string(),
+        _ => "0".to_owned(),
+    };
+    let primary = replica
+        .leader
+        .map_or_else(|| "unknown".to_owned(), |leader| format!("node {leader}"));
     let https = node
         .https
-        .map_or_else(|| "off".to_owned(), |address| address.to_string());
+        .map_or_else(|| "off".to_owned(), |a| a.to_string());
+    let uptime = Duration::from_secs(uptime.as_secs());
     let rows = [
-        (
-            "Role",
-            "standalone (one node; no replica set configured)".to_owned(),
-        ),
-        (
-            "Replica set members",
-            format!("this node ({})", node.handle),
-        ),
-        ("Primary", "this node".to_owned()),
+        ("Node", format!("{} ({})", node.id, replica.role.name())),
+        ("Primary", primary),
+        ("Applied index", index(replica.applied)),
+        ("Last log index", index(replica.last_log)),
+        ("Entries not yet applied", lag),
         ("Handle protocol", node.handle.to_string()),
-        ("HTTP", node.http.to_string()),
-        ("HTTPS", https),
-        (
-            "Uptime",
-            humantime::format_duration(std::time::Duration::from_secs(uptime.as_secs()))
-                .to_string(),
-        ),
+        ("HTTP / HTTPS", format!("{} / {https}", node.http)),
+        ("Peer", node.peer.to_string()),
+        ("Uptime", humantime::format_duration(uptime).to_string()),
         ("Handle protocol requests", rate(Protocol::Handle)),
         ("HTTP requests", rate(Protocol::Http)),
         ("Version", env!("CARGO_PKG_VERSION").to_owned()),
     ];
-    let mut body = String::from("<table><tbody>\n");
-    for (name, value) in rows {
-        body.push_str(&format!(
-            "<tr><th>{}</th><td>{}</td></tr>\n",
-            escape(name),
-            escape(&value)
-        ));
-    }
-    body.push_str("</tbody></table>\n<p>Every counter: <a href=\"/metrics\">/metrics</a>.</p>");
+    let mut body = table(
+        rows.iter()
+            .map(|(name, value)| vec![(*name).to_owned(), value.clone()]),
+        None,
+    );
+    body.push_str("<h2>Replica set</h2>\n");
+    let header = ["Id", "Role", "Handle", "Peer", "HTTP"]
+        .map(str::to_owned)
+        .to_vec();
+    let members = replica.members.iter().map(|member| {
+        let role = if replica.leader == Some(member.id) {
+            "primary"
+        } else if member.voter {
+            "secondary"
+        } else {
+            "learner"
+        };
+        let http = member.node.http.map_or_else(String::new, |a| a.to_string());
+        vec![
+            member.id.to_string(),
+            role.to_owned(),
+            member.node.handle.to_string(),
+            member.node.peer.to_string(),
+            http,
+        ]
+    });
+    body.push_str(&table(members, Some(header)));
+    body.push_str("<p>Every counter: <a href=\"/metrics\">/metrics</a>.</p>");
     page(StatusCode::OK, "Node status", &body)
+}
+
+/// An HTML table of escaped cells, the first cell of a row as its header when there
+/// is no header row.
+fn table(rows: impl Iterator<Item = Vec<String>>, header: Option<Vec<String>>) -> String {
+    let mut html = String::from("<table>");
+    if let Some(header) = &header {
+        html.push_str("<thead><tr>");
+        for cell in header {
+            html.push_str(&format!("<th>{}</th>", escape(cell)));
+        }
+        html.push_str("</tr></thead>");
+    }
+    html.push_str("<tbody>\n");
+    for row in rows {
+        html.push_str("<tr>");
+        for (column, cell) in row.iter().enumerate() {
+            let tag = if header.is_none() && column == 0 {
+                "th"
+            } else {
+                "td"
+            };
+            html.push_str(&format!("<{tag}>{}</{tag}>", escape(cell)));
+        }
+        html.push_str("</tr>\n");
+    }
+    html.push_str("</tbody></table>\n");
+    html
 }
 
 /// `GET /metrics`: the Prometheus text format.
 pub async fn metrics(State(state): State<HttpState>) -> Response {
+    let replica = state.service.replica_status();
+    let primary = replica.role == Role::Primary;
+    state
+        .metrics
+        .observe_replication(replica.applied, replica.last_log, primary);
     let mut response = state.metrics.render().into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,

@@ -11,8 +11,8 @@
 //! attribute may ask for 301, 303, 307 or 308), the first URL value, the first URL
 //! subtype. Without one, or with `noredirect` / `action=showvalues`, the values page.
 //! `urlappend=` is appended verbatim; `Expires` comes from the chosen value's TTL.
-//! Not found is a 404 page, never a redirect. `auth` is accepted: the node's own
-//! store is authoritative.
+//! Not found is a 404 page, never a redirect. `auth` reads authoritatively (as the
+//! AT flag: every write acknowledged before the request).
 
 use axum::extract::State;
 use axum::http::{HeaderValue, Method, StatusCode, Uri, header};
@@ -20,6 +20,7 @@ use axum::response::{IntoResponse, Response};
 use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 
 use super::HttpState;
+use super::api::freshness;
 use super::html::{error_page, escape, page, values_page};
 use super::loc;
 use super::query::Query;
@@ -89,22 +90,23 @@ pub async fn resolve(State(state): State<HttpState>, method: Method, uri: Uri) -
             return error_page(StatusCode::BAD_REQUEST, "Bad request", &error.to_string());
         }
     };
-    answer(&state, raw, &query).unwrap_or_else(|response| *response)
+    answer(&state, raw, &query)
+        .await
+        .unwrap_or_else(|response| *response)
 }
 
-fn answer(state: &HttpState, raw: &str, query: &Query) -> Result<Response, Box<Response>> {
+async fn answer(state: &HttpState, raw: &str, query: &Query) -> Result<Response, Box<Response>> {
     let bad =
         |message: String| Box::new(error_page(StatusCode::BAD_REQUEST, "Bad request", &message));
     let reference = HandleRef::parse(&reference_octets(raw))
         .map_err(|error| bad(format!("Not a handle reference: {error}.")))?;
     let selection = query.selection().map_err(|error| bad(error.to_string()))?;
-    query
-        .flag("auth", false)
-        .map_err(|error| bad(error.to_string()))?;
+    let freshness = freshness(query).map_err(|error| bad(error.to_string()))?;
     let spelled = reference.handle.as_str();
     let record = state
         .service
-        .resolve(&reference.handle, &selection)
+        .resolve(&reference.handle, &selection, freshness)
+        .await
         .map_err(|error| Box::new(failure_page(spelled, &error)))?;
     let show = query.first("noredirect").is_some()
         || query

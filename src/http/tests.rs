@@ -13,15 +13,18 @@ use crate::storage::Store;
 
 async fn call(method: &str, path: &str, from: &str, body: &str) -> (StatusCode, serde_json::Value) {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&dir.path().join("handles.redb")).unwrap();
+    let store = Arc::new(Store::open(&dir.path().join("handles.redb")).unwrap());
     let address: SocketAddr = "127.0.0.1:1".parse().unwrap();
+    let replica = crate::replication::start_alone(Arc::clone(&store), dir.path(), address).await;
     let state = HttpState {
-        service: Service::new(Arc::new(store)),
+        service: Service::new(store, replica),
         metrics: Arc::new(Metrics::new()),
         node: NodeInfo {
+            id: 1,
             handle: address,
             http: address,
             https: None,
+            peer: address,
         },
     };
     let peer: SocketAddr = from.parse().unwrap();

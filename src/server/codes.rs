@@ -1,6 +1,7 @@
 //! The one place where service errors become RFC 3652 response codes.
 
 use crate::codec::ResponseCode;
+use crate::replication::ReplicaError;
 use crate::service::Error;
 use crate::storage::Refusal;
 
@@ -12,6 +13,13 @@ pub fn response_code(error: &Error) -> ResponseCode {
         Error::InvalidValue { .. } => ResponseCode::InvalidValue,
         Error::NotAuthorised => ResponseCode::InvalidAdmin,
         Error::Storage(_) => ResponseCode::Error,
+        // The set is electing a primary or this member is behind: try again shortly.
+        Error::Replication(error) => match **error {
+            ReplicaError::NoLeader { .. } | ReplicaError::Behind { .. } => {
+                ResponseCode::ServerTooBusy
+            }
+            _ => ResponseCode::Error,
+        },
         Error::Refused(refusal) => match refusal {
             Refusal::HandleExists => ResponseCode::HandleAlreadyExists,
             Refusal::HandleNotFound => ResponseCode::HandleNotFound,

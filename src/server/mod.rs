@@ -23,6 +23,7 @@ use tokio::net::{TcpListener, UdpSocket};
 pub use codes::response_code;
 pub use exchange::ResponseSettings;
 pub use responder::{LIST_PAGE_LEN, Responder};
+pub use site::advertised_handle_addr;
 
 use crate::config::Config;
 use crate::metrics::Metrics;
@@ -87,13 +88,11 @@ impl HandleListeners {
         metrics: Arc<Metrics>,
         shutdown: impl Future<Output = ()>,
     ) -> std::io::Result<()> {
-        let address = self.local_addr()?;
-        let site = site::describe(&config.site, address).encode();
         let settings = ResponseSettings {
             site_serial: config.site.serial,
             validity_secs: config.handle.response_validity_secs,
         };
-        let responder = Responder::new(service, site, settings, metrics);
+        let responder = Responder::new(service, config.site.clone(), settings, metrics);
         let idle = Duration::from_secs(config.handle.tcp_idle_timeout_secs);
         let tcp = tokio::spawn(tcp::serve(self.tcp, responder.clone(), idle));
         let udp = tokio::spawn(udp::serve(self.udp, responder));

@@ -11,14 +11,16 @@ use crate::codec::{
     Body, CodecError, HandleValues, Message, OpFlags, Request, ResolutionRequest, Response,
     ResponseCode,
 };
+use crate::config::SiteConfig;
 use crate::metrics::{Metrics, Protocol};
 use crate::names::{Handle, NameError};
-use crate::service::{Caller, Error, Service};
+use crate::service::{Caller, Error, Freshness, Service};
 use crate::storage::{Applied, Command, ExistingHandle};
 use crate::values::ValueSelection;
 
 use super::codes::response_code;
 use super::exchange::{Exchange, ResponseSettings};
+use super::site;
 
 /// How many handles one message of a list answer carries, as the reference server.
 pub const LIST_PAGE_LEN: usize = 50;
@@ -41,17 +43,17 @@ pub enum Reply {
 #[derive(Debug, Clone)]
 pub struct Responder {
     service: Service,
-    site: Vec<u8>,
+    site: SiteConfig,
     settings: ResponseSettings,
     metrics: Arc<Metrics>,
 }
 
 impl Responder {
-    /// A responder over `service` that describes its site with the encoded HS_SITE
-    /// record `site` and records every answer in `metrics`.
+    /// A responder over `service` that describes its replica set in HS_SITE as `site`
+    /// says, and records every answer in `metrics`.
     pub fn new(
         service: Service,
-        site: Vec<u8>,
+        site: SiteConfig,
         settings: ResponseSettings,
         metrics: Arc<Metrics>,
     ) -> Self {
@@ -128,9 +130,10 @@ impl Responder {
 
     async fn answer(&self, caller: Caller, exchange: &Exchange, request: Request) -> Message {
         let result = match request {
-            Request::Resolution(resolution) => return self.resolve(exchange, resolution),
+            Request::Resolution(resolution) => return self.resolve(exchange, resolution).await,
             Request::GetSiteInfo { .. } => {
-                let site = self.site.clone();
+                let (members, primary) = self.service.replica_set();
+                let site = site::describe(&self.site, &members, primary).encode();
                 return exchange.success(Response::SiteInfo { site });
             }
             admin => match admin_command(exchange.flags(), admin) {
@@ -144,9 +147,22 @@ impl Responder {
         }
     }
 
-    fn resolve(&self, exchange: &Exchange, request: ResolutionRequest) -> Message {
-        let outcome = parse_resolution(&request)
-            .and_then(|(handle, selection)| Ok(self.service.resolve(&handle, &selection)?));
+    /// Resolution from this member's applied state; with the AT flag, only after it
+    /// has applied every write acknowledged before the request.
+    async fn resolve(&self, exchange: &Exchange, request: ResolutionRequest) -> Message {
+        let freshness = if exchange.flags().contains(OpFlags::AT) {
+            Freshness::Authoritative
+        } else {
+            Freshness::Local
+        };
+        let outcome = match parse_resolution(&request) {
+            Ok((handle, selection)) => self
+                .service
+                .resolve(&handle, &selection, freshness)
+                .await
+                .map_err(Rejection::from),
+            Err(rejection) => Err(rejection),
+        };
         match outcome {
             Ok(record) => exchange.success(Response::Resolution(HandleValues {
                 handle: request.handle,
@@ -161,10 +177,7 @@ impl Responder {
             Command::Create { handle, .. } => Some(handle.as_str().as_bytes().to_vec()),
             _ => None,
         };
-        let service = self.service.clone();
-        let applied = tokio::task::spawn_blocking(move || service.administer(&caller, command))
-            .await
-            .map_err(|_| Rejection::internal("the write task failed"))??;
+        let applied = self.service.administer(&caller, command).await?;
         Ok(match (applied, created) {
             (Applied::Done, _) | (_, None) => Done::Plain,
             (Applied::Created, Some(handle)) => Done::Created(handle, OpFlags::NONE),
@@ -266,10 +279,6 @@ impl Rejection {
             code,
             message: message.into(),
         }
-    }
-
-    fn internal(message: &str) -> Self {
-        Rejection::new(ResponseCode::Error, message)
     }
 
     fn into_message(self, exchange: &Exchange) -> Message {

@@ -1,18 +1,25 @@
-//! The HS_SITE record a node gives in answer to get-site-info (digest §3.3, §6.2).
+//! The HS_SITE record a node gives in answer to get-site-info (digest §3.3, §6.2): one
+//! primary site whose servers are the members of the replica set.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use crate::codec::ProtocolVersion;
 use crate::config::SiteConfig;
+use crate::replication::NodeId;
+use crate::replication::admin::Member;
 use crate::values::{
     HashOption, Interface, InterfaceKind, InterfaceProtocol, ServerRecord, SiteFlags, SiteInfo,
 };
 
-/// Describes this single server: a primary site of one server that answers
-/// administration and queries over TCP and queries over UDP on `handle_addr`'s port.
-pub fn describe(site: &SiteConfig, handle_addr: SocketAddr) -> SiteInfo {
-    let address = advertised_address(site, handle_addr);
-    let port = u32::from(handle_addr.port());
+/// Describes the replica set: a primary site with one server record per member (its
+/// node id as server id), each answering administration and queries over TCP and
+/// queries over UDP on its handle port, and the attribute `primary` naming the
+/// current primary's node id when one is known.
+pub fn describe(site: &SiteConfig, members: &[Member], primary: Option<NodeId>) -> SiteInfo {
+    let mut attributes = vec![("desc".into(), site.description.clone())];
+    if let Some(primary) = primary {
+        attributes.push(("primary".into(), primary.to_string()));
+    }
     SiteInfo {
         data_format_version: SiteInfo::DATA_FORMAT_VERSION,
         protocol_major: ProtocolVersion::MAX_SUPPORTED.major,
@@ -21,56 +28,92 @@ pub fn describe(site: &SiteConfig, handle_addr: SocketAddr) -> SiteInfo {
         flags: SiteFlags::PRIMARY,
         hash_option: HashOption::ByHandle,
         hash_filter: String::new(),
-        attributes: vec![("desc".into(), site.description.clone())],
-        servers: vec![ServerRecord {
-            server_id: site.server_id,
-            address,
-            public_key: Vec::new(),
-            interfaces: vec![
-                Interface {
-                    kind: InterfaceKind::AdminQuery,
-                    protocol: InterfaceProtocol::Tcp,
-                    port,
-                },
-                Interface {
-                    kind: InterfaceKind::Query,
-                    protocol: InterfaceProtocol::Udp,
-                    port,
-                },
-            ],
-        }],
+        attributes,
+        // Node ids are checked to fit a server id when a node starts or joins.
+        servers: members.iter().filter_map(server_record).collect(),
     }
 }
 
-/// The configured address, else the listen address, else loopback when the listener
-/// is bound to every interface.
-fn advertised_address(site: &SiteConfig, handle_addr: SocketAddr) -> IpAddr {
-    match site.advertise {
+fn server_record(member: &Member) -> Option<ServerRecord> {
+    let handle = member.node.handle;
+    let port = u32::from(handle.port());
+    let address = match handle.ip() {
+        unspecified if unspecified.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        address => address,
+    };
+    Some(ServerRecord {
+        server_id: u32::try_from(member.id).ok()?,
+        address,
+        public_key: Vec::new(),
+        interfaces: vec![
+            Interface {
+                kind: InterfaceKind::AdminQuery,
+                protocol: InterfaceProtocol::Tcp,
+                port,
+            },
+            Interface {
+                kind: InterfaceKind::Query,
+                protocol: InterfaceProtocol::Udp,
+                port,
+            },
+        ],
+    })
+}
+
+/// The Handle protocol address a node bound to `handle_addr` records in its set's
+/// membership: the configured advertised address, else the listen address, else
+/// loopback when the listener is bound to every interface.
+pub fn advertised_handle_addr(site: &SiteConfig, handle_addr: SocketAddr) -> SocketAddr {
+    let ip = match site.advertise {
         Some(address) => address,
         None if handle_addr.ip().is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
         None => handle_addr.ip(),
-    }
+    };
+    SocketAddr::new(ip, handle_addr.port())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::replication::Node;
+
+    fn member(id: NodeId, handle: &str) -> Member {
+        Member {
+            id,
+            node: Node {
+                handle: handle.parse().unwrap(),
+                ..Node::default()
+            },
+            voter: true,
+        }
+    }
 
     #[test]
-    fn unspecified_listen_address_advertises_loopback_and_round_trips() {
-        let info = describe(&SiteConfig::default(), "0.0.0.0:2641".parse().unwrap());
-        assert_eq!(info.servers[0].address, IpAddr::V4(Ipv4Addr::LOCALHOST));
-        assert_eq!(info.servers[0].interfaces[0].port, 2641);
+    fn every_member_is_a_server_and_the_primary_is_named() {
+        let members = [member(1, "127.0.0.1:2641"), member(2, "192.0.2.7:2700")];
+        let info = describe(&SiteConfig::default(), &members, Some(2));
+        let ids: Vec<u32> = info.servers.iter().map(|s| s.server_id).collect();
+        assert_eq!(ids, [1, 2]);
+        assert_eq!(info.servers[1].address.to_string(), "192.0.2.7");
+        assert_eq!(info.servers[1].interfaces[1].port, 2700);
+        assert!(info.attributes.contains(&("primary".into(), "2".into())));
+        assert!(info.flags.contains(SiteFlags::PRIMARY));
         assert_eq!(SiteInfo::decode(&info.encode()).unwrap(), info);
     }
 
     #[test]
-    fn configured_address_wins() {
+    fn the_advertised_address_replaces_an_unspecified_one() {
+        let any: SocketAddr = "0.0.0.0:2641".parse().unwrap();
+        let default = advertised_handle_addr(&SiteConfig::default(), any);
+        assert_eq!(default.to_string(), "127.0.0.1:2641");
         let site = SiteConfig {
             advertise: Some("192.0.2.10".parse().unwrap()),
             ..SiteConfig::default()
         };
-        let info = describe(&site, "127.0.0.1:1".parse().unwrap());
-        assert_eq!(info.servers[0].address.to_string(), "192.0.2.10");
+        let specific: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        assert_eq!(
+            advertised_handle_addr(&site, specific).to_string(),
+            "192.0.2.10:1"
+        );
     }
 }

@@ -18,11 +18,12 @@ const LOCAL: Caller = Caller {
     address: IpAddr::V4(Ipv4Addr::LOCALHOST),
 };
 
-fn responder() -> (tempfile::TempDir, Responder) {
+async fn responder() -> (tempfile::TempDir, Responder) {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&dir.path().join("handles.redb")).unwrap();
-    let config = Config::default();
-    let site = site::describe(&config.site, "127.0.0.1:2641".parse().unwrap()).encode();
+    let store = Arc::new(Store::open(&dir.path().join("handles.redb")).unwrap());
+    let handle = "127.0.0.1:2641".parse().unwrap();
+    let replica = crate::replication::start_alone(Arc::clone(&store), dir.path(), handle).await;
+    let site = Config::default().site;
     let settings = ResponseSettings {
         site_serial: 7,
         validity_secs: 60,
@@ -30,7 +31,7 @@ fn responder() -> (tempfile::TempDir, Responder) {
     (
         dir,
         Responder::new(
-            Service::new(Arc::new(store)),
+            Service::new(store, replica),
             site,
             settings,
             Arc::new(Metrics::new()),
@@ -80,7 +81,7 @@ fn create(handle: &str, values: Vec<HandleValue>) -> Vec<u8> {
 
 #[tokio::test]
 async fn created_handle_resolves_with_echoed_ids_and_future_expiry() {
-    let (_dir, responder) = responder();
+    let (_dir, responder) = responder().await;
     let url = HandleValue::new(1, "URL", "https://www.doi.org/");
     let created = ask(&responder, &create("10.1000/1", vec![url.clone()])).await;
     assert_eq!(created.header.response_code, ResponseCode::Success);
@@ -103,7 +104,7 @@ async fn created_handle_resolves_with_echoed_ids_and_future_expiry() {
 
 #[tokio::test]
 async fn errors_carry_their_codes() {
-    let (_dir, responder) = responder();
+    let (_dir, responder) = responder().await;
     let url = || vec![HandleValue::new(1, "URL", "https://a.example/")];
     assert_eq!(
         ask(&responder, &create("10.1000/x", url()))
@@ -153,7 +154,7 @@ async fn errors_carry_their_codes() {
 
 #[tokio::test]
 async fn request_digest_is_returned_when_asked() {
-    let (_dir, responder) = responder();
+    let (_dir, responder) = responder().await;
     let bytes = resolve("10.1000/none");
     let mut with_rd = Message::decode(&bytes).unwrap();
     with_rd.header.flags = with_rd.header.flags.with(OpFlags::RD);
@@ -175,7 +176,7 @@ async fn request_digest_is_returned_when_asked() {
 
 #[tokio::test]
 async fn garbage_and_unsupported_operations_are_answered() {
-    let (_dir, responder) = responder();
+    let (_dir, responder) = responder().await;
     let mut truncated = resolve("10.1000/1");
     truncated.truncate(truncated.len() - 6);
     let answer = ask(&responder, &truncated).await;
@@ -197,8 +198,11 @@ async fn garbage_and_unsupported_operations_are_answered() {
 }
 
 #[tokio::test]
-async fn site_info_describes_this_server() {
-    let (_dir, responder) = responder();
+async fn site_info_describes_the_replica_set_and_its_primary() {
+    let (_dir, responder) = responder().await;
+    // A write is acknowledged only by the primary: after it, the set has one.
+    let url = vec![HandleValue::new(1, "URL", "https://a/")];
+    ask(&responder, &create("10.1000/site", url)).await;
     let answer = ask(
         &responder,
         &request(
@@ -213,12 +217,15 @@ async fn site_info_describes_this_server() {
         panic!("not site info: {answer:?}")
     };
     let site = SiteInfo::decode(site).unwrap();
+    assert_eq!(site.servers.len(), 1);
+    assert_eq!(site.servers[0].server_id, 1);
     assert_eq!(site.servers[0].interfaces[0].port, 2641);
+    assert!(site.attributes.contains(&("primary".into(), "1".into())));
 }
 
 #[tokio::test]
 async fn list_is_sent_in_continued_pages() {
-    let (_dir, responder) = responder();
+    let (_dir, responder) = responder().await;
     for n in 0..(LIST_PAGE_LEN + 3) {
         let bytes = create(
             &format!("10.1000/{n:03}"),
@@ -256,7 +263,7 @@ async fn list_is_sent_in_continued_pages() {
 
 #[tokio::test]
 async fn busy_answer_echoes_the_request() {
-    let (_dir, responder) = responder();
+    let (_dir, responder) = responder().await;
     let Reply::One(answer) = responder.busy(&resolve("10.1000/1")) else {
         panic!("a busy answer is still an answer")
     };

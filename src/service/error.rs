@@ -2,6 +2,7 @@
 
 use thiserror::Error;
 
+use crate::replication::ReplicaError;
 use crate::storage::{Refusal, StorageError};
 use crate::values::ValueIndex;
 use crate::values::types::InvalidValue;
@@ -32,6 +33,15 @@ pub enum Error {
     /// The store failed.
     #[error("storage failure: {0}")]
     Storage(StorageError),
+    /// The replica set could not carry out the write or the fresh read.
+    #[error("replication: {0}")]
+    Replication(Box<ReplicaError>),
+}
+
+impl From<ReplicaError> for Error {
+    fn from(error: ReplicaError) -> Self {
+        Error::Replication(Box::new(error))
+    }
 }
 
 impl From<StorageError> for Error {

@@ -2,9 +2,13 @@
 //!
 //! Owns the rules every edge (the Handle protocol, later HTTP) shares: which values an
 //! anonymous resolution may see, value validation, server-assigned timestamps, and who
-//! may administer. Depends on [`crate::names`], [`crate::values`] and
-//! [`crate::storage`]; knows nothing of sockets, wire formats or response codes (each
-//! edge maps [`Error`] to its own codes in one function).
+//! may administer. Writes go through the replica set ([`Replica::client_write`]: the
+//! primary proposes them, any other member forwards them); reads come from the local
+//! store, which holds what this member has applied, after a
+//! [`Replica::ensure_fresh_read`] when the caller asks for an authoritative answer.
+//! Depends on [`crate::names`], [`crate::values`], [`crate::storage`] and
+//! [`crate::replication`]; knows nothing of sockets, wire formats or response codes
+//! (each edge maps [`Error`] to its own codes in one function).
 
 mod error;
 
@@ -15,6 +19,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub use error::Error;
 
 use crate::names::Handle;
+use crate::replication::admin::{Member, MemberStatus};
+use crate::replication::{NodeId, Replica};
 use crate::storage::{Applied, Command, HandleRecord, PrefixRecord, Store};
 use crate::values::{HandleValue, ValueSelection};
 
@@ -25,26 +31,40 @@ pub struct Caller {
     pub address: IpAddr,
 }
 
+/// How current a read must be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Freshness {
+    /// What this member has applied; it may lag the primary by a moment.
+    Local,
+    /// Every write acknowledged before the read (the Handle protocol's AT flag).
+    Authoritative,
+}
+
 /// The handle operations of one node, shared by every connection.
 #[derive(Debug, Clone)]
 pub struct Service {
     store: Arc<Store>,
+    replica: Replica,
 }
 
 impl Service {
-    /// A service over `store`.
-    pub fn new(store: Arc<Store>) -> Self {
-        Service { store }
+    /// A service reading `store`, which `replica` keeps up to date and writes through.
+    pub fn new(store: Arc<Store>, replica: Replica) -> Self {
+        Service { store, replica }
     }
 
     /// Anonymous resolution: the selected values that are publicly readable and not
     /// administrative, in stored order. A handle that exists but has no such value is
     /// [`Error::ValuesNotFound`].
-    pub fn resolve(
+    pub async fn resolve(
         &self,
         handle: &Handle,
         selection: &ValueSelection,
+        freshness: Freshness,
     ) -> Result<HandleRecord, Error> {
+        if freshness == Freshness::Authoritative {
+            self.replica.ensure_fresh_read().await?;
+        }
         let mut record = self
             .store
             .read()?
@@ -60,13 +80,17 @@ impl Service {
     /// Resolution by an administrator: every selected value, administrative and
     /// non-public ones included, in stored order (an empty selection result is
     /// [`Error::ValuesNotFound`]).
-    pub fn resolve_all(
+    pub async fn resolve_all(
         &self,
         caller: &Caller,
         handle: &Handle,
         selection: &ValueSelection,
+        freshness: Freshness,
     ) -> Result<HandleRecord, Error> {
         authorise(caller)?;
+        if freshness == Freshness::Authoritative {
+            self.replica.ensure_fresh_read().await?;
+        }
         let record = self
             .store
             .read()?
@@ -103,15 +127,22 @@ impl Service {
         Ok(self.store.read()?.list_handles(prefix, after, limit)?)
     }
 
-    /// Validates, timestamps and applies an administrative `command` for `caller`.
-    /// Blocks until the change is durable; call it off the async runtime.
-    pub fn administer(&self, caller: &Caller, command: Command) -> Result<Applied, Error> {
+    /// Validates and timestamps an administrative `command` for `caller`, then has the
+    /// primary apply it; returns once it is committed by a quorum and applied there.
+    pub async fn administer(&self, caller: &Caller, command: Command) -> Result<Applied, Error> {
         authorise(caller)?;
         let command = prepare(command, unix_now())?;
-        let mut batch = self.store.write()?;
-        let result = batch.apply(command)?;
-        batch.commit()?;
-        Ok(result?)
+        Ok(self.replica.client_write(command).await??)
+    }
+
+    /// This node's view of itself and its replica set (role, applied index, members).
+    pub fn replica_status(&self) -> MemberStatus {
+        self.replica.status()
+    }
+
+    /// The members of this node's replica set, by id, and its primary if known.
+    pub fn replica_set(&self) -> (Vec<Member>, Option<NodeId>) {
+        self.replica.members()
     }
 }
 

@@ -10,10 +10,22 @@ const LOCAL: Caller = Caller {
     address: IpAddr::V6(Ipv6Addr::LOCALHOST),
 };
 
-fn service() -> (tempfile::TempDir, Service) {
+async fn service() -> (tempfile::TempDir, Service) {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&dir.path().join("handles.redb")).unwrap();
-    (dir, Service::new(Arc::new(store)))
+    let store = Arc::new(Store::open(&dir.path().join("handles.redb")).unwrap());
+    let handle = "127.0.0.1:2641".parse().unwrap();
+    let replica = crate::replication::start_alone(Arc::clone(&store), dir.path(), handle).await;
+    (dir, Service::new(store, replica))
+}
+
+async fn resolve(
+    service: &Service,
+    text: &str,
+    selection: &ValueSelection,
+) -> Result<HandleRecord, Error> {
+    service
+        .resolve(&handle(text), selection, Freshness::Authoritative)
+        .await
 }
 
 fn handle(text: &str) -> Handle {
@@ -33,18 +45,18 @@ fn admin_value() -> HandleValue {
     }
 }
 
-fn create(service: &Service, text: &str, values: Vec<HandleValue>) -> Result<Applied, Error> {
+async fn create(service: &Service, text: &str, values: Vec<HandleValue>) -> Result<Applied, Error> {
     let command = Command::Create {
         handle: handle(text),
         values,
         existing: ExistingHandle::Refuse,
     };
-    service.administer(&LOCAL, command)
+    service.administer(&LOCAL, command).await
 }
 
-#[test]
-fn resolution_leaves_out_administrative_and_private_values() {
-    let (_dir, service) = service();
+#[tokio::test]
+async fn resolution_leaves_out_administrative_and_private_values() {
+    let (_dir, service) = service().await;
     let private = HandleValue {
         permissions: Permissions::ADMIN_ONLY,
         ..HandleValue::new(3, "DESC", "internal note")
@@ -54,9 +66,9 @@ fn resolution_leaves_out_administrative_and_private_values() {
         HandleValue::new(1, "URL", "https://a.example/"),
         private,
     ];
-    create(&service, "10.1000/mixed", values).unwrap();
-    let record = service
-        .resolve(&handle("10.1000/MIXED"), &ValueSelection::all())
+    create(&service, "10.1000/mixed", values).await.unwrap();
+    let record = resolve(&service, "10.1000/MIXED", &ValueSelection::all())
+        .await
         .unwrap();
     let indexes: Vec<_> = record.values.iter().map(|v| v.index).collect();
     assert_eq!(indexes, [ValueIndex(1)]);
@@ -65,25 +77,25 @@ fn resolution_leaves_out_administrative_and_private_values() {
         indexes: vec![],
         types: vec!["HS_ADMIN".into()],
     };
-    let error = service
-        .resolve(&handle("10.1000/mixed"), &only_admin)
+    let error = resolve(&service, "10.1000/mixed", &only_admin)
+        .await
         .unwrap_err();
     assert!(matches!(error, Error::ValuesNotFound), "{error:?}");
-    let error = service
-        .resolve(&handle("10.1000/none"), &ValueSelection::all())
+    let error = resolve(&service, "10.1000/none", &ValueSelection::all())
+        .await
         .unwrap_err();
     assert!(matches!(error, Error::HandleNotFound), "{error:?}");
 }
 
-#[test]
-fn writes_are_validated_and_stamped_by_the_server() {
-    let (_dir, service) = service();
+#[tokio::test]
+async fn writes_are_validated_and_stamped_by_the_server() {
+    let (_dir, service) = service().await;
     let before = unix_now();
     let mut value = HandleValue::new(1, "URL", "https://a.example/");
     value.timestamp = 7;
-    create(&service, "10.1000/t", vec![value]).unwrap();
-    let stored = service
-        .resolve(&handle("10.1000/t"), &ValueSelection::all())
+    create(&service, "10.1000/t", vec![value]).await.unwrap();
+    let stored = resolve(&service, "10.1000/t", &ValueSelection::all())
+        .await
         .unwrap();
     assert!(stored.values[0].timestamp >= before);
 
@@ -92,6 +104,7 @@ fn writes_are_validated_and_stamped_by_the_server() {
         "10.1000/bad",
         vec![HandleValue::new(1, "URL", "not a url")],
     )
+    .await
     .unwrap_err();
     assert!(
         matches!(
@@ -104,7 +117,9 @@ fn writes_are_validated_and_stamped_by_the_server() {
         "{error:?}"
     );
     let public_secret = HandleValue::new(300, "HS_SECKEY", "s3cret");
-    let error = create(&service, "10.1000/bad", vec![public_secret]).unwrap_err();
+    let error = create(&service, "10.1000/bad", vec![public_secret])
+        .await
+        .unwrap_err();
     assert!(
         matches!(
             error,
@@ -115,8 +130,8 @@ fn writes_are_validated_and_stamped_by_the_server() {
         ),
         "{error:?}"
     );
-    let error = service
-        .resolve(&handle("10.1000/bad"), &ValueSelection::all())
+    let error = resolve(&service, "10.1000/bad", &ValueSelection::all())
+        .await
         .unwrap_err();
     assert!(
         matches!(error, Error::HandleNotFound),
@@ -124,20 +139,22 @@ fn writes_are_validated_and_stamped_by_the_server() {
     );
 }
 
-#[test]
-fn refusals_come_back_as_errors() {
-    let (_dir, service) = service();
+#[tokio::test]
+async fn refusals_come_back_as_errors() {
+    let (_dir, service) = service().await;
     create(
         &service,
         "10.1000/r",
         vec![HandleValue::new(1, "URL", "https://a/")],
     )
+    .await
     .unwrap();
     let error = create(
         &service,
         "10.1000/R",
         vec![HandleValue::new(1, "URL", "https://b/")],
     )
+    .await
     .unwrap_err();
     assert!(
         matches!(error, Error::Refused(Refusal::HandleExists)),
@@ -145,9 +162,9 @@ fn refusals_come_back_as_errors() {
     );
 }
 
-#[test]
-fn administration_needs_a_loopback_caller() {
-    let (_dir, service) = service();
+#[tokio::test]
+async fn administration_needs_a_loopback_caller() {
+    let (_dir, service) = service().await;
     let remote = Caller {
         address: IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1)),
     };
@@ -155,7 +172,7 @@ fn administration_needs_a_loopback_caller() {
         handle: handle("10.1000/x"),
     };
     assert!(matches!(
-        service.administer(&remote, command),
+        service.administer(&remote, command).await,
         Err(Error::NotAuthorised)
     ));
     assert!(matches!(
@@ -173,9 +190,9 @@ fn administration_needs_a_loopback_caller() {
     );
 }
 
-#[test]
-fn administrators_read_every_value_count_and_list_prefixes() {
-    let (_dir, service) = service();
+#[tokio::test]
+async fn administrators_read_every_value_count_and_list_prefixes() {
+    let (_dir, service) = service().await;
     let remote = Caller {
         address: IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1)),
     };
@@ -183,13 +200,26 @@ fn administrators_read_every_value_count_and_list_prefixes() {
         admin_value(),
         HandleValue::new(1, "URL", "https://a.example/"),
     ];
-    create(&service, "10.1000/all", values).unwrap();
+    create(&service, "10.1000/all", values).await.unwrap();
     let all = service
-        .resolve_all(&LOCAL, &handle("10.1000/all"), &ValueSelection::all())
+        .resolve_all(
+            &LOCAL,
+            &handle("10.1000/all"),
+            &ValueSelection::all(),
+            Freshness::Local,
+        )
+        .await
         .unwrap();
     assert_eq!(all.values.len(), 2);
     assert!(matches!(
-        service.resolve_all(&remote, &handle("10.1000/all"), &ValueSelection::all()),
+        service
+            .resolve_all(
+                &remote,
+                &handle("10.1000/all"),
+                &ValueSelection::all(),
+                Freshness::Local
+            )
+            .await,
         Err(Error::NotAuthorised)
     ));
     assert_eq!(service.count_handles(&LOCAL, "10.1000").unwrap(), 1);

@@ -2,14 +2,17 @@
 //! and stops it with SIGKILL (then reaps it) when dropped.
 //!
 //! Readiness is the server's one stdout line `listening handle=<ip:port>
-//! http=<ip:port> …` (space-separated `name=address` pairs, `handle=` first), awaited
-//! with a deadline; the server's stderr goes to a file that is shown if it fails to
-//! start.
+//! http=<ip:port> peer=<ip:port>[ https=<ip:port>]` (`handle=` first), awaited with a
+//! deadline; the server's stderr goes to a file that is shown if it fails to start.
+//! [`spawn_serve`] starts one with any arguments (HTTP on `127.0.0.1:0` unless they
+//! say otherwise), for the cluster tests.
 
 use std::collections::HashMap;
+use std::ffi::OsString;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::thread;
@@ -26,8 +29,9 @@ const MAX_STARTUP_LINES: usize = 100;
 /// A running `hdl serve`.
 pub struct Server {
     child: Child,
-    addresses: HashMap<String, SocketAddr>,
-    dir: TempDir,
+    listening: Listening,
+    /// Holds the data directory until the server is gone.
+    _dir: TempDir,
 }
 
 impl Server {
@@ -40,83 +44,37 @@ impl Server {
     /// `127.0.0.1:0`) and waits for its addresses.
     pub fn start_with_config(config: &str) -> Server {
         let dir = tempfile::tempdir().expect("temporary directory");
-        let stderr = File::create(dir.path().join("stderr")).expect("stderr file");
         let config_path = dir.path().join("hdl.toml");
         std::fs::write(&config_path, config).expect("config file");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_hdl"))
-            .arg("serve")
-            .arg("--config")
-            .arg(&config_path)
-            .arg("--data-dir")
-            .arg(dir.path().join("data"))
-            .args(["--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(stderr)
-            .spawn()
-            .expect("spawn hdl serve");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (lines, announced) = mpsc::channel();
-        // Forwards stdout lines until the server exits (so it never blocks on a full
-        // pipe); ends by itself at EOF, when the server is killed.
-        thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if lines.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut server = Server {
+        let args: Vec<OsString> = vec![
+            "--config".into(),
+            config_path.into(),
+            "--data-dir".into(),
+            dir.path().join("data").into(),
+            "--listen".into(),
+            "127.0.0.1:0".into(),
+        ];
+        let (child, listening) = spawn_serve(&args, &dir.path().join("stderr"));
+        Server {
             child,
-            addresses: HashMap::new(),
-            dir,
-        };
-        server.addresses = server.await_addresses(&announced);
-        server
-    }
-
-    /// Reads stdout lines until the announcement, within [`STARTUP`].
-    fn await_addresses(&self, lines: &mpsc::Receiver<String>) -> HashMap<String, SocketAddr> {
-        let deadline = Instant::now() + STARTUP;
-        for _ in 0..MAX_STARTUP_LINES {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match lines.recv_timeout(left) {
-                Ok(line) => {
-                    if let Some(pairs) = line.strip_prefix("listening ") {
-                        assert!(pairs.starts_with("handle="), "handle= comes first: {line}");
-                        return pairs
-                            .split(' ')
-                            .filter_map(|pair| pair.split_once('='))
-                            .map(|(name, address)| {
-                                (name.to_owned(), address.parse().expect("announced address"))
-                            })
-                            .collect();
-                    }
-                }
-                Err(error) => panic!("hdl serve did not start ({error}): {}", self.stderr()),
-            }
+            listening,
+            _dir: dir,
         }
-        panic!("hdl serve printed no address: {}", self.stderr());
-    }
-
-    /// The server's stderr so far.
-    pub fn stderr(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("stderr")).unwrap_or_default()
-    }
-
-    /// The address it announced as `name=`, if it announced one.
-    pub fn announced(&self, name: &str) -> Option<SocketAddr> {
-        self.addresses.get(name).copied()
     }
 
     /// The address of its TCP and UDP listeners.
     pub fn address(&self) -> SocketAddr {
-        self.announced("handle").expect("handle= address")
+        self.listening.handle
     }
 
     /// `http://ip:port`, the base of its HTTP URLs.
     pub fn http_url(&self) -> String {
-        format!("http://{}", self.announced("http").expect("http= address"))
+        format!("http://{}", self.listening.http)
+    }
+
+    /// Its HTTPS address, when it announced one.
+    pub fn https(&self) -> Option<SocketAddr> {
+        self.listening.https
     }
 
     /// `ip:port`, as `--server` takes it.
@@ -136,4 +94,93 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The addresses a server announced.
+#[derive(Debug, Clone, Copy)]
+pub struct Listening {
+    /// Its Handle protocol address (TCP and UDP).
+    pub handle: SocketAddr,
+    /// Its HTTP address.
+    pub http: SocketAddr,
+    /// Its peer address.
+    pub peer: SocketAddr,
+    /// Its HTTPS address, when HTTPS is on.
+    pub https: Option<SocketAddr>,
+}
+
+/// Starts `hdl serve` with `args`, its stderr in the file `stderr`, and waits (within
+/// [`STARTUP`]) for its announcement; the child is the caller's to kill and reap.
+pub fn spawn_serve(args: &[OsString], stderr: &Path) -> (Child, Listening) {
+    let log = File::create(stderr).expect("stderr file");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hdl"))
+        .arg("serve")
+        .args(args)
+        .args(if args.iter().any(|arg| arg == "--http") {
+            &[][..]
+        } else {
+            &["--http", "127.0.0.1:0"][..]
+        })
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .expect("spawn hdl serve");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let (lines, announced) = mpsc::channel();
+    // Forwards stdout lines until the server exits (so it never blocks on a full
+    // pipe); ends by itself at EOF, when the server is killed.
+    thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    match await_listening(&announced) {
+        Ok(listening) => (child, listening),
+        Err(error) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            let log = std::fs::read_to_string(stderr).unwrap_or_default();
+            panic!("hdl serve did not start ({error}): {log}");
+        }
+    }
+}
+
+/// Reads stdout lines until the announcement, within [`STARTUP`].
+fn await_listening(lines: &mpsc::Receiver<String>) -> Result<Listening, String> {
+    let deadline = Instant::now() + STARTUP;
+    for _ in 0..MAX_STARTUP_LINES {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = lines
+            .recv_timeout(left)
+            .map_err(|error| error.to_string())?;
+        if let Some(pairs) = line.strip_prefix("listening ") {
+            if !pairs.starts_with("handle=") {
+                return Err(format!("handle= must come first: {line:?}"));
+            }
+            let addresses = pairs
+                .split(' ')
+                .map(|pair| {
+                    let (name, address) = pair.split_once('=')?;
+                    Some((name, address.parse::<SocketAddr>().ok()?))
+                })
+                .collect::<Option<HashMap<_, _>>>()
+                .ok_or_else(|| format!("bad address in {line:?}"))?;
+            let named = |name| {
+                addresses
+                    .get(name)
+                    .copied()
+                    .ok_or_else(|| format!("no {name}= address in {line:?}"))
+            };
+            return Ok(Listening {
+                handle: named("handle")?,
+                http: named("http")?,
+                peer: named("peer")?,
+                https: addresses.get("https").copied(),
+            });
+        }
+    }
+    Err("no announcement".into())
 }

@@ -166,10 +166,12 @@ async fn status_and_metrics_count_both_protocols() {
         r#"hdl_requests_total{protocol="http",op="api_put",code="201"} 4"#,
         r#"hdl_requests_total{protocol="handle",op="resolution",code="100"} 1"#,
         r#"hdl_request_duration_seconds_count{protocol="handle",op="resolution"} 1"#,
+        "hdl_raft_is_primary 1",
     ] {
         assert!(text.contains(line), "{line} missing from:\n{text}");
     }
     let status = api.get("/status").await.text().await.expect("body");
+    assert!(status.contains("<td>primary</td>"), "{status}");
     assert!(
         status.contains("Node status") && status.contains(&api.server.address().to_string()),
         "{status}"
@@ -180,7 +182,7 @@ async fn status_and_metrics_count_both_protocols() {
 async fn https_with_a_self_signed_certificate() {
     let server =
         Server::start_with_config("[http]\nhttps_listen = \"127.0.0.1:0\"\nself_signed = true\n");
-    let https = server.announced("https").expect("https= announced");
+    let https = server.https().expect("https= announced");
     let insecure = Client::builder()
         .danger_accept_invalid_certs(true)
         .build()

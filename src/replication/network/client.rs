@@ -18,6 +18,7 @@ use super::auth::{self, ClusterSecret};
 use super::frame::MAX_FRAME_LEN;
 use super::message::{ForwardError, PeerRequest, PeerResponse};
 use super::stream::{PeerError, PeerStream};
+use crate::replication::admin::{AdminAnswer, AdminRequest};
 use crate::replication::{Node, NodeId, Request, Response, TypeConfig};
 
 /// The error of one RPC as openraft takes it.
@@ -109,6 +110,40 @@ impl NetworkConnection {
         {
             PeerResponse::Forward(answer) => Ok(answer),
             other => Err(mismatch("Forward", &other)),
+        }
+    }
+
+    /// Asks the peer, as the leader, for the log index a linearizable read must wait
+    /// for (`None` when its log is empty).
+    pub async fn read_index(
+        &mut self,
+        timeout: Duration,
+    ) -> Result<Result<Option<u64>, ForwardError>, PeerError> {
+        let sent = PeerRequest::ReadIndex;
+        match self
+            .call(sent, timeout)
+            .await
+            .map_err(Failure::into_peer_error)?
+        {
+            PeerResponse::ReadIndex(answer) => Ok(answer),
+            other => Err(mismatch("ReadIndex", &other)),
+        }
+    }
+
+    /// Sends the peer a membership or status call, waiting at most `timeout`.
+    pub async fn admin(
+        &mut self,
+        request: AdminRequest,
+        timeout: Duration,
+    ) -> Result<Result<AdminAnswer, ForwardError>, PeerError> {
+        let sent = PeerRequest::Admin(request);
+        match self
+            .call(sent, timeout)
+            .await
+            .map_err(Failure::into_peer_error)?
+        {
+            PeerResponse::Admin(answer) => Ok(answer),
+            other => Err(mismatch("Admin", &other)),
         }
     }
 

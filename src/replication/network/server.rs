@@ -16,7 +16,8 @@ use super::auth::{self, ClusterSecret};
 use super::frame::MAX_FRAME_LEN;
 use super::message::{ForwardError, PeerRequest, PeerResponse, fatal};
 use super::stream::{PeerError, PeerStream};
-use crate::replication::TypeConfig;
+use crate::replication::admin;
+use crate::replication::{Node, TypeConfig};
 
 /// How long a new connection has to authenticate.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -25,23 +26,27 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// has a handful of members, so this only bounds what strangers can hold open.
 pub const MAX_CONNECTIONS: usize = 256;
 
-/// Serves Raft RPCs and forwarded writes to the other nodes of a replica set.
+/// Serves Raft RPCs, forwarded writes, read indexes and admin calls to the other
+/// nodes of a replica set and to the `hdl cluster` command.
 pub struct PeerServer {
     raft: Raft<TypeConfig>,
+    me: Node,
     secret: ClusterSecret,
 }
 
 impl PeerServer {
-    /// Accepts peers on `listener` and answers them with `raft` until `shutdown`
-    /// resolves, then closes every connection. Only connections that prove they know
-    /// `secret` are served. Fails only if accepting fails for good.
+    /// Accepts peers on `listener` and answers them with `raft`, the Raft of the node
+    /// whose addresses are `me`, until `shutdown` resolves, then closes every
+    /// connection. Only connections that prove they know `secret` are served. Fails
+    /// only if accepting fails for good.
     pub async fn serve(
         listener: TcpListener,
         raft: Raft<TypeConfig>,
+        me: Node,
         secret: ClusterSecret,
         shutdown: impl Future<Output = ()>,
     ) -> io::Result<()> {
-        let server = Arc::new(PeerServer { raft, secret });
+        let server = Arc::new(PeerServer { raft, me, secret });
         let mut connections = JoinSet::new();
         tokio::pin!(shutdown);
         loop {
@@ -96,6 +101,16 @@ impl PeerServer {
                     .map(|written| written.data)
                     .map_err(ForwardError::from),
             ),
+            PeerRequest::ReadIndex => PeerResponse::ReadIndex(
+                self.raft
+                    .get_read_log_id()
+                    .await
+                    .map(|(read, _applied)| read.map(|log_id| log_id.index))
+                    .map_err(ForwardError::from),
+            ),
+            PeerRequest::Admin(request) => {
+                PeerResponse::Admin(admin::carry_out(&self.raft, &self.me, request).await)
+            }
         }
     }
 }

@@ -64,12 +64,18 @@ async fn start_node(id: NodeId, secret: ClusterSecret) -> TestNode {
     let shutdown = async move {
         let _ = stopped.await;
     };
-    tokio::spawn(PeerServer::serve(listener, raft.clone(), secret, shutdown));
     let node = Node {
         handle: peer,
         peer,
         http: None,
     };
+    tokio::spawn(PeerServer::serve(
+        listener,
+        raft.clone(),
+        node.clone(),
+        secret,
+        shutdown,
+    ));
     TestNode {
         raft,
         store,

@@ -1,0 +1,185 @@
+//! Membership and status calls of a replica set, as the `hdl cluster` command sends
+//! them over the peer protocol and as the node that receives them carries them out.
+//!
+//! Membership changes need the leader: a node that is not the leader answers
+//! [`ForwardError::NotLeader`] with the leader's addresses, and the caller asks again
+//! there. [`AdminRequest::Status`] is answered by every node about itself.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use openraft::{ChangeMembers, Raft, ServerState};
+use serde::{Deserialize, Serialize};
+
+use super::network::ForwardError;
+use super::types::{Node, NodeId, TypeConfig};
+
+/// A membership or status call.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum AdminRequest {
+    /// Form a new replica set of the receiving node alone (it must have an empty log).
+    Init,
+    /// Add a non-voting member and wait until it has caught up with the leader's log.
+    AddLearner {
+        /// The new member's id.
+        id: NodeId,
+        /// Its addresses.
+        node: Node,
+    },
+    /// Make exactly these members the voters; voters left out stay as learners.
+    ChangeMembership {
+        /// The new voter set; each must already be a member.
+        voters: BTreeSet<NodeId>,
+    },
+    /// Remove a member (voter or learner) from the set.
+    Remove {
+        /// The member's id.
+        id: NodeId,
+    },
+    /// The receiving node's own view of itself and of the set.
+    Status,
+}
+
+/// The answer to an [`AdminRequest`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum AdminAnswer {
+    /// The change is committed.
+    Done,
+    /// The answer to [`AdminRequest::Status`].
+    Status(MemberStatus),
+}
+
+/// What a node says about itself and the set it belongs to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberStatus {
+    /// Its node id.
+    pub id: NodeId,
+    /// Its operating-system process id.
+    pub pid: u32,
+    /// Its role.
+    pub role: Role,
+    /// The leader it knows of.
+    pub leader: Option<NodeId>,
+    /// Its own addresses.
+    pub node: Node,
+    /// The index of the last log entry it applied to its store.
+    pub applied: Option<u64>,
+    /// The index of the last entry in its log.
+    pub last_log: Option<u64>,
+    /// Every member of the set as this node knows it, by id.
+    pub members: Vec<Member>,
+}
+
+/// One member of a replica set.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Member {
+    /// Its node id.
+    pub id: NodeId,
+    /// Its addresses.
+    pub node: Node,
+    /// Whether it votes (a secondary or the primary) or not (a learner).
+    pub voter: bool,
+}
+
+/// A node's role in its replica set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Role {
+    /// The Raft leader: it applies administration.
+    Primary,
+    /// A voter that follows the primary.
+    Secondary,
+    /// A non-voting member.
+    Learner,
+    /// A voter campaigning to become the primary.
+    Candidate,
+    /// A node that belongs to no replica set yet.
+    Unjoined,
+    /// A node whose Raft has stopped.
+    Stopped,
+}
+
+impl Role {
+    /// The role's name as the CLI shows it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Primary => "primary",
+            Role::Secondary => "secondary",
+            Role::Learner => "learner",
+            Role::Candidate => "candidate",
+            Role::Unjoined => "unjoined",
+            Role::Stopped => "stopped",
+        }
+    }
+}
+
+/// Carries out `request` on the node of `raft`, whose own addresses are `me`.
+pub(super) async fn carry_out(
+    raft: &Raft<TypeConfig>,
+    me: &Node,
+    request: AdminRequest,
+) -> Result<AdminAnswer, ForwardError> {
+    match request {
+        AdminRequest::Init => {
+            let id = raft.metrics().borrow().id;
+            raft.initialize(BTreeMap::from([(id, me.clone())])).await?;
+        }
+        AdminRequest::AddLearner { id, node } => {
+            raft.add_learner(id, node, true).await?;
+        }
+        AdminRequest::ChangeMembership { voters } => {
+            raft.change_membership(voters, true).await?;
+        }
+        AdminRequest::Remove { id } => {
+            let is_voter = members(raft).iter().any(|m| m.id == id && m.voter);
+            let ids = BTreeSet::from([id]);
+            let change = if is_voter {
+                ChangeMembers::RemoveVoters(ids)
+            } else {
+                ChangeMembers::RemoveNodes(ids)
+            };
+            raft.change_membership(change, false).await?;
+        }
+        AdminRequest::Status => return Ok(AdminAnswer::Status(status(raft, me))),
+    }
+    Ok(AdminAnswer::Done)
+}
+
+/// Every member of the set in the node's latest membership, by id.
+pub(super) fn members(raft: &Raft<TypeConfig>) -> Vec<Member> {
+    let metrics = raft.metrics();
+    let metrics = metrics.borrow();
+    let membership = &metrics.membership_config;
+    let voters: BTreeSet<NodeId> = membership.voter_ids().collect();
+    membership
+        .nodes()
+        .map(|(id, node)| Member {
+            id: *id,
+            node: node.clone(),
+            voter: voters.contains(id),
+        })
+        .collect()
+}
+
+/// The node's status from its Raft metrics.
+pub(super) fn status(raft: &Raft<TypeConfig>, me: &Node) -> MemberStatus {
+    let members = members(raft);
+    let metrics = raft.metrics().borrow().clone();
+    let voter = members.iter().any(|m| m.id == metrics.id && m.voter);
+    let role = match metrics.state {
+        ServerState::Leader => Role::Primary,
+        ServerState::Candidate => Role::Candidate,
+        ServerState::Shutdown => Role::Stopped,
+        ServerState::Follower if voter => Role::Secondary,
+        ServerState::Follower | ServerState::Learner if members.is_empty() => Role::Unjoined,
+        ServerState::Follower | ServerState::Learner => Role::Learner,
+    };
+    MemberStatus {
+        id: metrics.id,
+        pid: std::process::id(),
+        role,
+        leader: metrics.current_leader,
+        node: me.clone(),
+        applied: metrics.last_applied.map(|log_id| log_id.index),
+        last_log: metrics.last_log_index,
+        members,
+    }
+}

@@ -1,0 +1,213 @@
+//! Calls only the leader can answer (client writes, read indexes), made from any
+//! member: carried out locally on the leader, forwarded over the peer network
+//! otherwise, and retried (within a bound) while the set has no reachable leader.
+
+use std::time::Duration;
+
+use openraft::Raft;
+use tokio::time::Instant;
+
+use super::error::ReplicaError;
+use super::{LEADER_PATIENCE, Replica};
+use crate::replication::network::{ForwardError, NetworkConnection, PeerError};
+use crate::replication::{Node, NodeId, Request, Response, TypeConfig};
+
+/// How long to wait for news of a leader before trying again.
+const RETRY_STEP: Duration = Duration::from_millis(100);
+
+/// A call for the leader, carried out locally or sent to it.
+pub(super) trait LeaderCall {
+    /// What the leader answers.
+    type Output;
+
+    /// Carries the call out on this node, which believes it is the leader.
+    async fn local(&self, raft: &Raft<TypeConfig>) -> Result<Self::Output, ForwardError>;
+
+    /// Sends the call to the leader over `connection`.
+    async fn remote(
+        &self,
+        connection: &mut NetworkConnection,
+        timeout: Duration,
+    ) -> Result<Result<Self::Output, ForwardError>, PeerError>;
+}
+
+/// A client write.
+pub(super) struct Write(pub(super) Request);
+
+impl LeaderCall for Write {
+    type Output = Response;
+
+    async fn local(&self, raft: &Raft<TypeConfig>) -> Result<Response, ForwardError> {
+        let written = raft.client_write(self.0.clone()).await?;
+        Ok(written.data)
+    }
+
+    async fn remote(
+        &self,
+        connection: &mut NetworkConnection,
+        timeout: Duration,
+    ) -> Result<Result<Response, ForwardError>, PeerError> {
+        connection.forward(self.0.clone(), timeout).await
+    }
+}
+
+/// The index a linearizable read must wait for.
+pub(super) struct ReadIndex;
+
+impl LeaderCall for ReadIndex {
+    type Output = Option<u64>;
+
+    async fn local(&self, raft: &Raft<TypeConfig>) -> Result<Option<u64>, ForwardError> {
+        let read = raft.ensure_linearizable().await?;
+        Ok(read.map(|log_id| log_id.index))
+    }
+
+    async fn remote(
+        &self,
+        connection: &mut NetworkConnection,
+        timeout: Duration,
+    ) -> Result<Result<Option<u64>, ForwardError>, PeerError> {
+        connection.read_index(timeout).await
+    }
+}
+
+/// Who to ask next.
+enum Target {
+    Me,
+    Other(NodeId, Node),
+    Unknown,
+}
+
+/// What one attempt came to.
+enum Attempt<T> {
+    Answered(T),
+    /// Worth another try, perhaps at the leader this hint names.
+    Retry(ReplicaError, Option<(NodeId, Node)>),
+    Failed(ReplicaError),
+}
+
+impl Replica {
+    /// Carries `call` out at the leader, waiting for one for at most
+    /// [`LEADER_PATIENCE`].
+    pub(super) async fn at_leader<C: LeaderCall>(
+        &self,
+        call: &C,
+    ) -> Result<C::Output, ReplicaError> {
+        let deadline = Instant::now() + LEADER_PATIENCE;
+        let mut hint = None;
+        loop {
+            let target = match hint.take() {
+                Some((id, node)) => Target::Other(id, node),
+                None => self.believed_leader(),
+            };
+            let tried = match &target {
+                Target::Me => Some(self.inner.id),
+                Target::Other(id, _) => Some(*id),
+                Target::Unknown => None,
+            };
+            let (error, next) = match self.attempt(call, target, deadline).await {
+                Attempt::Answered(answer) => return Ok(answer),
+                Attempt::Failed(error) => return Err(error),
+                Attempt::Retry(error, next) => (error, next),
+            };
+            if Instant::now() >= deadline {
+                let last = Some(Box::new(error));
+                let waited = LEADER_PATIENCE;
+                return Err(ReplicaError::NoLeader { waited, last });
+            }
+            hint = next.filter(|(id, _)| *id != self.inner.id);
+            if hint.is_none() {
+                self.await_other_leader(tried, deadline).await;
+            }
+        }
+    }
+
+    async fn attempt<C: LeaderCall>(
+        &self,
+        call: &C,
+        target: Target,
+        deadline: Instant,
+    ) -> Attempt<C::Output> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match target {
+            Target::Unknown => {
+                let error = ReplicaError::NoLeader {
+                    waited: LEADER_PATIENCE,
+                    last: None,
+                };
+                Attempt::Retry(error, None)
+            }
+            Target::Me => match tokio::time::timeout(left, call.local(&self.inner.raft)).await {
+                Ok(answer) => classify(answer),
+                Err(_elapsed) => Attempt::Failed(no_answer(left)),
+            },
+            Target::Other(id, node) => {
+                let mut connection = self.inner.network.connection(id, &node);
+                match call.remote(&mut connection, left).await {
+                    // The remote leader stopping is news of an election, not our failure.
+                    Ok(Err(ForwardError::Fatal(fatal))) => {
+                        Attempt::Retry(ReplicaError::Stopped(fatal), None)
+                    }
+                    Ok(answer) => classify(answer),
+                    Err(error) => Attempt::Retry(error.into(), None),
+                }
+            }
+        }
+    }
+
+    /// The leader this node's Raft currently knows of.
+    fn believed_leader(&self) -> Target {
+        let metrics = self.inner.raft.metrics();
+        let metrics = metrics.borrow();
+        match metrics.current_leader {
+            Some(id) if id == self.inner.id => Target::Me,
+            Some(id) => match metrics.membership_config.membership().get_node(&id) {
+                Some(node) => Target::Other(id, node.clone()),
+                None => Target::Unknown,
+            },
+            None => Target::Unknown,
+        }
+    }
+
+    /// Waits (at most [`RETRY_STEP`], never past `deadline`) until this node knows of
+    /// a leader other than `tried`.
+    async fn await_other_leader(&self, tried: Option<NodeId>, deadline: Instant) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        // A timeout only means there is no news: the caller tries again either way.
+        let _news = self
+            .inner
+            .raft
+            .wait(Some(RETRY_STEP.min(left)))
+            .metrics(
+                |m| m.current_leader.is_some() && m.current_leader != tried,
+                "a new leader",
+            )
+            .await;
+    }
+}
+
+fn no_answer(waited: Duration) -> ReplicaError {
+    ReplicaError::NoLeader { waited, last: None }
+}
+
+fn classify<T>(answer: Result<T, ForwardError>) -> Attempt<T> {
+    match answer {
+        Ok(answer) => Attempt::Answered(answer),
+        Err(ForwardError::NotLeader {
+            leader_id,
+            leader_node,
+        }) => {
+            let hint = leader_id.zip(leader_node);
+            let error = ReplicaError::Refused(ForwardError::NotLeader {
+                leader_id,
+                leader_node: None,
+            });
+            Attempt::Retry(error, hint)
+        }
+        Err(error @ ForwardError::QuorumNotEnough(_)) => {
+            Attempt::Retry(ReplicaError::Refused(error), None)
+        }
+        Err(ForwardError::Fatal(fatal)) => Attempt::Failed(ReplicaError::Stopped(fatal)),
+        Err(error) => Attempt::Failed(ReplicaError::Refused(error)),
+    }
+}

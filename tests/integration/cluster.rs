@@ -1,0 +1,366 @@
+//! Replica sets of real `hdl serve` processes, formed with `hdl cluster`: writes
+//! through any member, a primary killed under load, a secondary restarted on its data.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use hdl::codec::{Body, HandleValues, Message, OpFlags, Request, Response, ResponseCode};
+use hdl::values::{HandleValue, SiteInfo};
+use serde_json::Value;
+use tempfile::TempDir;
+
+use crate::harness::{Listening, spawn_serve};
+use crate::raw;
+
+/// The longest any awaited condition may take.
+const WAIT: Duration = Duration::from_secs(30);
+/// Status polls before giving up (each is bounded by the CLI's own timeouts).
+const MAX_POLLS: usize = 300;
+
+/// Quick Raft timing, so that an election takes well under a second.
+const CONFIG: &str = "[cluster]\nheartbeat_ms = 50\nelection_timeout_min_ms = 300\n\
+                      election_timeout_max_ms = 600\n";
+
+/// One member process; killed and reaped when dropped.
+struct Member {
+    id: u64,
+    child: Option<Child>,
+    listening: Listening,
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+impl Member {
+    /// SIGKILL, then reap.
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// A replica set in one temporary directory with one secret file.
+struct Set {
+    dir: TempDir,
+    members: Vec<Member>,
+}
+
+impl Set {
+    /// Starts `size` nodes that wait to be joined, then forms the set with the CLI:
+    /// `init` on node 1, `add-secondary --voter` for the others.
+    fn form(size: u64) -> Set {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        std::fs::write(dir.path().join("secret"), format!("{}\n", "5a".repeat(32)))
+            .expect("secret file");
+        std::fs::write(dir.path().join("config.toml"), CONFIG).expect("config file");
+        let mut set = Set {
+            dir,
+            members: Vec::new(),
+        };
+        for id in 1..=size {
+            let member = set.spawn(id, "127.0.0.1:0", "127.0.0.1:0");
+            set.members.push(member);
+        }
+        let first = set.members[0].listening.peer.to_string();
+        set.cli(&["init", "--peer", &first]);
+        for member in &set.members[1..] {
+            let (id, listening) = (member.id.to_string(), member.listening);
+            let (peer, handle) = (listening.peer.to_string(), listening.handle.to_string());
+            set.cli(&[
+                "add-secondary",
+                "--peer",
+                &first,
+                "--id",
+                &id,
+                "--node-peer",
+                &peer,
+                "--node-handle",
+                &handle,
+                "--voter",
+            ]);
+        }
+        set
+    }
+
+    fn spawn(&self, id: u64, handle: &str, peer: &str) -> Member {
+        let path = |name: &str| self.dir.path().join(name);
+        let args: Vec<OsString> = vec![
+            "--config".into(),
+            path("config.toml").into(),
+            "--data-dir".into(),
+            path(&format!("data-{id}")).into(),
+            "--listen".into(),
+            handle.into(),
+            "--peer".into(),
+            peer.into(),
+            "--node-id".into(),
+            id.to_string().into(),
+            "--secret-file".into(),
+            path("secret").into(),
+            "--no-bootstrap".into(),
+        ];
+        let (child, listening) = spawn_serve(&args, &path(&format!("stderr-{id}")));
+        Member {
+            id,
+            child: Some(child),
+            listening,
+        }
+    }
+
+    /// Runs `hdl cluster <args> --secret-file <the set's>`, which must succeed.
+    fn cli(&self, args: &[&str]) -> Output {
+        let output = self.try_cli(args);
+        assert!(
+            output.status.success(),
+            "hdl cluster {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        output
+    }
+
+    fn try_cli(&self, args: &[&str]) -> Output {
+        let secret: PathBuf = self.dir.path().join("secret");
+        Command::new(env!("CARGO_BIN_EXE_hdl"))
+            .arg("cluster")
+            .args(args)
+            .arg("--secret-file")
+            .arg(secret)
+            .output()
+            .expect("run hdl cluster")
+    }
+
+    /// `hdl cluster status --json` asked of member `via`, once it satisfies `ready`.
+    fn await_status(&self, via: usize, what: &str, ready: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + WAIT;
+        let peer = self.members[via].listening.peer.to_string();
+        for _ in 0..MAX_POLLS {
+            let output = self.try_cli(&["status", "--peer", &peer, "--json"]);
+            if output.status.success() {
+                let status: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+                if ready(&status) {
+                    return status;
+                }
+            }
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        }
+        panic!("gave up waiting for {what}");
+    }
+
+    /// The index of the member that is the primary, as member `via` sees the set.
+    fn primary(&self, via: usize) -> usize {
+        let status = self.await_status(via, "a primary", |s| s["leader"].is_u64());
+        let leader = status["leader"].as_u64();
+        self.members
+            .iter()
+            .position(|m| Some(m.id) == leader)
+            .expect("the primary is a member")
+    }
+}
+
+fn url(name: &str) -> HandleValue {
+    HandleValue::new(1, "URL", format!("https://example.org/{name}"))
+}
+
+/// Creates `name` through the Handle protocol at `member`; the response code.
+fn create(member: &Member, name: &str) -> ResponseCode {
+    let body = HandleValues {
+        handle: name.as_bytes().to_vec(),
+        values: vec![url(name)],
+    };
+    let message = raw::encode(Request::CreateHandle(body), 7);
+    let answer = raw::tcp(member.listening.handle, &message.encode()).expect("an answer");
+    answer.header.response_code
+}
+
+/// An authoritative resolution (AT flag) of `name` at `member`.
+fn resolve_at(member: &Member, name: &str) -> Message {
+    let mut message = raw::resolution(name.as_bytes(), 9);
+    message.header.flags = message.header.flags.with(OpFlags::AT);
+    raw::tcp(member.listening.handle, &message.encode()).expect("an answer")
+}
+
+fn assert_resolves(member: &Member, name: &str) {
+    let answer = resolve_at(member, name);
+    assert_eq!(
+        answer.header.response_code,
+        ResponseCode::Success,
+        "{name} at node {}: {answer:?}",
+        member.id
+    );
+    let Body::Response {
+        response: Response::Resolution(found),
+        ..
+    } = answer.body
+    else {
+        panic!("not a resolution: {answer:?}")
+    };
+    assert_eq!(found.values[0].data, url(name).data);
+}
+
+#[test]
+fn a_set_formed_with_the_cli_takes_a_write_through_a_secondary() {
+    let set = Set::form(3);
+    let status = set.await_status(0, "three caught-up members", |s| {
+        s["members"].as_array().is_some_and(|members| {
+            members.len() == 3 && members.iter().all(|m| m["lag"] == 0 && m["voter"] == true)
+        })
+    });
+    let members = status["members"].as_array().expect("members");
+    let mut roles: Vec<&str> = members.iter().filter_map(|m| m["role"].as_str()).collect();
+    roles.sort_unstable();
+    assert_eq!(roles, ["primary", "secondary", "secondary"]);
+    for member in &set.members {
+        let row = members
+            .iter()
+            .find(|m| m["id"] == member.id)
+            .expect("listed");
+        let pid = member.child.as_ref().map(Child::id);
+        assert_eq!(
+            row["pid"].as_u64(),
+            pid.map(u64::from),
+            "node {}",
+            member.id
+        );
+        assert_eq!(row["peer"], member.listening.peer.to_string());
+    }
+
+    let primary = set.primary(0);
+    let secondary = (primary + 1) % 3;
+    assert_eq!(
+        create(&set.members[secondary], "test/fwd"),
+        ResponseCode::Success
+    );
+    assert_eq!(
+        create(&set.members[primary], "test/FWD"),
+        ResponseCode::HandleAlreadyExists
+    );
+    for member in &set.members {
+        assert_resolves(member, "test/fwd");
+    }
+
+    let site = site_info(&set.members[secondary]);
+    let mut ids: Vec<u32> = site.servers.iter().map(|s| s.server_id).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, [1, 2, 3]);
+    let primary_id = set.members[primary].id.to_string();
+    assert!(site.attributes.contains(&("primary".into(), primary_id)));
+}
+
+fn site_info(member: &Member) -> SiteInfo {
+    let request = Request::GetSiteInfo {
+        handle: b"/".to_vec(),
+    };
+    let answer = raw::tcp(member.listening.handle, &raw::encode(request, 3).encode());
+    match answer.expect("an answer").body {
+        Body::Response {
+            response: Response::SiteInfo { site },
+            ..
+        } => SiteInfo::decode(&site).expect("HS_SITE"),
+        other => panic!("not site info: {other:?}"),
+    }
+}
+
+/// Creates `test/load-N` at `member` until `stop`; sends the name of every
+/// acknowledged create.
+fn write_until(listening: Listening, stop: Arc<AtomicBool>, acked: mpsc::Sender<String>) {
+    let member = Member {
+        id: 0,
+        child: None,
+        listening,
+    };
+    for n in 0..100_000 {
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
+        let name = format!("test/load-{n}");
+        if create(&member, &name) == ResponseCode::Success && acked.send(name).is_err() {
+            return;
+        }
+    }
+}
+
+/// Receives `count` more acknowledged names within [`WAIT`].
+fn receive(acked: &mpsc::Receiver<String>, count: usize, into: &mut Vec<String>) {
+    let deadline = Instant::now() + WAIT;
+    for _ in 0..count {
+        let left = deadline.saturating_duration_since(Instant::now());
+        into.push(
+            acked
+                .recv_timeout(left)
+                .expect("acknowledged creates keep coming"),
+        );
+    }
+}
+
+#[test]
+fn a_new_primary_takes_writes_and_keeps_every_acknowledged_one() {
+    let mut set = Set::form(3);
+    let primary = set.primary(0);
+    let writer_at = (primary + 1) % 3;
+    let stop = Arc::new(AtomicBool::new(false));
+    let (sender, acked) = mpsc::channel();
+    let listening = set.members[writer_at].listening;
+    let writer = {
+        let stop = Arc::clone(&stop);
+        thread::spawn(move || write_until(listening, stop, sender))
+    };
+    let mut names = Vec::new();
+    receive(&acked, 20, &mut names);
+    set.members[primary].kill();
+    let before_kill = names.len();
+    // Creates acknowledged after the kill went through a new primary.
+    receive(&acked, before_kill + 20, &mut names);
+    stop.store(true, Ordering::Relaxed);
+    writer.join().expect("writer");
+    names.extend(acked.try_iter());
+
+    let survivors: Vec<&Member> = set.members.iter().filter(|m| m.child.is_some()).collect();
+    let new_primary = set.primary(writer_at);
+    assert_ne!(new_primary, primary);
+    for member in survivors {
+        for name in &names {
+            assert_resolves(member, name);
+        }
+    }
+}
+
+#[test]
+fn a_restarted_secondary_catches_up_on_its_data() {
+    let mut set = Set::form(3);
+    let primary = set.primary(0);
+    let lagging = (primary + 1) % 3;
+    let listening = set.members[lagging].listening;
+    set.members[lagging].kill();
+    let names: Vec<String> = (0..10).map(|n| format!("test/missed-{n}")).collect();
+    for name in &names {
+        assert_eq!(create(&set.members[primary], name), ResponseCode::Success);
+    }
+    let id = set.members[lagging].id;
+    let restarted = set.spawn(
+        id,
+        &listening.handle.to_string(),
+        &listening.peer.to_string(),
+    );
+    set.members[lagging] = restarted;
+    set.await_status(primary, "the restarted member caught up", |s| {
+        s["members"].as_array().is_some_and(|members| {
+            members
+                .iter()
+                .any(|m| m["id"] == id && m["lag"] == 0 && m["role"] == "secondary")
+        })
+    });
+    for name in &names {
+        assert_resolves(&set.members[lagging], name);
+    }
+}
