@@ -8,6 +8,7 @@ use crate::codec::{
     Body, Envelope, HandleValues, Header, Message, OpCode, OpFlags, ProtocolVersion, Request,
     ResolutionRequest, Response, ResponseCode,
 };
+use crate::metrics::Metrics;
 use crate::service::{Caller, Service};
 use crate::storage::Store;
 use crate::values::{HandleValue, SiteInfo, ValueIndex};
@@ -29,7 +30,12 @@ async fn responder() -> (tempfile::TempDir, Responder) {
     };
     (
         dir,
-        Responder::new(Service::new(store, replica), site, settings),
+        Responder::new(
+            Service::new(store, replica),
+            site,
+            settings,
+            Arc::new(Metrics::new()),
+        ),
     )
 }
 

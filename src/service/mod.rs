@@ -19,9 +19,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub use error::Error;
 
 use crate::names::Handle;
-use crate::replication::admin::Member;
+use crate::replication::admin::{Member, MemberStatus};
 use crate::replication::{NodeId, Replica};
-use crate::storage::{Applied, Command, HandleRecord, Store};
+use crate::storage::{Applied, Command, HandleRecord, PrefixRecord, Store};
 use crate::values::{HandleValue, ValueSelection};
 
 /// Who sent a request, as far as the service can tell.
@@ -77,6 +77,44 @@ impl Service {
         Ok(record)
     }
 
+    /// Resolution by an administrator: every selected value, administrative and
+    /// non-public ones included, in stored order (an empty selection result is
+    /// [`Error::ValuesNotFound`]).
+    pub async fn resolve_all(
+        &self,
+        caller: &Caller,
+        handle: &Handle,
+        selection: &ValueSelection,
+        freshness: Freshness,
+    ) -> Result<HandleRecord, Error> {
+        authorise(caller)?;
+        if freshness == Freshness::Authoritative {
+            self.replica.ensure_fresh_read().await?;
+        }
+        let record = self
+            .store
+            .read()?
+            .get(handle, selection)?
+            .ok_or(Error::HandleNotFound)?;
+        if record.values.is_empty() {
+            return Err(Error::ValuesNotFound);
+        }
+        Ok(record)
+    }
+
+    /// How many handles the naming authority `prefix` holds (0 when it is unknown).
+    pub fn count_handles(&self, caller: &Caller, prefix: &str) -> Result<u64, Error> {
+        authorise(caller)?;
+        let record = self.store.read()?.prefix(prefix)?;
+        Ok(record.map_or(0, |record| record.handle_count))
+    }
+
+    /// Every naming authority the store knows (with handles, or homed here).
+    pub fn list_prefixes(&self, caller: &Caller) -> Result<Vec<PrefixRecord>, Error> {
+        authorise(caller)?;
+        Ok(self.store.read()?.list_prefixes()?)
+    }
+
     /// Up to `limit` handles under `prefix`, after `after` when paging.
     pub fn list_handles(
         &self,
@@ -95,6 +133,11 @@ impl Service {
         authorise(caller)?;
         let command = prepare(command, unix_now())?;
         Ok(self.replica.client_write(command).await??)
+    }
+
+    /// This node's view of itself and its replica set (role, applied index, members).
+    pub fn replica_status(&self) -> MemberStatus {
+        self.replica.status()
     }
 
     /// The members of this node's replica set, by id, and its primary if known.
@@ -118,7 +161,8 @@ fn prepare(mut command: Command, now: u32) -> Result<Command, Error> {
     let values = match &mut command {
         Command::Create { values, .. }
         | Command::AddValues { values, .. }
-        | Command::ModifyValues { values, .. } => values,
+        | Command::ModifyValues { values, .. }
+        | Command::PutValues { values, .. } => values,
         _ => return Ok(command),
     };
     for value in values.iter_mut() {

@@ -189,3 +189,46 @@ async fn administration_needs_a_loopback_caller() {
         Vec::<String>::new()
     );
 }
+
+#[tokio::test]
+async fn administrators_read_every_value_count_and_list_prefixes() {
+    let (_dir, service) = service().await;
+    let remote = Caller {
+        address: IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1)),
+    };
+    let values = vec![
+        admin_value(),
+        HandleValue::new(1, "URL", "https://a.example/"),
+    ];
+    create(&service, "10.1000/all", values).await.unwrap();
+    let all = service
+        .resolve_all(
+            &LOCAL,
+            &handle("10.1000/all"),
+            &ValueSelection::all(),
+            Freshness::Local,
+        )
+        .await
+        .unwrap();
+    assert_eq!(all.values.len(), 2);
+    assert!(matches!(
+        service
+            .resolve_all(
+                &remote,
+                &handle("10.1000/all"),
+                &ValueSelection::all(),
+                Freshness::Local
+            )
+            .await,
+        Err(Error::NotAuthorised)
+    ));
+    assert_eq!(service.count_handles(&LOCAL, "10.1000").unwrap(), 1);
+    assert_eq!(service.count_handles(&LOCAL, "nothing").unwrap(), 0);
+    let prefixes = service.list_prefixes(&LOCAL).unwrap();
+    assert_eq!(prefixes.len(), 1);
+    assert_eq!(prefixes[0].display, "10.1000");
+    assert!(matches!(
+        service.list_prefixes(&remote),
+        Err(Error::NotAuthorised)
+    ));
+}

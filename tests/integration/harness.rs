@@ -1,11 +1,13 @@
 //! Starts a real `hdl serve` on a free loopback port, in a temporary data directory,
 //! and stops it with SIGKILL (then reaps it) when dropped.
 //!
-//! Readiness is the server's one stdout line `listening handle=<ip:port> peer=<ip:port>`,
-//! awaited with a deadline; the server's stderr goes to a file that is shown if it
-//! fails to start. [`spawn_serve`] starts one with any arguments, for the cluster
-//! tests.
+//! Readiness is the server's one stdout line `listening handle=<ip:port>
+//! http=<ip:port> peer=<ip:port>[ https=<ip:port>]` (`handle=` first), awaited with a
+//! deadline; the server's stderr goes to a file that is shown if it fails to start.
+//! [`spawn_serve`] starts one with any arguments (HTTP on `127.0.0.1:0` unless they
+//! say otherwise), for the cluster tests.
 
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
@@ -27,7 +29,7 @@ const MAX_STARTUP_LINES: usize = 100;
 /// A running `hdl serve`.
 pub struct Server {
     child: Child,
-    address: SocketAddr,
+    listening: Listening,
     /// Holds the data directory until the server is gone.
     _dir: TempDir,
 }
@@ -35,8 +37,18 @@ pub struct Server {
 impl Server {
     /// Starts a server on `127.0.0.1:0` and waits for its address.
     pub fn start() -> Server {
+        Server::start_with_config("")
+    }
+
+    /// Starts a server with the TOML configuration `config` (its listeners still on
+    /// `127.0.0.1:0`) and waits for its addresses.
+    pub fn start_with_config(config: &str) -> Server {
         let dir = tempfile::tempdir().expect("temporary directory");
+        let config_path = dir.path().join("hdl.toml");
+        std::fs::write(&config_path, config).expect("config file");
         let args: Vec<OsString> = vec![
+            "--config".into(),
+            config_path.into(),
             "--data-dir".into(),
             dir.path().join("data").into(),
             "--listen".into(),
@@ -45,24 +57,34 @@ impl Server {
         let (child, listening) = spawn_serve(&args, &dir.path().join("stderr"));
         Server {
             child,
-            address: listening.handle,
+            listening,
             _dir: dir,
         }
     }
 
     /// The address of its TCP and UDP listeners.
     pub fn address(&self) -> SocketAddr {
-        self.address
+        self.listening.handle
+    }
+
+    /// `http://ip:port`, the base of its HTTP URLs.
+    pub fn http_url(&self) -> String {
+        format!("http://{}", self.listening.http)
+    }
+
+    /// Its HTTPS address, when it announced one.
+    pub fn https(&self) -> Option<SocketAddr> {
+        self.listening.https
     }
 
     /// `ip:port`, as `--server` takes it.
     pub fn server_arg(&self) -> String {
-        self.address.to_string()
+        self.address().to_string()
     }
 
     /// A client of this server alone.
     pub fn client(&self) -> Client {
-        Client::new(vec![self.address])
+        Client::new(vec![self.address()])
     }
 }
 
@@ -79,8 +101,12 @@ impl Drop for Server {
 pub struct Listening {
     /// Its Handle protocol address (TCP and UDP).
     pub handle: SocketAddr,
+    /// Its HTTP address.
+    pub http: SocketAddr,
     /// Its peer address.
     pub peer: SocketAddr,
+    /// Its HTTPS address, when HTTPS is on.
+    pub https: Option<SocketAddr>,
 }
 
 /// Starts `hdl serve` with `args`, its stderr in the file `stderr`, and waits (within
@@ -90,6 +116,11 @@ pub fn spawn_serve(args: &[OsString], stderr: &Path) -> (Child, Listening) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_hdl"))
         .arg("serve")
         .args(args)
+        .args(if args.iter().any(|arg| arg == "--http") {
+            &[][..]
+        } else {
+            &["--http", "127.0.0.1:0"][..]
+        })
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(log)
@@ -125,17 +156,29 @@ fn await_listening(lines: &mpsc::Receiver<String>) -> Result<Listening, String> 
         let line = lines
             .recv_timeout(left)
             .map_err(|error| error.to_string())?;
-        if let Some(addresses) = line.strip_prefix("listening handle=") {
-            let (handle, peer) = addresses
-                .split_once(" peer=")
-                .ok_or_else(|| format!("no peer address in {line:?}"))?;
+        if let Some(pairs) = line.strip_prefix("listening ") {
+            if !pairs.starts_with("handle=") {
+                return Err(format!("handle= must come first: {line:?}"));
+            }
+            let addresses = pairs
+                .split(' ')
+                .map(|pair| {
+                    let (name, address) = pair.split_once('=')?;
+                    Some((name, address.parse::<SocketAddr>().ok()?))
+                })
+                .collect::<Option<HashMap<_, _>>>()
+                .ok_or_else(|| format!("bad address in {line:?}"))?;
+            let named = |name| {
+                addresses
+                    .get(name)
+                    .copied()
+                    .ok_or_else(|| format!("no {name}= address in {line:?}"))
+            };
             return Ok(Listening {
-                handle: handle
-                    .parse()
-                    .map_err(|_| format!("bad address in {line:?}"))?,
-                peer: peer
-                    .parse()
-                    .map_err(|_| format!("bad address in {line:?}"))?,
+                handle: named("handle")?,
+                http: named("http")?,
+                peer: named("peer")?,
+                https: addresses.get("https").copied(),
             });
         }
     }

@@ -6,6 +6,8 @@
 mod cluster;
 mod commands;
 mod harness;
+mod http;
+mod http_proxy;
 mod parse;
 mod protocol;
 mod raw;
