@@ -22,7 +22,7 @@ use crate::codec::ResponseCode;
 use crate::names::{Handle, fold_key};
 use crate::restjson::{parse_body, resolution_json};
 use crate::service::{Caller, Error, Freshness};
-use crate::storage::{Applied, Command, ExistingHandle, Refusal};
+use crate::storage::{Applied, Command, ExistingHandle, ExistingValue, Refusal};
 use crate::values::HandleValue;
 
 /// The path before the handle.
@@ -160,7 +160,11 @@ impl ApiRequest {
             let message = "the index= parameters must name exactly the values of the body";
             return Err(Failure::new(ResponseCode::ProtocolError, message));
         }
-        Ok(Command::PutValues { handle, values })
+        Ok(Command::AddValues {
+            handle,
+            values,
+            existing: ExistingValue::Replace,
+        })
     }
 
     /// Creates the path's prefix (or `prefix/start`) followed by a random UUID.

@@ -161,8 +161,7 @@ fn prepare(mut command: Command, now: u32) -> Result<Command, Error> {
     let values = match &mut command {
         Command::Create { values, .. }
         | Command::AddValues { values, .. }
-        | Command::ModifyValues { values, .. }
-        | Command::PutValues { values, .. } => values,
+        | Command::ModifyValues { values, .. } => values,
         _ => return Ok(command),
     };
     for value in values.iter_mut() {

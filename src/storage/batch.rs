@@ -177,24 +177,6 @@ impl WriteBatch {
         self.store(handle, &record)
     }
 
-    /// Replaces the values of `handle` that have the indexes of `values`, in place, and
-    /// appends the others.
-    pub fn put_values(
-        &mut self,
-        handle: &Handle,
-        values: Vec<HandleValue>,
-    ) -> Result<(), StorageError> {
-        check_request(&values)?;
-        let mut record = self.load_existing(handle)?;
-        for value in values {
-            match find(&record, value.index) {
-                Some(position) => record.values[position] = value,
-                None => record.values.push(value),
-            }
-        }
-        self.store(handle, &record)
-    }
-
     /// Removes the values of `handle` with `indexes`; every index must exist.
     pub fn remove_values(
         &mut self,

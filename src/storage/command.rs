@@ -46,14 +46,6 @@ pub enum Command {
         /// The new values.
         values: Vec<HandleValue>,
     },
-    /// Add values, replacing those whose indexes exist (in place) and appending the
-    /// others: the HTTP API's PUT with `index=`.
-    PutValues {
-        /// The handle.
-        handle: Handle,
-        /// The values to add or replace.
-        values: Vec<HandleValue>,
-    },
     /// Remove values by index.
     RemoveValues {
         /// The handle.
@@ -116,9 +108,6 @@ impl WriteBatch {
                 .map(|()| Applied::Done),
             Command::ModifyValues { handle, values } => {
                 self.modify_values(&handle, values).map(|()| Applied::Done)
-            }
-            Command::PutValues { handle, values } => {
-                self.put_values(&handle, values).map(|()| Applied::Done)
             }
             Command::RemoveValues { handle, indexes } => self
                 .remove_values(&handle, &indexes)

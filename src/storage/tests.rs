@@ -442,7 +442,7 @@ fn commands_apply_and_refusals_are_results() {
 }
 
 #[test]
-fn put_values_replaces_in_place_and_appends_the_rest() {
+fn add_with_replace_refuses_what_add_refuses() {
     let (_dir, store) = temp_store();
     let h = handle("cnri.test/put");
     create(
@@ -453,12 +453,19 @@ fn put_values_replaces_in_place_and_appends_the_rest() {
     .unwrap();
     let mut batch = store.write().unwrap();
     batch
-        .put_values(&h, vec![url(3, "https://c/"), url(1, "https://z/")])
+        .add_values(
+            &h,
+            vec![url(3, "https://c/"), url(1, "https://z/")],
+            ExistingValue::Replace,
+        )
         .unwrap();
-    assert_eq!(refusal(batch.put_values(&h, Vec::new())), Refusal::NoValues);
+    assert_eq!(
+        refusal(batch.add_values(&h, Vec::new(), ExistingValue::Replace)),
+        Refusal::NoValues
+    );
     let missing = handle("cnri.test/none");
     assert_eq!(
-        refusal(batch.put_values(&missing, vec![url(1, "https://a/")])),
+        refusal(batch.add_values(&missing, vec![url(1, "https://a/")], ExistingValue::Replace)),
         Refusal::HandleNotFound
     );
     batch.commit().unwrap();
