@@ -3,9 +3,11 @@
 //! The module tree is the architecture; each layer depends only on those listed
 //! before it: [`names`] → [`values`] → [`codec`] → [`storage`] → [`replication`] →
 //! [`service`] → [`server`]. [`client`] is an edge beside the server: it depends only
-//! on [`names`], [`values`] and [`codec`]. [`config`] is plain data read by the binary.
+//! on [`names`], [`values`] and [`codec`]. [`config`] and [`cluster_file`] are plain
+//! data read by the binary.
 
 pub mod client;
+pub mod cluster_file;
 pub mod codec;
 pub mod config;
 pub mod names;
