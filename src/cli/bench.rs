@@ -1,4 +1,5 @@
-//! `hdl bench resolve`: a resolution load test against a running server.
+//! `hdl bench`: load tests. `hdl bench resolve`, a resolution load test against a
+//! running server, is here; `bench_write` and `bench_failover` hold the others.
 //!
 //! Seeds `--handles` handles `<prefix>/bench/<n>` (one URL value each) with admin
 //! creates over TCP, skipping those that exist; then `--concurrency` tasks resolve for
@@ -34,6 +35,12 @@ pub struct BenchArgs {
 enum BenchCommand {
     /// Resolution throughput and latency, hits and misses apart.
     Resolve(ResolveBench),
+    /// Durable creates per second (each acknowledged after Raft commit and apply),
+    /// their latency, and optionally the secondaries' lag meanwhile.
+    Write(super::bench_write::WriteBench),
+    /// Failover time: SIGKILL the primary of a local set under write load, again and
+    /// again, and time each recovery.
+    Failover(super::bench_failover::FailoverBench),
 }
 
 /// Arguments of `hdl bench resolve`.
@@ -62,12 +69,17 @@ struct ResolveBench {
 
 /// Runs the benchmark and prints its figures.
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
-    let BenchCommand::Resolve(bench) = &args.command;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(resolve_bench(bench))
+    runtime.block_on(async {
+        match &args.command {
+            BenchCommand::Resolve(bench) => resolve_bench(bench).await,
+            BenchCommand::Write(bench) => super::bench_write::run(bench).await,
+            BenchCommand::Failover(bench) => super::bench_failover::run(bench).await,
+        }
+    })
 }
 
 async fn resolve_bench(bench: &ResolveBench) -> anyhow::Result<()> {
@@ -176,7 +188,7 @@ impl Plan {
             let handle = &pool[rand::random_range(0..pool.len())];
             let started = Instant::now();
             let outcome = client.resolve(handle, &all, self.transport).await;
-            let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+            let micros = micros_since(started);
             match (miss, outcome) {
                 (false, Ok(_)) => tally.hits.saturating_record(micros),
                 (
@@ -205,8 +217,6 @@ struct Tally {
 
 impl Tally {
     fn new() -> anyhow::Result<Tally> {
-        // 1 µs to 10 min, 3 significant digits: a few tens of KiB each.
-        let histogram = || Histogram::new_with_bounds(1, 600_000_000, 3);
         Ok(Tally {
             hits: histogram()?,
             misses: histogram()?,
@@ -234,8 +244,18 @@ impl Tally {
     }
 }
 
+/// A latency histogram: 1 µs to 10 min, 3 significant digits (a few tens of KiB).
+pub(super) fn histogram() -> anyhow::Result<Histogram<u64>> {
+    Ok(Histogram::new_with_bounds(1, 600_000_000, 3)?)
+}
+
+/// Microseconds since `started`, saturated.
+pub(super) fn micros_since(started: Instant) -> u64 {
+    u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX)
+}
+
 /// `count requests, rate, p50, p99, p99.9` of one histogram.
-fn line(histogram: &Histogram<u64>, seconds: f64) -> String {
+pub(super) fn line(histogram: &Histogram<u64>, seconds: f64) -> String {
     let quantile = |q| histogram.value_at_quantile(q);
     format!(
         "{:>9} requests {:>10.0} req/s  p50 {:>6} µs  p99 {:>6} µs  p99.9 {:>6} µs",

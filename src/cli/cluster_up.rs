@@ -6,7 +6,7 @@
 //! the same data directory) and has a primary. On SIGINT or SIGTERM it stops only
 //! its own children: SIGTERM, then SIGKILL after [`GRACE`], and reaps them.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -20,9 +20,9 @@ use super::local_set::LocalSet;
 pub const GRACE: Duration = Duration::from_secs(10);
 
 /// The cluster file used when none is named.
-const DEFAULT_FILE: &str = "cluster/local.toml";
+pub const DEFAULT_FILE: &str = "cluster/local.toml";
 
-/// Arguments of `hdl cluster up`, also used by `hdl bench failover`.
+/// Arguments of `hdl cluster up`.
 #[derive(Debug, Args)]
 pub struct UpArgs {
     /// The cluster file (see `src/cluster_file.rs` for every field and its default).
@@ -36,26 +36,27 @@ pub struct UpArgs {
     base_port: Option<u16>,
 }
 
-impl UpArgs {
-    /// Reads the cluster file and applies the overrides.
-    pub fn load(&self) -> anyhow::Result<ClusterFile> {
-        let path = &self.file;
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read cluster file {}", path.display()))?;
-        let mut file =
-            ClusterFile::from_toml(&text).with_context(|| format!("in {}", path.display()))?;
-        if let Some(dir) = &self.data_dir {
-            file.data_dir.clone_from(dir);
-        }
-        file.base_port = self.base_port.unwrap_or(file.base_port);
-        file.validate()?;
-        Ok(file)
+/// Reads the cluster file at `path` and applies the overrides.
+pub fn load(
+    path: &Path,
+    data_dir: Option<&PathBuf>,
+    base_port: Option<u16>,
+) -> anyhow::Result<ClusterFile> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read cluster file {}", path.display()))?;
+    let mut file =
+        ClusterFile::from_toml(&text).with_context(|| format!("in {}", path.display()))?;
+    if let Some(dir) = data_dir {
+        file.data_dir.clone_from(dir);
     }
+    file.base_port = base_port.unwrap_or(file.base_port);
+    file.validate()?;
+    Ok(file)
 }
 
 /// Starts the set, forms it if needed, and runs until a signal.
 pub async fn up(args: &UpArgs) -> anyhow::Result<()> {
-    let file = args.load()?;
+    let file = load(&args.file, args.data_dir.as_ref(), args.base_port)?;
     let mut interrupt = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
     let mut terminate = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
     let mut stop = async move || {

@@ -184,6 +184,18 @@ impl LocalSet {
         running.map(|n| n.plan.peer)
     }
 
+    /// The index of the node with id `id`.
+    pub fn index_of(&self, id: NodeId) -> anyhow::Result<usize> {
+        let index = self.nodes.iter().position(|n| n.plan.id == id);
+        index.with_context(|| format!("node {id} is not in the cluster file"))
+    }
+
+    /// SIGKILLs node `index` and reaps it.
+    pub async fn kill(&mut self, index: usize) -> anyhow::Result<()> {
+        let mut child = self.nodes[index].child.take().context("not running")?;
+        child.kill().await.context("cannot kill a node")
+    }
+
     /// Stops every node: SIGTERM, then SIGKILL for those still running after
     /// `grace`; reaps each and prints how it ended.
     pub async fn stop_all(&mut self, grace: Duration) {

@@ -6,6 +6,8 @@
 
 mod add;
 mod bench;
+mod bench_failover;
+mod bench_write;
 mod cluster;
 mod cluster_up;
 mod connect;
