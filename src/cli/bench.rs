@@ -232,8 +232,9 @@ impl Tally {
     }
 
     fn print(&self, seconds: f64) {
+        let unit = Unit("requests", "req/s");
         for (name, histogram) in [("hits", &self.hits), ("misses", &self.misses)] {
-            println!("{name:<7}{}", line(histogram, seconds));
+            println!("{name:<7}{}", line(histogram, seconds, unit));
         }
         let total = self.hits.len() + self.misses.len();
         println!(
@@ -254,11 +255,16 @@ pub(super) fn micros_since(started: Instant) -> u64 {
     u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX)
 }
 
+/// What a benchmark counts: its plural and its rate, e.g. `requests`, `req/s`.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Unit(pub &'static str, pub &'static str);
+
 /// `count requests, rate, p50, p99, p99.9` of one histogram.
-pub(super) fn line(histogram: &Histogram<u64>, seconds: f64) -> String {
+pub(super) fn line(histogram: &Histogram<u64>, seconds: f64, unit: Unit) -> String {
     let quantile = |q| histogram.value_at_quantile(q);
+    let Unit(plural, rate) = unit;
     format!(
-        "{:>9} requests {:>10.0} req/s  p50 {:>6} µs  p99 {:>6} µs  p99.9 {:>6} µs",
+        "{:>9} {plural} {:>10.0} {rate}  p50 {:>6} µs  p99 {:>6} µs  p99.9 {:>6} µs",
         histogram.len(),
         histogram.len() as f64 / seconds,
         quantile(0.5),

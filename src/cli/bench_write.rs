@@ -24,7 +24,7 @@ use hdrhistogram::Histogram;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use super::bench::{histogram, line, micros_since};
+use super::bench::{Unit, histogram, line, micros_since};
 
 /// How often the lag sampler asks the members.
 const LAG_EVERY: Duration = Duration::from_millis(100);
@@ -95,7 +95,7 @@ pub async fn run(bench: &WriteBench) -> anyhow::Result<()> {
     );
     println!(
         "created{}, {errors} errors",
-        line(&latencies, seconds).replace("requests", "creates ")
+        line(&latencies, seconds, Unit("creates", "creates/s"))
     );
     if let Some(sampler) = sampler {
         print_lag(&sampler.await.context("the lag sampler failed")??);
