@@ -7,10 +7,11 @@
 //! [`auth`] (authentication and authorisation) is pure like the codec and depends only
 //! on [`names`], [`values`] and [`codec`]. [`restjson`] (the REST JSON shape of values,
 //! pure, over [`values`]) and [`metrics`] (the registry the edges record into) serve
-//! several layers. [`config`] is plain data read by the binary.
+//! several layers. [`config`] and [`cluster_file`] are plain data read by the binary.
 
 pub mod auth;
 pub mod client;
+pub mod cluster_file;
 pub mod codec;
 pub mod config;
 pub mod http;

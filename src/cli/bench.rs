@@ -1,5 +1,6 @@
-//! `hdl bench resolve`: a resolution load test against a running server (and `hdl
-//! bench http`, in [`super::bench_http`], the same over HTTP).
+//! `hdl bench`: load tests. `hdl bench resolve`, a resolution load test against a
+//! running server, is here; `bench_http`, `bench_write` and `bench_failover` hold the
+//! others.
 //!
 //! Seeds `--handles` handles `<prefix>/bench/<n>` (one URL value each) with admin
 //! creates over TCP, skipping those that exist; then `--concurrency` tasks resolve for
@@ -37,6 +38,12 @@ enum BenchCommand {
     Resolve(ResolveBench),
     /// HTTP API GET (or, with --proxy, proxy redirect) throughput and latency.
     Http(super::bench_http::HttpBench),
+    /// Durable creates per second (each acknowledged after Raft commit and apply),
+    /// their latency, and optionally the secondaries' lag meanwhile.
+    Write(super::bench_write::WriteBench),
+    /// Failover time: SIGKILL the primary of a local set under write load, again and
+    /// again, and time each recovery.
+    Failover(super::bench_failover::FailoverBench),
 }
 
 /// Arguments of `hdl bench resolve`.
@@ -69,10 +76,14 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    match &args.command {
-        BenchCommand::Resolve(bench) => runtime.block_on(resolve_bench(bench)),
-        BenchCommand::Http(bench) => runtime.block_on(super::bench_http::run(bench)),
-    }
+    runtime.block_on(async {
+        match &args.command {
+            BenchCommand::Resolve(bench) => resolve_bench(bench).await,
+            BenchCommand::Http(bench) => super::bench_http::run(bench).await,
+            BenchCommand::Write(bench) => super::bench_write::run(bench).await,
+            BenchCommand::Failover(bench) => super::bench_failover::run(bench).await,
+        }
+    })
 }
 
 async fn resolve_bench(bench: &ResolveBench) -> anyhow::Result<()> {
@@ -181,7 +192,7 @@ impl Plan {
             let handle = &pool[rand::random_range(0..pool.len())];
             let started = Instant::now();
             let outcome = client.resolve(handle, &all, self.transport).await;
-            let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+            let micros = micros_since(started);
             match (miss, outcome) {
                 (false, Ok(_)) => tally.hits.saturating_record(micros),
                 (
@@ -210,8 +221,6 @@ struct Tally {
 
 impl Tally {
     fn new() -> anyhow::Result<Tally> {
-        // 1 µs to 10 min, 3 significant digits: a few tens of KiB each.
-        let histogram = || Histogram::new_with_bounds(1, 600_000_000, 3);
         Ok(Tally {
             hits: histogram()?,
             misses: histogram()?,
@@ -227,8 +236,9 @@ impl Tally {
     }
 
     fn print(&self, seconds: f64) {
+        let unit = Unit("requests", "req/s");
         for (name, histogram) in [("hits", &self.hits), ("misses", &self.misses)] {
-            println!("{name:<7}{}", line(histogram, seconds));
+            println!("{name:<7}{}", line(histogram, seconds, unit));
         }
         let total = self.hits.len() + self.misses.len();
         println!(
@@ -239,11 +249,26 @@ impl Tally {
     }
 }
 
+/// A latency histogram: 1 µs to 10 min, 3 significant digits (a few tens of KiB).
+pub(super) fn histogram() -> anyhow::Result<Histogram<u64>> {
+    Ok(Histogram::new_with_bounds(1, 600_000_000, 3)?)
+}
+
+/// Microseconds since `started`, saturated.
+pub(super) fn micros_since(started: Instant) -> u64 {
+    u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX)
+}
+
+/// What a benchmark counts: its plural and its rate, e.g. `requests`, `req/s`.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Unit(pub &'static str, pub &'static str);
+
 /// `count requests, rate, p50, p99, p99.9` of one histogram.
-pub fn line(histogram: &Histogram<u64>, seconds: f64) -> String {
+pub(super) fn line(histogram: &Histogram<u64>, seconds: f64, unit: Unit) -> String {
     let quantile = |q| histogram.value_at_quantile(q);
+    let Unit(plural, rate) = unit;
     format!(
-        "{:>9} requests {:>10.0} req/s  p50 {:>6} µs  p99 {:>6} µs  p99.9 {:>6} µs",
+        "{:>9} {plural} {:>10.0} {rate}  p50 {:>6} µs  p99 {:>6} µs  p99.9 {:>6} µs",
         histogram.len(),
         histogram.len() as f64 / seconds,
         quantile(0.5),

@@ -18,7 +18,7 @@ use serde_json::json;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use super::bench::line;
+use super::bench::{Unit, line};
 
 /// Arguments of `hdl bench http`.
 #[derive(Debug, Args)]
@@ -81,7 +81,10 @@ pub async fn run(bench: &HttpBench) -> anyhow::Result<()> {
         "http {what}: {} clients, {seconds:.1} s, {} handles",
         bench.concurrency, bench.handles
     );
-    println!("ok     {}", line(&latencies, seconds));
+    println!(
+        "ok     {}",
+        line(&latencies, seconds, Unit("requests", "req/s"))
+    );
     println!("errors {errors}");
     if latencies.is_empty() {
         bail!("every request failed ({errors} errors)");

@@ -1,5 +1,6 @@
 //! `hdl cluster`: forms and inspects a replica set over the peer protocol,
-//! authenticated with the cluster secret.
+//! authenticated with the cluster secret; `hdl cluster up` (in `cluster_up`) runs a
+//! local one.
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -39,6 +40,9 @@ struct Target {
 
 #[derive(Debug, Subcommand)]
 enum ClusterCommand {
+    /// Start every node of a cluster file as a child `hdl serve`, form the set if it
+    /// is new, and run until SIGINT or SIGTERM, then stop the nodes.
+    Up(super::cluster_up::UpArgs),
     /// Form a new replica set of the node at --peer alone (its log must be empty).
     Init {
         #[command(flatten)]
@@ -114,6 +118,7 @@ async fn command(command: &ClusterCommand) -> anyhow::Result<()> {
             println!("removed node {id}");
         }
         ClusterCommand::Status { target, json } => status(target, *json).await?,
+        ClusterCommand::Up(args) => super::cluster_up::up(args).await?,
     }
     Ok(())
 }
@@ -125,37 +130,55 @@ async fn add_secondary(
     handle: SocketAddr,
     voter: bool,
 ) -> anyhow::Result<()> {
-    anyhow::ensure!(
-        u32::try_from(id).is_ok_and(|id| id > 0),
-        "node id {id} is out of range: it must be 1 to 4294967295"
-    );
     let client = client(target, CHANGE_TIMEOUT)?;
     let node = Node {
         handle,
         peer,
         http: None,
     };
-    client
-        .call(target.peer, &AdminRequest::AddLearner { id, node })
-        .await
-        .with_context(|| format!("cannot add node {id} as a learner"))?;
+    join(&client, target.peer, id, node, voter).await?;
     println!("node {id} joined as a learner and caught up");
     if voter {
-        let status = client.status(target.peer).await?;
-        let mut voters: BTreeSet<NodeId> = voter_ids(&status.members).collect();
-        voters.insert(id);
-        let request = AdminRequest::ChangeMembership { voters };
-        client
-            .call(target.peer, &request)
-            .await
-            .with_context(|| format!("cannot make node {id} a voter"))?;
         println!("node {id} is a secondary");
     }
     Ok(())
 }
 
+/// Adds `node` as a learner through the member at `via`, waits until it has caught
+/// up, and with `voter` makes it a voter.
+pub(super) async fn join(
+    client: &AdminClient,
+    via: SocketAddr,
+    id: NodeId,
+    node: Node,
+    voter: bool,
+) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        u32::try_from(id).is_ok_and(|id| id > 0),
+        "node id {id} is out of range: it must be 1 to 4294967295"
+    );
+    client
+        .call(via, &AdminRequest::AddLearner { id, node })
+        .await
+        .with_context(|| format!("cannot add node {id} as a learner"))?;
+    if voter {
+        let status = client.status(via).await?;
+        let mut voters: BTreeSet<NodeId> = voter_ids(&status.members).collect();
+        voters.insert(id);
+        let request = AdminRequest::ChangeMembership { voters };
+        client
+            .call(via, &request)
+            .await
+            .with_context(|| format!("cannot make node {id} a voter"))?;
+    }
+    Ok(())
+}
+
 /// Waits (bounded) until the node at `peer` has elected itself primary; its id.
-async fn await_primary(client: &AdminClient, peer: SocketAddr) -> anyhow::Result<NodeId> {
+pub(super) async fn await_primary(
+    client: &AdminClient,
+    peer: SocketAddr,
+) -> anyhow::Result<NodeId> {
     const POLLS: usize = 100;
     const STEP: Duration = Duration::from_millis(100);
     for _ in 0..POLLS {

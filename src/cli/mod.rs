@@ -6,12 +6,16 @@
 
 mod add;
 mod bench;
+mod bench_failover;
 mod bench_http;
+mod bench_write;
 mod cluster;
+mod cluster_up;
 mod connect;
 mod create;
 mod delete;
 mod list;
+mod local_set;
 mod modify;
 mod output;
 mod parse;
@@ -56,7 +60,8 @@ enum Command {
     List(list::ListArgs),
     /// Load tests against a running server.
     Bench(bench::BenchArgs),
-    /// Form, change and inspect a replica set (init, add-secondary, remove, status).
+    /// Form, change and inspect a replica set (init, add-secondary, remove, status),
+    /// or run a local one (up).
     Cluster(cluster::ClusterArgs),
 }
 

@@ -1,5 +1,10 @@
 //! Replica sets of real `hdl serve` processes, formed with `hdl cluster`: writes
-//! through any member, a primary killed under load, a secondary restarted on its data.
+//! through any member, a primary killed under load, a secondary restarted on its data;
+//! `faults` kills and restarts members and changes membership under load, `up` runs
+//! `hdl cluster up`.
+
+mod faults;
+mod up;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -23,9 +28,12 @@ const WAIT: Duration = Duration::from_secs(30);
 /// Status polls before giving up (each is bounded by the CLI's own timeouts).
 const MAX_POLLS: usize = 300;
 
-/// Quick Raft timing, so that an election takes well under a second.
+/// Quick Raft timing, so that an election takes well under a second, and snapshots
+/// every 20 entries keeping 5, so that a member absent for a few dozen writes can
+/// only catch up from a snapshot.
 const CONFIG: &str = "[cluster]\nheartbeat_ms = 50\nelection_timeout_min_ms = 300\n\
-                      election_timeout_max_ms = 600\n";
+                      election_timeout_max_ms = 600\nsnapshot_every = 20\n\
+                      keep_after_snapshot = 5\n";
 
 /// One member process; killed and reaped when dropped.
 struct Member {
@@ -116,6 +124,19 @@ impl Set {
             child: Some(child),
             listening,
         }
+    }
+
+    /// SIGKILLs member `index` (if running) and starts it again on its data and ports.
+    fn restart(&mut self, index: usize) {
+        let (id, listening) = (self.members[index].id, self.members[index].listening);
+        self.members[index].kill();
+        let (handle, peer) = (listening.handle.to_string(), listening.peer.to_string());
+        self.members[index] = self.spawn(id, &handle, &peer);
+    }
+
+    /// The peer address of member `index`, as `--peer` takes it.
+    fn peer(&self, index: usize) -> String {
+        self.members[index].listening.peer.to_string()
     }
 
     /// Runs `hdl cluster <args> --secret-file <the set's>`, which must succeed.
@@ -340,19 +361,13 @@ fn a_restarted_secondary_catches_up_on_its_data() {
     let mut set = Set::form(3);
     let primary = set.primary(0);
     let lagging = (primary + 1) % 3;
-    let listening = set.members[lagging].listening;
     set.members[lagging].kill();
     let names: Vec<String> = (0..10).map(|n| format!("test/missed-{n}")).collect();
     for name in &names {
         assert_eq!(create(&set.members[primary], name), ResponseCode::Success);
     }
     let id = set.members[lagging].id;
-    let restarted = set.spawn(
-        id,
-        &listening.handle.to_string(),
-        &listening.peer.to_string(),
-    );
-    set.members[lagging] = restarted;
+    set.restart(lagging);
     set.await_status(primary, "the restarted member caught up", |s| {
         s["members"].as_array().is_some_and(|members| {
             members

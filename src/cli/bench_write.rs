@@ -1,0 +1,178 @@
+//! `hdl bench write`: durable creates per second against a replica set.
+//!
+//! `--concurrency` tasks create fresh handles `<prefix>/w-<run>-<task>-<n>` (one URL
+//! value each, `<run>` random so runs never collide) over TCP for `--duration`
+//! seconds. A server acknowledges a create only once the primary has committed it with
+//! a quorum and applied it, so every success is durable; failures count as errors,
+//! never as latencies. With `--lag-peer` and `--secret-file`, a sampler asks every
+//! member for its applied index every [`LAG_EVERY`] meanwhile and records each
+//! secondary's lag behind the primary's log (entries), as `hdl cluster status` shows it.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use hdl::client::{AdminRequest, Client, Overwrite};
+use hdl::names::Handle;
+use hdl::replication::AdminClient;
+use hdl::replication::network::read_secret_file;
+use hdl::values::HandleValue;
+use hdrhistogram::Histogram;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use super::bench::{Unit, histogram, line, micros_since};
+
+/// How often the lag sampler asks the members.
+const LAG_EVERY: Duration = Duration::from_millis(100);
+
+/// Arguments of `hdl bench write`.
+#[derive(Debug, Args)]
+pub struct WriteBench {
+    /// Handle protocol addresses of the members, `IP:PORT[,IP:PORT…]`, asked in order
+    /// (the next when one gives no answer); any member forwards writes to the primary.
+    #[arg(long, value_delimiter = ',', required = true, value_name = "ADDR")]
+    server: Vec<SocketAddr>,
+    /// Concurrent writers.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    concurrency: u32,
+    /// Seconds to run.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    duration: u64,
+    /// The prefix of the created handles.
+    #[arg(long, default_value = "BENCH")]
+    prefix: String,
+    /// Peer address of a member: sample every member's lag through it meanwhile.
+    #[arg(long, requires = "secret_file")]
+    lag_peer: Option<SocketAddr>,
+    /// The cluster secret file, for --lag-peer.
+    #[arg(long)]
+    secret_file: Option<PathBuf>,
+}
+
+/// Runs the benchmark and prints its figures.
+pub async fn run(bench: &WriteBench) -> anyhow::Result<()> {
+    Handle::parse(&format!("{}/w", bench.prefix)).context("invalid --prefix")?;
+    let client = Arc::new(Client::new(bench.server.clone()));
+    let deadline = Instant::now() + Duration::from_secs(bench.duration);
+    let sampler = match (bench.lag_peer, &bench.secret_file) {
+        (Some(peer), Some(file)) => {
+            let admin = AdminClient::new(read_secret_file(file)?, Duration::from_secs(2));
+            Some(tokio::spawn(sample_lag(admin, peer, deadline)))
+        }
+        _ => None,
+    };
+    let run: u32 = rand::random();
+    let started = Instant::now();
+    let mut writers = JoinSet::new();
+    for task in 0..bench.concurrency {
+        let (client, prefix) = (
+            Arc::clone(&client),
+            format!("{}/w-{run:08x}-{task}", bench.prefix),
+        );
+        writers.spawn(async move { write_until(&client, &prefix, deadline).await });
+    }
+    let mut latencies = histogram()?;
+    let mut errors = 0;
+    while let Some(done) = writers.join_next().await {
+        let (histogram, failed) = done.context("a writer task failed")??;
+        latencies.add(&histogram)?;
+        errors += failed;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    println!(
+        "write over TCP: {} writers, {seconds:.1} s, servers {}",
+        bench.concurrency,
+        bench
+            .server
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    println!(
+        "created{}, {errors} errors",
+        line(&latencies, seconds, Unit("creates", "creates/s"))
+    );
+    if let Some(sampler) = sampler {
+        print_lag(&sampler.await.context("the lag sampler failed")??);
+    }
+    if latencies.is_empty() {
+        bail!("no create was acknowledged ({errors} errors)");
+    }
+    Ok(())
+}
+
+/// Creates `<prefix>-<n>` for n = 0, 1, … until `deadline`; the latencies of the
+/// acknowledged creates and the count of failed ones.
+async fn write_until(
+    client: &Client,
+    prefix: &str,
+    deadline: Instant,
+) -> anyhow::Result<(Histogram<u64>, u64)> {
+    let mut latencies = histogram()?;
+    let mut errors = 0;
+    let mut n = 0u64;
+    while Instant::now() < deadline {
+        let handle = Handle::parse(&format!("{prefix}-{n}"))?;
+        n += 1;
+        let value = HandleValue::new(1, "URL", format!("https://example.org/{handle}"));
+        let request = AdminRequest::Create {
+            handle,
+            values: vec![value],
+            overwrite: Overwrite::Refuse,
+        };
+        let started = Instant::now();
+        match client.admin(request).await {
+            Ok(_) => latencies.saturating_record(micros_since(started)),
+            Err(_) => errors += 1,
+        }
+    }
+    Ok((latencies, errors))
+}
+
+/// Every [`LAG_EVERY`] until `deadline`: each secondary's lag (entries) behind the
+/// primary's last log index, from the members' own status.
+async fn sample_lag(
+    admin: AdminClient,
+    peer: SocketAddr,
+    deadline: Instant,
+) -> anyhow::Result<Histogram<u64>> {
+    let mut lags = Histogram::new(3)?;
+    let mut ticks = tokio::time::interval(LAG_EVERY);
+    while Instant::now() < deadline {
+        ticks.tick().await;
+        let Ok(asked) = admin.status(peer).await else {
+            continue;
+        };
+        let mut statuses = Vec::new();
+        for member in &asked.members {
+            statuses.extend(admin.status(member.node.peer).await.ok());
+        }
+        let leader = statuses.iter().find(|s| Some(s.id) == s.leader);
+        let Some(last_log) = leader.and_then(|l| l.last_log) else {
+            continue;
+        };
+        for status in statuses.iter().filter(|s| Some(s.id) != s.leader) {
+            lags.saturating_record(last_log.saturating_sub(status.applied.unwrap_or(0)));
+        }
+    }
+    Ok(lags)
+}
+
+fn print_lag(lags: &Histogram<u64>) {
+    if lags.is_empty() {
+        println!("secondary lag: no sample");
+        return;
+    }
+    println!(
+        "secondary lag (entries behind the primary's log): {} samples, p50 {}, p99 {}, max {}",
+        lags.len(),
+        lags.value_at_quantile(0.5),
+        lags.value_at_quantile(0.99),
+        lags.max()
+    );
+}

@@ -1,0 +1,87 @@
+//! `hdl cluster up [FILE] [--data-dir DIR] [--base-port P]`: runs the replica set a
+//! cluster file describes on this machine until SIGINT or SIGTERM.
+//!
+//! Prints one `node <id> listening handle=… peer=…` line per node as it starts, then
+//! `ready primary=<id>` once the set is formed (or found formed, on a restart over
+//! the same data directory) and has a primary. On SIGINT or SIGTERM it stops only
+//! its own children: SIGTERM, then SIGKILL after [`GRACE`], and reaps them.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use hdl::cluster_file::ClusterFile;
+use tokio::signal::unix::{SignalKind, signal};
+
+use super::local_set::LocalSet;
+
+/// How long the nodes have to stop after SIGTERM before they are SIGKILLed.
+pub const GRACE: Duration = Duration::from_secs(10);
+
+/// The cluster file used when none is named.
+pub const DEFAULT_FILE: &str = "cluster/local.toml";
+
+/// Arguments of `hdl cluster up`.
+#[derive(Debug, Args)]
+pub struct UpArgs {
+    /// The cluster file (see `src/cluster_file.rs` for every field and its default).
+    #[arg(default_value = DEFAULT_FILE)]
+    file: PathBuf,
+    /// Directory of the set's data; overrides the file's `data_dir`.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// The port the nodes' ports are offsets from; overrides the file's `base_port`.
+    #[arg(long)]
+    base_port: Option<u16>,
+}
+
+/// Reads the cluster file at `path` and applies the overrides.
+pub fn load(
+    path: &Path,
+    data_dir: Option<&PathBuf>,
+    base_port: Option<u16>,
+) -> anyhow::Result<ClusterFile> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read cluster file {}", path.display()))?;
+    let mut file =
+        ClusterFile::from_toml(&text).with_context(|| format!("in {}", path.display()))?;
+    if let Some(dir) = data_dir {
+        file.data_dir.clone_from(dir);
+    }
+    file.base_port = base_port.unwrap_or(file.base_port);
+    file.validate()?;
+    Ok(file)
+}
+
+/// Starts the set, forms it if needed, and runs until a signal.
+pub async fn up(args: &UpArgs) -> anyhow::Result<()> {
+    let file = load(&args.file, args.data_dir.as_ref(), args.base_port)?;
+    let mut interrupt = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
+    let mut terminate = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
+    let mut stop = async move || {
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
+        }
+    };
+    let mut set = tokio::select! {
+        set = LocalSet::launch(file) => set?,
+        () = stop() => return Ok(()),
+    };
+    let formed = tokio::select! {
+        formed = set.form() => Some(formed),
+        () = stop() => None,
+    };
+    let outcome = match formed {
+        Some(Ok(primary)) => {
+            println!("ready primary={primary}");
+            stop().await;
+            Ok(())
+        }
+        Some(Err(error)) => Err(error),
+        None => Ok(()),
+    };
+    set.stop_all(GRACE).await;
+    outcome
+}
