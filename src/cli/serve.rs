@@ -10,7 +10,7 @@ use hdl::config::Config;
 use hdl::http::{HttpListeners, HttpState, NodeInfo};
 use hdl::metrics::Metrics;
 use hdl::replication::network::read_or_create_secret_file;
-use hdl::replication::{Bootstrap, Replica, ReplicaSettings};
+use hdl::replication::{Bootstrap, PublicAddresses, Replica, ReplicaSettings};
 use hdl::server::{HandleListeners, advertised_handle_addr};
 use hdl::service::Service;
 use hdl::storage::Store;
@@ -116,17 +116,21 @@ async fn serve(config: Config, store: Arc<Store>) -> anyhow::Result<()> {
     let peer = peers.local_addr()?;
     let advertised = advertised_handle_addr(&config.site, handle);
     let settings = replica_settings(&config);
+    let http = HttpListeners::bind(&config.http, &config.data_dir).await?;
+    let public = PublicAddresses {
+        handle: advertised,
+        http: Some(http.local_addr()?),
+    };
     let replica = Replica::start(
         &settings,
         Arc::clone(&store),
         &config.data_dir,
         peers,
-        advertised,
+        public,
         secret,
     )
     .await
     .context("cannot start the replica")?;
-    let http = HttpListeners::bind(&config.http, &config.data_dir).await?;
     let node = NodeInfo {
         id: settings.id,
         handle,

@@ -32,7 +32,8 @@ pub use log_store::{LOG_FILE, LogStore};
 #[cfg(test)]
 pub(crate) use replica::start_alone;
 pub use replica::{
-    AdminClient, Bootstrap, LEADER_PATIENCE, Replica, ReplicaError, ReplicaSettings,
+    AdminClient, Bootstrap, LEADER_PATIENCE, PublicAddresses, Replica, ReplicaError,
+    ReplicaSettings,
 };
 pub use snapshot::SNAPSHOT_FILE;
 pub use state_machine::{SnapshotBuilder, StateMachine};

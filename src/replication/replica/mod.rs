@@ -90,22 +90,31 @@ struct Inner {
     stop_peers: Arc<Notify>,
 }
 
+/// The addresses clients reach a node on, as the set's membership records them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PublicAddresses {
+    /// The Handle protocol address (TCP and UDP).
+    pub handle: SocketAddr,
+    /// The HTTP address, when the node serves HTTP.
+    pub http: Option<SocketAddr>,
+}
+
 impl Replica {
     /// Opens the log and state machine in `data_dir` over `store`, starts Raft and
-    /// serves peers on `peers`. `handle` is the Handle protocol address recorded for
+    /// serves peers on `peers`. `public` are the client-facing addresses recorded for
     /// this node in the set's membership.
     pub async fn start(
         settings: &ReplicaSettings,
         store: Arc<Store>,
         data_dir: &Path,
         peers: TcpListener,
-        handle: SocketAddr,
+        public: PublicAddresses,
         secret: ClusterSecret,
     ) -> Result<Replica, ReplicaError> {
         let me = Node {
-            handle,
+            handle: public.handle,
             peer: peers.local_addr().map_err(super::network::PeerError::Io)?,
-            http: None,
+            http: public.http,
         };
         let dir = data_dir.to_owned();
         let (log, state_machine) = tokio::task::spawn_blocking(move || {
@@ -235,7 +244,8 @@ pub(crate) async fn start_alone(store: Arc<Store>, data_dir: &Path, handle: Sock
     };
     let peers = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let secret = ClusterSecret::new(b"a shared cluster secret, 32 byte").unwrap();
-    Replica::start(&settings, store, data_dir, peers, handle, secret)
+    let public = PublicAddresses { handle, http: None };
+    Replica::start(&settings, store, data_dir, peers, public, secret)
         .await
         .unwrap()
 }
