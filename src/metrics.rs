@@ -58,6 +58,27 @@ struct LatencyLabels {
 
 type LatencyFamily = Family<LatencyLabels, Histogram, fn() -> Histogram>;
 
+/// The label of a replica-set member's lag.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct MemberLabels {
+    member: u64,
+}
+
+/// A node's replication state at one moment, as `/metrics` reports it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReplicationState {
+    /// Index of the last entry applied to the store.
+    pub applied: Option<u64>,
+    /// Index of the last entry in the log.
+    pub last_log: Option<u64>,
+    /// Whether this node is the primary.
+    pub primary: bool,
+    /// The Raft term.
+    pub term: u64,
+    /// On the primary, each other member's lag in log entries.
+    pub lag: Vec<(u64, u64)>,
+}
+
 /// The metrics of one node, shared by every listener.
 #[derive(Debug)]
 pub struct Metrics {
@@ -68,6 +89,8 @@ pub struct Metrics {
     applied: Gauge,
     last_log: Gauge,
     primary: Gauge,
+    term: Gauge,
+    lag: Family<MemberLabels, Gauge>,
     totals: [AtomicU64; 2],
     started: Instant,
 }
@@ -121,6 +144,13 @@ impl Metrics {
             "1 when this node is its replica set's primary",
             primary.clone(),
         );
+        let (term, lag) = (Gauge::default(), Family::<MemberLabels, Gauge>::default());
+        registry.register("raft_term", "The Raft term this node is in", term.clone());
+        registry.register(
+            "replication_lag_entries",
+            "On the primary: log entries each other member has not received yet",
+            lag.clone(),
+        );
         Metrics {
             registry,
             requests,
@@ -129,6 +159,8 @@ impl Metrics {
             applied,
             last_log,
             primary,
+            term,
+            lag,
             totals: [AtomicU64::new(0), AtomicU64::new(0)],
             started: Instant::now(),
         }
@@ -164,12 +196,20 @@ impl Metrics {
     }
 
     /// Records the node's replication state as of now (read when `/metrics` is asked);
-    /// an index not yet known is -1.
-    pub fn observe_replication(&self, applied: Option<u64>, last_log: Option<u64>, primary: bool) {
-        let gauge = |index: Option<u64>| index.map_or(-1, |i| i64::try_from(i).unwrap_or(i64::MAX));
-        self.applied.set(gauge(applied));
-        self.last_log.set(gauge(last_log));
-        self.primary.set(i64::from(primary));
+    /// an index not yet known is -1. Lag is reported only while this node is primary.
+    pub fn observe_replication(&self, state: &ReplicationState) {
+        let gauge = |value: u64| i64::try_from(value).unwrap_or(i64::MAX);
+        let index = |index: Option<u64>| index.map_or(-1, gauge);
+        self.applied.set(index(state.applied));
+        self.last_log.set(index(state.last_log));
+        self.primary.set(i64::from(state.primary));
+        self.term.set(gauge(state.term));
+        self.lag.clear();
+        for &(member, entries) in &state.lag {
+            self.lag
+                .get_or_create(&MemberLabels { member })
+                .set(gauge(entries));
+        }
     }
 
     /// Every metric in the Prometheus text exposition format.

@@ -10,7 +10,7 @@ use super::proxy::proxy_path;
 use super::query::Query;
 use std::time::Duration;
 
-use crate::metrics::Protocol;
+use crate::metrics::{Protocol, ReplicationState};
 use crate::replication::admin::Role;
 
 /// `GET /`: the resolve form; `/?handle=H[&noredirect]` (what the form sends) goes
@@ -137,10 +137,13 @@ fn table(rows: impl Iterator<Item = Vec<String>>, header: Option<Vec<String>>) -
 /// `GET /metrics`: the Prometheus text format.
 pub async fn metrics(State(state): State<HttpState>) -> Response {
     let replica = state.service.replica_status();
-    let primary = replica.role == Role::Primary;
-    state
-        .metrics
-        .observe_replication(replica.applied, replica.last_log, primary);
+    state.metrics.observe_replication(&ReplicationState {
+        applied: replica.applied,
+        last_log: replica.last_log,
+        primary: replica.role == Role::Primary,
+        term: replica.term,
+        lag: replica.lag,
+    });
     let mut response = state.metrics.render().into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,

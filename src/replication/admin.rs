@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use openraft::{ChangeMembers, Raft, ServerState};
+use openraft::{ChangeMembers, Raft, RaftMetrics, ServerState};
 use serde::{Deserialize, Serialize};
 
 use super::network::ForwardError;
@@ -44,8 +44,8 @@ pub enum AdminRequest {
 pub enum AdminAnswer {
     /// The change is committed.
     Done,
-    /// The answer to [`AdminRequest::Status`].
-    Status(MemberStatus),
+    /// The answer to [`AdminRequest::Status`] (boxed: it is far larger than `Done`).
+    Status(Box<MemberStatus>),
 }
 
 /// What a node says about itself and the set it belongs to.
@@ -65,6 +65,11 @@ pub struct MemberStatus {
     pub applied: Option<u64>,
     /// The index of the last entry in its log.
     pub last_log: Option<u64>,
+    /// The Raft term it is in.
+    pub term: u64,
+    /// On the primary, every other member's lag: log entries it has not received yet.
+    /// Empty on other members.
+    pub lag: Vec<(NodeId, u64)>,
     /// Every member of the set as this node knows it, by id.
     pub members: Vec<Member>,
 }
@@ -138,7 +143,7 @@ pub(super) async fn carry_out(
             };
             raft.change_membership(change, false).await?;
         }
-        AdminRequest::Status => return Ok(AdminAnswer::Status(status(raft, me))),
+        AdminRequest::Status => return Ok(AdminAnswer::Status(Box::new(status(raft, me)))),
     }
     Ok(AdminAnswer::Done)
 }
@@ -180,6 +185,44 @@ pub(super) fn status(raft: &Raft<TypeConfig>, me: &Node) -> MemberStatus {
         node: me.clone(),
         applied: metrics.last_applied.map(|log_id| log_id.index),
         last_log: metrics.last_log_index,
+        term: metrics.current_term,
+        lag: replication_lag(&metrics),
         members,
+    }
+}
+
+/// On the primary, how far each other member's matched log is behind its own.
+fn replication_lag(metrics: &RaftMetrics<NodeId, Node>) -> Vec<(NodeId, u64)> {
+    let last = metrics.last_log_index.unwrap_or(0);
+    let Some(replication) = &metrics.replication else {
+        return Vec::new();
+    };
+    replication
+        .iter()
+        .filter(|(id, _)| **id != metrics.id)
+        .map(|(id, matched)| (*id, last.saturating_sub(matched.map_or(0, |m| m.index))))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use openraft::{CommittedLeaderId, LogId};
+
+    use super::*;
+
+    #[test]
+    fn lag_is_each_other_members_distance_from_the_primarys_log() {
+        let mut metrics = RaftMetrics::<NodeId, Node>::new_initial(1);
+        assert!(replication_lag(&metrics).is_empty(), "not primary: no lag");
+        let log_id = |index| Some(LogId::new(CommittedLeaderId::new(3, 1), index));
+        metrics.last_log_index = Some(40);
+        metrics.replication = Some(BTreeMap::from([
+            (1, log_id(40)),
+            (2, log_id(38)),
+            (3, None),
+        ]));
+        assert_eq!(replication_lag(&metrics), [(2, 2), (3, 40)]);
     }
 }

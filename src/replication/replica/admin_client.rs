@@ -64,7 +64,7 @@ impl AdminClient {
     /// What the node at `peer` says about itself and its set.
     pub async fn status(&self, peer: SocketAddr) -> Result<MemberStatus, ReplicaError> {
         match self.call(peer, &AdminRequest::Status).await? {
-            AdminAnswer::Status(status) => Ok(status),
+            AdminAnswer::Status(status) => Ok(*status),
             AdminAnswer::Done => Err(ReplicaError::UnexpectedAnswer("Done")),
         }
     }
