@@ -168,7 +168,6 @@ async fn status_and_metrics_count_both_protocols() {
         r#"hdl_request_duration_seconds_count{protocol="handle",op="resolution"} 1"#,
         "hdl_raft_is_primary 1",
         "# TYPE hdl_raft_term gauge",
-        "# TYPE hdl_replication_lag_entries gauge",
     ] {
         assert!(text.contains(line), "{line} missing from:\n{text}");
     }
