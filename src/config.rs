@@ -56,12 +56,24 @@
 //! # Log entries kept after a snapshot covers them, so a briefly absent member catches
 //! # up from the log rather than from a whole snapshot. Default: 1000.
 //! keep_after_snapshot = 1000
+//!
+//! [auth]
+//! # Server administrators, `INDEX:HANDLE`: they may do everything on this server
+//! # (J9 `server_admins` with `server_admin_full_access`). Index 0 means any index of
+//! # that handle; a handle holding an HS_VLIST names a group. Default: none.
+//! server_admins = []
+//! # Seconds a challenge (RC_AUTHEN_NEEDED) waits for its answer. Default: 20, as J9's
+//! # `max_auth_time`.
+//! challenge_lifetime_secs = 20
 //! ```
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
 use serde::Deserialize;
+
+use crate::auth::Identity;
+use crate::names::Handle;
 
 /// The whole configuration of one node.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -75,6 +87,8 @@ pub struct Config {
     pub site: SiteConfig,
     /// Its membership of a replica set.
     pub cluster: ClusterConfig,
+    /// Who administers it.
+    pub auth: AuthConfig,
 }
 
 impl Default for Config {
@@ -84,6 +98,7 @@ impl Default for Config {
             handle: HandleConfig::default(),
             site: SiteConfig::default(),
             cluster: ClusterConfig::default(),
+            auth: AuthConfig::default(),
         }
     }
 }
@@ -172,6 +187,46 @@ impl Default for ClusterConfig {
     }
 }
 
+/// Authentication and authorisation settings.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthConfig {
+    /// Server administrators as `INDEX:HANDLE` (checked by [`Config::validate`]).
+    pub server_admins: Vec<String>,
+    /// Seconds a challenge may wait for its answer.
+    pub challenge_lifetime_secs: u64,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        AuthConfig {
+            server_admins: Vec::new(),
+            challenge_lifetime_secs: 20,
+        }
+    }
+}
+
+impl AuthConfig {
+    /// The server administrators, parsed.
+    pub fn server_admin_identities(&self) -> Result<Vec<Identity>, ConfigError> {
+        self.server_admins
+            .iter()
+            .map(|text| parse_identity(text).ok_or_else(|| ConfigError::Identity(text.clone())))
+            .collect()
+    }
+}
+
+/// Parses `INDEX:HANDLE` (e.g. `300:0.NA/TEST`); `None` if it is not one.
+pub fn parse_identity(text: &str) -> Option<Identity> {
+    let (index, handle) = text.split_once(':')?;
+    let index = index.parse().ok()?;
+    let handle = Handle::parse(handle).ok()?;
+    Some(Identity {
+        handle: handle.as_str().to_owned(),
+        index,
+    })
+}
+
 /// Why a configuration could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -181,6 +236,9 @@ pub enum ConfigError {
     /// The node id is 0 or does not fit an HS_SITE server id.
     #[error("node id {0} is out of range: it must be 1 to 4294967295")]
     NodeId(u64),
+    /// A server administrator is not `INDEX:HANDLE`.
+    #[error("server administrator {0:?} is not INDEX:HANDLE, e.g. 300:0.NA/TEST")]
+    Identity(String),
 }
 
 impl Config {
@@ -195,9 +253,10 @@ impl Config {
     pub fn validate(&self) -> Result<(), ConfigError> {
         let id = self.cluster.node_id;
         match u32::try_from(id) {
-            Ok(fits) if fits > 0 => Ok(()),
-            _ => Err(ConfigError::NodeId(id)),
+            Ok(fits) if fits > 0 => {}
+            _ => return Err(ConfigError::NodeId(id)),
         }
+        self.auth.server_admin_identities().map(drop)
     }
 
     /// The cluster secret file.
@@ -245,6 +304,18 @@ mod tests {
             config.secret_path(),
             PathBuf::from("hdl-data/cluster.secret")
         );
+    }
+
+    #[test]
+    fn server_admins_must_be_identities() {
+        let config = Config::from_toml("[auth]\nserver_admins = [\"300:0.NA/TEST\"]\n").unwrap();
+        let admins = config.auth.server_admin_identities().unwrap();
+        assert_eq!(admins[0].index, 300);
+        assert_eq!(admins[0].handle, "0.NA/TEST");
+        for bad in ["0.NA/TEST", "x:0.NA/TEST", "300:NOSLASH"] {
+            let text = format!("[auth]\nserver_admins = [{bad:?}]\n");
+            assert!(Config::from_toml(&text).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -5,11 +5,13 @@
 //! no logic of its own beyond presentation.
 
 mod add;
+mod admin_arg;
 mod bench;
 mod cluster;
 mod connect;
 mod create;
 mod delete;
+mod keygen;
 mod list;
 mod modify;
 mod output;
@@ -53,6 +55,9 @@ enum Command {
     Remove(remove::RemoveArgs),
     /// List the handles under a prefix.
     List(list::ListArgs),
+    /// Generate an administrator's RSA key pair: the private key to a PEM file, the
+    /// HS_PUBKEY value to stdout.
+    Keygen(keygen::KeygenArgs),
     /// Load tests against a running server.
     Bench(bench::BenchArgs),
     /// Form, change and inspect a replica set (init, add-secondary, remove, status).
@@ -73,6 +78,7 @@ pub fn run() -> ExitCode {
         Command::Modify(args) => modify::run(&args),
         Command::Remove(args) => remove::run(&args),
         Command::List(args) => list::run(&args),
+        Command::Keygen(args) => keygen::run(&args),
         Command::Bench(args) => bench::run(&args),
         Command::Cluster(args) => cluster::run(&args),
     };

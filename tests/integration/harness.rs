@@ -5,6 +5,10 @@
 //! awaited with a deadline; the server's stderr goes to a file that is shown if it
 //! fails to start. [`spawn_serve`] starts one with any arguments, for the cluster
 //! tests.
+//!
+//! Every server is started with a bootstrap administrator: `0.NA/ADMIN` holding the
+//! public half of `tests/fixtures/admin.pem` at index 300, and `300:0.NA/ADMIN` a server
+//! administrator; [`Server::client`] and [`ADMIN_ARGS`] authenticate as it.
 
 use std::ffi::OsString;
 use std::fs::File;
@@ -16,13 +20,47 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use hdl::client::Client;
+use hdl::client::{Client, Credentials, Key};
 use tempfile::TempDir;
 
 /// How long a server may take to announce its address.
 const STARTUP: Duration = Duration::from_secs(20);
 /// Lines of stdout read before giving up on the announcement.
 const MAX_STARTUP_LINES: usize = 100;
+
+/// The fixed test key of the bootstrap administrator (no key generation in tests).
+pub const ADMIN_KEY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/admin.pem");
+/// Another fixed key, which no server knows.
+pub const OTHER_KEY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/other.pem");
+/// The bootstrap administrator's identity.
+pub const ADMIN: &str = "300:0.NA/ADMIN";
+/// The options authenticating a client command as the bootstrap administrator.
+pub const ADMIN_ARGS: [&str; 4] = ["--auth", ADMIN, "--key", ADMIN_KEY];
+
+/// The options of `hdl serve` creating the bootstrap administrator.
+pub fn bootstrap_args() -> Vec<OsString> {
+    [
+        "--admin-key",
+        ADMIN_KEY,
+        "--prefix",
+        "ADMIN",
+        "--server-admin",
+        ADMIN,
+    ]
+    .map(OsString::from)
+    .to_vec()
+}
+
+/// The bootstrap administrator's credentials.
+pub fn admin_credentials() -> Credentials {
+    let pem = std::fs::read_to_string(ADMIN_KEY).expect("test key");
+    Credentials {
+        identity: hdl::config::parse_identity(ADMIN).expect("identity"),
+        key: Key::Public(std::sync::Arc::new(
+            hdl::auth::SigningKey::from_pem(&pem).expect("PEM"),
+        )),
+    }
+}
 
 /// A running `hdl serve`.
 pub struct Server {
@@ -36,12 +74,13 @@ impl Server {
     /// Starts a server on `127.0.0.1:0` and waits for its address.
     pub fn start() -> Server {
         let dir = tempfile::tempdir().expect("temporary directory");
-        let args: Vec<OsString> = vec![
+        let mut args: Vec<OsString> = vec![
             "--data-dir".into(),
             dir.path().join("data").into(),
             "--listen".into(),
             "127.0.0.1:0".into(),
         ];
+        args.extend(bootstrap_args());
         let (child, listening) = spawn_serve(&args, &dir.path().join("stderr"));
         Server {
             child,
@@ -60,8 +99,14 @@ impl Server {
         self.address.to_string()
     }
 
-    /// A client of this server alone.
+    /// A client of this server alone, authenticating as the bootstrap administrator.
     pub fn client(&self) -> Client {
+        self.anonymous_client()
+            .with_credentials(admin_credentials())
+    }
+
+    /// A client of this server alone, without credentials.
+    pub fn anonymous_client(&self) -> Client {
         Client::new(vec![self.address])
     }
 }
