@@ -17,6 +17,26 @@
 //! # Seconds an idle TCP connection is kept before it is closed. Default: 30.
 //! tcp_idle_timeout_secs = 30
 //!
+//! [http]
+//! # Address of the HTTP listener: the JSON API, the web proxy, /status, /metrics.
+//! # Default: "0.0.0.0:8000". Port 0 picks a free port (for tests).
+//! listen = "0.0.0.0:8000"
+//! # Address of the HTTPS listener, a port of its own (HTTP and HTTPS do not share
+//! # one). Bound only when a certificate is configured or self_signed is true.
+//! # Default: "0.0.0.0:8443".
+//! https_listen = "0.0.0.0:8443"
+//! # PEM files of the certificate chain and its private key. Default: none.
+//! # tls_cert = "/etc/hdl/cert.pem"
+//! # tls_key = "/etc/hdl/key.pem"
+//! # For development: without tls_cert/tls_key, generate a self-signed certificate
+//! # for localhost into <data_dir>/tls/ at first start and serve HTTPS with it.
+//! # Default: false.
+//! self_signed = false
+//! # Honour credentials (Authorization: Basic) sent over plain HTTP when they come from
+//! # a loopback address; otherwise credentials are honoured only over HTTPS.
+//! # Default: false.
+//! allow_plain_auth_from_loopback = false
+//!
 //! [site]
 //! # The HS_SITE serial number; bump it when the site changes. Default: 1.
 //! serial = 1
@@ -83,6 +103,8 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// The Handle protocol listeners.
     pub handle: HandleConfig,
+    /// The HTTP and HTTPS listeners.
+    pub http: HttpConfig,
     /// How the node describes itself in HS_SITE.
     pub site: SiteConfig,
     /// Its membership of a replica set.
@@ -96,6 +118,7 @@ impl Default for Config {
         Config {
             data_dir: PathBuf::from("hdl-data"),
             handle: HandleConfig::default(),
+            http: HttpConfig::default(),
             site: SiteConfig::default(),
             cluster: ClusterConfig::default(),
             auth: AuthConfig::default(),
@@ -121,6 +144,38 @@ impl Default for HandleConfig {
             listen: SocketAddr::from(([0, 0, 0, 0], 2641)),
             response_validity_secs: 43_200,
             tcp_idle_timeout_secs: 30,
+        }
+    }
+}
+
+/// Settings of the HTTP edge: the JSON API, the proxy and the pages.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpConfig {
+    /// HTTP listen address.
+    pub listen: SocketAddr,
+    /// HTTPS listen address, used only when TLS is configured.
+    pub https_listen: SocketAddr,
+    /// PEM certificate chain for HTTPS.
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key for HTTPS.
+    pub tls_key: Option<PathBuf>,
+    /// Generate (once) and use a self-signed certificate when none is configured.
+    pub self_signed: bool,
+    /// Honour credentials sent over plain HTTP from a loopback address (else only
+    /// over HTTPS).
+    pub allow_plain_auth_from_loopback: bool,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            listen: SocketAddr::from(([0, 0, 0, 0], 8000)),
+            https_listen: SocketAddr::from(([0, 0, 0, 0], 8443)),
+            tls_cert: None,
+            tls_key: None,
+            self_signed: false,
+            allow_plain_auth_from_loopback: false,
         }
     }
 }

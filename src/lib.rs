@@ -2,17 +2,22 @@
 //!
 //! The module tree is the architecture; each layer depends only on those listed
 //! before it: [`names`] → [`values`] → [`codec`] → [`storage`] → [`replication`] →
-//! [`service`] → [`server`]. [`client`] is an edge beside the server: it depends only
-//! on [`names`], [`values`] and [`codec`]. [`auth`] (authentication and authorisation)
-//! is pure like the codec and depends only on [`names`], [`values`] and [`codec`].
-//! [`config`] is plain data read by the binary.
+//! [`service`] → [`server`] and [`http`] (the edges that bind sockets). [`client`] is
+//! an edge beside the servers: it depends only on [`names`], [`values`] and [`codec`].
+//! [`auth`] (authentication and authorisation) is pure like the codec and depends only
+//! on [`names`], [`values`] and [`codec`]. [`restjson`] (the REST JSON shape of values,
+//! pure, over [`values`]) and [`metrics`] (the registry the edges record into) serve
+//! several layers. [`config`] is plain data read by the binary.
 
 pub mod auth;
 pub mod client;
 pub mod codec;
 pub mod config;
+pub mod http;
+pub mod metrics;
 pub mod names;
 pub mod replication;
+pub mod restjson;
 pub mod server;
 pub mod service;
 pub mod storage;

@@ -1,4 +1,5 @@
-//! `hdl bench resolve`: a resolution load test against a running server.
+//! `hdl bench resolve`: a resolution load test against a running server (and `hdl
+//! bench http`, in [`super::bench_http`], the same over HTTP).
 //!
 //! Seeds `--handles` handles `<prefix>/bench/<n>` (one URL value each) with admin
 //! creates over TCP, skipping those that exist; then `--concurrency` tasks resolve for
@@ -34,6 +35,8 @@ pub struct BenchArgs {
 enum BenchCommand {
     /// Resolution throughput and latency, hits and misses apart.
     Resolve(ResolveBench),
+    /// HTTP API GET (or, with --proxy, proxy redirect) throughput and latency.
+    Http(super::bench_http::HttpBench),
 }
 
 /// Arguments of `hdl bench resolve`.
@@ -62,12 +65,14 @@ struct ResolveBench {
 
 /// Runs the benchmark and prints its figures.
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
-    let BenchCommand::Resolve(bench) = &args.command;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(resolve_bench(bench))
+    match &args.command {
+        BenchCommand::Resolve(bench) => runtime.block_on(resolve_bench(bench)),
+        BenchCommand::Http(bench) => runtime.block_on(super::bench_http::run(bench)),
+    }
 }
 
 async fn resolve_bench(bench: &ResolveBench) -> anyhow::Result<()> {
@@ -235,7 +240,7 @@ impl Tally {
 }
 
 /// `count requests, rate, p50, p99, p99.9` of one histogram.
-fn line(histogram: &Histogram<u64>, seconds: f64) -> String {
+pub fn line(histogram: &Histogram<u64>, seconds: f64) -> String {
     let quantile = |q| histogram.value_at_quantile(q);
     format!(
         "{:>9} requests {:>10.0} req/s  p50 {:>6} µs  p99 {:>6} µs  p99.9 {:>6} µs",

@@ -7,6 +7,7 @@
 mod add;
 mod admin_arg;
 mod bench;
+mod bench_http;
 mod cluster;
 mod connect;
 mod create;
@@ -38,8 +39,8 @@ enum Command {
     /// Parse a handle or handle reference (hdl:, hdl://server/, info:hdl/, urn:hdl:,
     /// proxy URL, encoding@ and type= modifiers) and show its parts.
     Parse(parse::ParseArgs),
-    /// Run a handle server node: the Handle protocol on TCP and UDP, and the peer
-    /// protocol of its replica set.
+    /// Run a handle server node: the Handle protocol on TCP and UDP, HTTP (JSON API,
+    /// web proxy, /status, /metrics), and the peer protocol of its replica set.
     Serve(serve::ServeArgs),
     /// Resolve a handle: print its values (text, or REST JSON with --json).
     Resolve(resolve::ResolveArgs),

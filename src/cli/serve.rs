@@ -8,6 +8,8 @@ use anyhow::Context;
 use clap::Args;
 use hdl::auth::Identity;
 use hdl::config::Config;
+use hdl::http::{HttpListeners, HttpState, NodeInfo};
+use hdl::metrics::Metrics;
 use hdl::replication::network::read_or_create_secret_file;
 use hdl::replication::{Bootstrap, Replica, ReplicaSettings};
 use hdl::server::{HandleListeners, advertised_handle_addr};
@@ -15,6 +17,7 @@ use hdl::service::{AuthPolicy, Service};
 use hdl::storage::Store;
 use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::watch;
 
 /// Arguments of `hdl serve`.
 #[derive(Debug, Args)]
@@ -29,6 +32,9 @@ pub struct ServeArgs {
     /// Handle protocol address (TCP and UDP); overrides `[handle] listen`.
     #[arg(long)]
     listen: Option<SocketAddr>,
+    /// HTTP address (JSON API, proxy, /status, /metrics); overrides `[http] listen`.
+    #[arg(long)]
+    http: Option<SocketAddr>,
     /// This node's id in its replica set; overrides `[cluster] node_id`.
     #[arg(long)]
     node_id: Option<u64>,
@@ -88,6 +94,9 @@ fn load_config(args: &ServeArgs) -> anyhow::Result<Config> {
     if let Some(listen) = args.listen {
         config.handle.listen = listen;
     }
+    if let Some(http) = args.http {
+        config.http.listen = http;
+    }
     let cluster = &mut config.cluster;
     cluster.node_id = args.node_id.unwrap_or(cluster.node_id);
     cluster.peer_listen = args.peer.unwrap_or(cluster.peer_listen);
@@ -143,21 +152,72 @@ async fn serve(
     .context("cannot start the replica")?;
     let service = Service::new(store, replica.clone(), policy);
     if let Some(bootstrap) = bootstrap {
-        let created = service
-            .bootstrap(&bootstrap.admin, &bootstrap.prefixes)
-            .await
-            .context("cannot create the bootstrap administrator")?;
-        for handle in created {
-            tracing::info!(%handle, "created the bootstrap administrator's prefix handle");
-        }
+        create_bootstrap_admin(&service, &bootstrap).await?;
     }
-    println!("listening handle={handle} peer={peer}");
-    std::io::Write::flush(&mut std::io::stdout())?;
-    tracing::info!(%handle, %peer, node_id = settings.id, "serving");
+    let http = HttpListeners::bind(&config.http, &config.data_dir).await?;
+    let node = NodeInfo {
+        id: settings.id,
+        handle,
+        http: http.local_addr()?,
+        https: http.https_addr()?,
+        peer,
+    };
+    announce(&node)?;
+    tracing::info!(?node, "serving");
+    let metrics = Arc::new(Metrics::new());
+    let (stop, stopped) = watch::channel(false);
+    let state = HttpState {
+        service: service.clone(),
+        metrics: Arc::clone(&metrics),
+        node,
+        allow_plain_auth_from_loopback: config.http.allow_plain_auth_from_loopback,
+    };
+    let http = tokio::spawn(http.serve(state, until(stopped.clone())));
+    let signal = shutdown_signal()?;
+    tokio::spawn(async move {
+        signal.await;
+        let _ = stop.send(true);
+    });
     listeners
-        .serve(service, &config, shutdown_signal()?)
+        .serve(service, &config, metrics, until(stopped))
         .await?;
+    http.await??;
     replica.shutdown().await?;
+    Ok(())
+}
+
+/// Prints the one line that says the node is up:
+/// `listening handle=<addr> http=<addr> peer=<addr>[ https=<addr>]`.
+fn announce(node: &NodeInfo) -> anyhow::Result<()> {
+    let mut line = format!(
+        "listening handle={} http={} peer={}",
+        node.handle, node.http, node.peer
+    );
+    if let Some(https) = node.https {
+        line.push_str(&format!(" https={https}"));
+    }
+    println!("{line}");
+    std::io::Write::flush(&mut std::io::stdout())?;
+    Ok(())
+}
+
+/// Resolves once `stopped` turns true (or its sender is gone).
+async fn until(mut stopped: watch::Receiver<bool>) {
+    let _ = stopped.wait_for(|stop| *stop).await;
+}
+
+/// Creates the bootstrap administrator's prefix handles that do not exist yet.
+async fn create_bootstrap_admin(
+    service: &Service,
+    bootstrap: &super::admin_arg::Bootstrap,
+) -> anyhow::Result<()> {
+    let created = service
+        .bootstrap(&bootstrap.admin, &bootstrap.prefixes)
+        .await
+        .context("cannot create the bootstrap administrator")?;
+    for handle in created {
+        tracing::info!(%handle, "created the bootstrap administrator's prefix handle");
+    }
     Ok(())
 }
 

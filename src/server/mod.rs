@@ -15,6 +15,7 @@ mod udp;
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use thiserror::Error;
@@ -26,6 +27,7 @@ pub use responder::{LIST_PAGE_LEN, Responder};
 pub use site::advertised_handle_addr;
 
 use crate::config::Config;
+use crate::metrics::Metrics;
 use crate::service::Service;
 
 /// Why the listeners could not start.
@@ -78,11 +80,13 @@ impl HandleListeners {
         self.tcp.local_addr()
     }
 
-    /// Serves the Handle protocol with `service` until `shutdown` resolves.
+    /// Serves the Handle protocol with `service` until `shutdown` resolves, recording
+    /// every answer in `metrics`.
     pub async fn serve(
         self,
         service: Service,
         config: &Config,
+        metrics: Arc<Metrics>,
         shutdown: impl Future<Output = ()>,
     ) -> std::io::Result<()> {
         let settings = ResponseSettings {
@@ -90,7 +94,7 @@ impl HandleListeners {
             validity_secs: config.handle.response_validity_secs,
             challenge_lifetime: Duration::from_secs(config.auth.challenge_lifetime_secs),
         };
-        let responder = Responder::new(service, config.site.clone(), settings);
+        let responder = Responder::new(service, config.site.clone(), settings, metrics);
         let idle = Duration::from_secs(config.handle.tcp_idle_timeout_secs);
         let tcp = tokio::spawn(tcp::serve(self.tcp, responder.clone(), idle));
         let udp = tokio::spawn(udp::serve(self.udp, responder));

@@ -10,6 +10,7 @@
 
 use std::net::IpAddr;
 use std::sync::Arc;
+use std::time::Instant;
 
 use crate::auth::{ChallengeAnswer, authentication_code};
 use crate::codec::{
@@ -17,6 +18,7 @@ use crate::codec::{
     Response, ResponseCode,
 };
 use crate::config::SiteConfig;
+use crate::metrics::{Metrics, Protocol};
 use crate::names::{Handle, NameError};
 use crate::service::{Caller, Error, Freshness, Service};
 use crate::storage::{Applied, Command, ExistingHandle, ExistingValue};
@@ -51,22 +53,48 @@ pub struct Responder {
     site: SiteConfig,
     settings: ResponseSettings,
     challenges: Arc<Challenges>,
+    metrics: Arc<Metrics>,
 }
 
 impl Responder {
     /// A responder over `service` that describes its replica set in HS_SITE as `site`
-    /// says.
-    pub fn new(service: Service, site: SiteConfig, settings: ResponseSettings) -> Self {
+    /// says, and records every answer in `metrics`.
+    pub fn new(
+        service: Service,
+        site: SiteConfig,
+        settings: ResponseSettings,
+        metrics: Arc<Metrics>,
+    ) -> Self {
         Responder {
             service,
             site,
             challenges: Arc::new(Challenges::new(settings.challenge_lifetime)),
             settings,
+            metrics,
         }
     }
 
-    /// The reply to one complete message (envelope included) from `caller`.
+    /// The reply to one complete message (envelope included) from `caller`, counted
+    /// in the metrics by operation and response code (a list answer as its first
+    /// page's code: success unless the listing was refused).
     pub async fn respond(&self, caller: Caller, bytes: &[u8]) -> Reply {
+        let started = Instant::now();
+        let reply = self.answer_message(caller, bytes).await;
+        let answered = match &reply {
+            Reply::One(message) => Some((message.header.opcode, message.header.response_code)),
+            Reply::List(_) => Some((crate::codec::OpCode::ListHandles, ResponseCode::Success)),
+            Reply::Nothing => None,
+        };
+        if let Some((opcode, code)) = answered {
+            let op = format!("{opcode:?}").to_ascii_lowercase();
+            let code = code.to_u32();
+            self.metrics
+                .record(Protocol::Handle, &op, code, started.elapsed());
+        }
+        reply
+    }
+
+    async fn answer_message(&self, caller: Caller, bytes: &[u8]) -> Reply {
         let message = match Message::decode(bytes) {
             Ok(message) => message,
             Err(error) => return self.undecodable(&error),

@@ -10,6 +10,7 @@ use crate::codec::{
     Body, Envelope, HandleValues, Header, Message, OpCode, OpFlags, ProtocolVersion, Request,
     ResolutionRequest, Response, ResponseCode,
 };
+use crate::metrics::Metrics;
 use crate::service::{AuthPolicy, Caller, Service};
 use crate::storage::Store;
 use crate::values::{HandleValue, SiteInfo, ValueIndex};
@@ -51,7 +52,8 @@ async fn responder_with(challenge_lifetime: Duration) -> (tempfile::TempDir, Res
         server_admins: vec![admin()],
     };
     let service = Service::new(store, replica, policy);
-    (dir, Responder::new(service, site, settings))
+    let metrics = Arc::new(Metrics::new());
+    (dir, Responder::new(service, site, settings, metrics))
 }
 
 fn request(request: Request, flags: OpFlags) -> Vec<u8> {

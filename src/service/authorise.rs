@@ -9,7 +9,8 @@
 //! * add, modify, remove → `ADD_VALUE`, `MODIFY_VALUE`, `REMOVE_VALUE` per value, or
 //!   the `*_ADMIN` bits when the value (old or new) is an HS_ADMIN; an add that
 //!   replaces a taken index (OverwriteWhenExists) is a modification of that value;
-//! * listing → `LIST_HANDLES` on the prefix handle;
+//! * listing and counting → `LIST_HANDLES` on the prefix handle; reading non-public
+//!   values → `READ_VALUE`; listing prefixes → server administrators only;
 //! * homing and unhoming a prefix → server administrators only.
 //!
 //! An anonymous caller is [`Error::AuthenticationNeeded`] before anything is read.
@@ -116,6 +117,38 @@ pub fn listing(
         Handle::parse(&format!("0.NA/{prefix}")).map_err(|_| Error::HandleNotFound)?;
     let values = check.values(&prefix_handle)?.unwrap_or_default();
     check.authorise(Operation::ListHandles, &[], &values)
+}
+
+/// Checks that `caller` may read the non-public values of `handle` (READ_VALUE); a
+/// missing handle is [`Error::HandleNotFound`].
+pub fn reading(
+    policy: &AuthPolicy,
+    read: &ReadSnapshot,
+    caller: &Caller,
+    handle: &Handle,
+) -> Result<(), Error> {
+    let identity = identity(caller)?;
+    let check = Checker {
+        policy,
+        read,
+        identity,
+    };
+    check.on_target(handle, |_| vec![Operation::ReadValue])
+}
+
+/// Checks that `caller` is a server administrator.
+pub fn server_admin(
+    policy: &AuthPolicy,
+    read: &ReadSnapshot,
+    caller: &Caller,
+) -> Result<(), Error> {
+    let identity = identity(caller)?;
+    let check = Checker {
+        policy,
+        read,
+        identity,
+    };
+    check.server_admin()
 }
 
 fn find(values: &[HandleValue], index: ValueIndex) -> Option<&HandleValue> {

@@ -25,9 +25,9 @@ pub use error::Error;
 
 use crate::auth::Identity;
 use crate::names::Handle;
-use crate::replication::admin::Member;
+use crate::replication::admin::{Member, MemberStatus};
 use crate::replication::{NodeId, Replica};
-use crate::storage::{Applied, Command, HandleRecord, Store};
+use crate::storage::{Applied, Command, HandleRecord, PrefixRecord, Store};
 use crate::values::{HandleValue, ValueSelection};
 
 /// Who sent a request, as far as the service can tell.
@@ -104,6 +104,45 @@ impl Service {
         Ok(record)
     }
 
+    /// Resolution by an administrator allowed READ_VALUE on the handle: every selected
+    /// value, administrative and non-public ones included, in stored order (an empty
+    /// selection result is [`Error::ValuesNotFound`]).
+    pub async fn resolve_all(
+        &self,
+        caller: &Caller,
+        handle: &Handle,
+        selection: &ValueSelection,
+        freshness: Freshness,
+    ) -> Result<HandleRecord, Error> {
+        if freshness == Freshness::Authoritative {
+            self.replica.ensure_fresh_read().await?;
+        }
+        let read = self.store.read()?;
+        authorise::reading(&self.policy, &read, caller, handle)?;
+        let record = read.get(handle, selection)?.ok_or(Error::HandleNotFound)?;
+        if record.values.is_empty() {
+            return Err(Error::ValuesNotFound);
+        }
+        Ok(record)
+    }
+
+    /// How many handles the naming authority `prefix` holds (0 when it is unknown),
+    /// for an administrator allowed LIST_HANDLES on it.
+    pub fn count_handles(&self, caller: &Caller, prefix: &str) -> Result<u64, Error> {
+        let read = self.store.read()?;
+        authorise::listing(&self.policy, &read, caller, prefix)?;
+        let record = read.prefix(prefix)?;
+        Ok(record.map_or(0, |record| record.handle_count))
+    }
+
+    /// Every naming authority the store knows (with handles, or homed here), for a
+    /// server administrator.
+    pub fn list_prefixes(&self, caller: &Caller) -> Result<Vec<PrefixRecord>, Error> {
+        let read = self.store.read()?;
+        authorise::server_admin(&self.policy, &read, caller)?;
+        Ok(read.list_prefixes()?)
+    }
+
     /// Up to `limit` handles under `prefix`, after `after` when paging.
     pub fn list_handles(
         &self,
@@ -133,6 +172,11 @@ impl Service {
     pub async fn write(&self, command: Command) -> Result<Applied, Error> {
         let command = prepare(command, unix_now())?;
         Ok(self.replica.client_write(command).await??)
+    }
+
+    /// This node's view of itself and its replica set (role, applied index, members).
+    pub fn replica_status(&self) -> MemberStatus {
+        self.replica.status()
     }
 
     /// The members of this node's replica set, by id, and its primary if known.

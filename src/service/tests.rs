@@ -178,5 +178,47 @@ async fn refusals_come_back_as_errors() {
     );
 }
 
+#[tokio::test]
+async fn administrators_read_every_value_count_and_list_prefixes() {
+    let (_dir, service) = service().await;
+    let remote = as_admin("10.1000/stranger");
+    let admin = as_admin("0.NA/ADMIN");
+    let values = vec![
+        admin_value(),
+        HandleValue::new(1, "URL", "https://a.example/"),
+    ];
+    create(&service, "10.1000/all", values).await.unwrap();
+    let all = service
+        .resolve_all(
+            &admin,
+            &handle("10.1000/all"),
+            &ValueSelection::all(),
+            Freshness::Local,
+        )
+        .await
+        .unwrap();
+    assert_eq!(all.values.len(), 2);
+    assert!(matches!(
+        service
+            .resolve_all(
+                &remote,
+                &handle("10.1000/all"),
+                &ValueSelection::all(),
+                Freshness::Local
+            )
+            .await,
+        Err(Error::NotPermitted(_))
+    ));
+    assert_eq!(service.count_handles(&admin, "10.1000").unwrap(), 1);
+    assert_eq!(service.count_handles(&admin, "nothing").unwrap(), 0);
+    let prefixes = service.list_prefixes(&admin).unwrap();
+    assert_eq!(prefixes.len(), 1);
+    assert_eq!(prefixes[0].display, "10.1000");
+    assert!(matches!(
+        service.list_prefixes(&remote),
+        Err(Error::NotPermitted(_))
+    ));
+}
+
 #[path = "authorise_tests.rs"]
 mod authorise_tests;

@@ -440,3 +440,43 @@ fn commands_apply_and_refusals_are_results() {
     batch.commit().unwrap();
     assert_eq!(get(&store, "10.1000/cmd").unwrap().values.len(), 2);
 }
+
+#[test]
+fn add_with_replace_refuses_what_add_refuses() {
+    let (_dir, store) = temp_store();
+    let h = handle("cnri.test/put");
+    create(
+        &store,
+        "cnri.test/put",
+        vec![url(1, "https://a/"), url(2, "https://b/")],
+    )
+    .unwrap();
+    let mut batch = store.write().unwrap();
+    batch
+        .add_values(
+            &h,
+            vec![url(3, "https://c/"), url(1, "https://z/")],
+            ExistingValue::Replace,
+        )
+        .unwrap();
+    assert_eq!(
+        refusal(batch.add_values(&h, Vec::new(), ExistingValue::Replace)),
+        Refusal::NoValues
+    );
+    let missing = handle("cnri.test/none");
+    assert_eq!(
+        refusal(batch.add_values(&missing, vec![url(1, "https://a/")], ExistingValue::Replace)),
+        Refusal::HandleNotFound
+    );
+    batch.commit().unwrap();
+    let values = get(&store, "cnri.test/put").unwrap().values;
+    let found: Vec<_> = values.iter().map(|v| (v.index.0, v.data.clone())).collect();
+    assert_eq!(
+        found,
+        vec![
+            (1, b"https://z/".to_vec()),
+            (2, b"https://b/".to_vec()),
+            (3, b"https://c/".to_vec())
+        ]
+    );
+}

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 
-use hdl::auth::{Identity, SecretKey, SigningKey};
+use hdl::auth::{Identity, SigningKey};
 use hdl::client::{AdminRequest, Client, Credentials, Key, Overwrite, Transport};
 use hdl::codec::ResponseCode;
 use hdl::names::Handle;
@@ -15,7 +15,7 @@ use hdl::values::{
     AdminPermissions, AdminRecord, HandleValue, Permissions, ValueIndex, ValueSelection,
 };
 
-use crate::harness::{ADMIN_ARGS, OTHER_KEY, Server};
+use crate::harness::{ADMIN_ARGS, ADMIN_KEY, OTHER_KEY, Server};
 
 fn handle(text: &str) -> Handle {
     Handle::parse(text).expect("valid handle")
@@ -296,17 +296,15 @@ fn keys_from_keygen_and_secrets_authenticate_on_the_command_line() {
 }
 
 #[tokio::test]
-async fn a_secret_key_bootstrap_administers_a_lone_server() {
+async fn a_public_key_bootstrap_administers_a_lone_server() {
     let dir = tempfile::tempdir().expect("temporary directory");
-    let secret = dir.path().join("admin.secret");
-    std::fs::write(&secret, "pa55word\n").expect("secret");
     let args: Vec<std::ffi::OsString> = vec![
         "--data-dir".into(),
         dir.path().join("data").into(),
         "--listen".into(),
         "127.0.0.1:0".into(),
-        "--admin-secret-file".into(),
-        secret.clone().into(),
+        "--admin-key".into(),
+        ADMIN_KEY.into(),
         "--prefix".into(),
         "SEC".into(),
     ];
@@ -317,7 +315,7 @@ async fn a_secret_key_bootstrap_administers_a_lone_server() {
     };
     let client = Client::new(vec![listening.handle]).with_credentials(Credentials {
         identity,
-        key: Key::Secret(SecretKey(b"pa55word".to_vec())),
+        key: key(ADMIN_KEY),
     });
     let made = client
         .admin(create(

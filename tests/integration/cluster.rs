@@ -17,7 +17,7 @@ use hdl::values::{HandleValue, SiteInfo};
 use serde_json::Value;
 use tempfile::TempDir;
 
-use crate::harness::{ADMIN_KEY, Listening, admin_credentials, spawn_serve};
+use crate::harness::{ADMIN_SECRET, Listening, admin_credentials, spawn_serve};
 use crate::raw;
 
 /// The longest any awaited condition may take.
@@ -80,8 +80,8 @@ impl Set {
             "init",
             "--peer",
             &first,
-            "--admin-key",
-            ADMIN_KEY,
+            "--admin-secret-file",
+            ADMIN_SECRET,
             "--prefix",
             "ADMIN",
         ]);

@@ -1,15 +1,19 @@
 //! Starts a real `hdl serve` on a free loopback port, in a temporary data directory,
 //! and stops it with SIGKILL (then reaps it) when dropped.
 //!
-//! Readiness is the server's one stdout line `listening handle=<ip:port> peer=<ip:port>`,
-//! awaited with a deadline; the server's stderr goes to a file that is shown if it
-//! fails to start. [`spawn_serve`] starts one with any arguments, for the cluster
-//! tests.
+//! Readiness is the server's one stdout line `listening handle=<ip:port>
+//! http=<ip:port> peer=<ip:port>[ https=<ip:port>]` (`handle=` first), awaited with a
+//! deadline; the server's stderr goes to a file that is shown if it fails to start.
+//! [`spawn_serve`] starts one with any arguments (HTTP on `127.0.0.1:0` unless they
+//! say otherwise), for the cluster tests.
 //!
 //! Every server is started with a bootstrap administrator: `0.NA/ADMIN` holding the
-//! public half of `tests/fixtures/admin.pem` at index 300, and `300:0.NA/ADMIN` a server
-//! administrator; [`Server::client`] and [`ADMIN_ARGS`] authenticate as it.
+//! secret of `tests/fixtures/admin.secret` as HS_SECKEY at index 300, and
+//! `300:0.NA/ADMIN` a server administrator; [`Server::client`], [`ADMIN_ARGS`] and
+//! [`ADMIN_BASIC`] (HTTP Basic, honoured over plain HTTP from loopback) authenticate
+//! as it.
 
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
@@ -28,20 +32,26 @@ const STARTUP: Duration = Duration::from_secs(20);
 /// Lines of stdout read before giving up on the announcement.
 const MAX_STARTUP_LINES: usize = 100;
 
-/// The fixed test key of the bootstrap administrator (no key generation in tests).
+/// A fixed test key (no key generation in tests).
 pub const ADMIN_KEY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/admin.pem");
+/// The bootstrap administrator's secret file.
+pub const ADMIN_SECRET: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/admin.secret");
+/// The bootstrap administrator's secret (the file without its newline).
+pub const ADMIN_SECRET_TEXT: &str = "s3cret-for-tests";
+/// The user of HTTP Basic credentials for the bootstrap administrator.
+pub const ADMIN_BASIC: &str = "300%3A0.NA/ADMIN";
 /// Another fixed key, which no server knows.
 pub const OTHER_KEY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/other.pem");
 /// The bootstrap administrator's identity.
 pub const ADMIN: &str = "300:0.NA/ADMIN";
 /// The options authenticating a client command as the bootstrap administrator.
-pub const ADMIN_ARGS: [&str; 4] = ["--auth", ADMIN, "--key", ADMIN_KEY];
+pub const ADMIN_ARGS: [&str; 4] = ["--auth", ADMIN, "--secret-file", ADMIN_SECRET];
 
 /// The options of `hdl serve` creating the bootstrap administrator.
 pub fn bootstrap_args() -> Vec<OsString> {
     [
-        "--admin-key",
-        ADMIN_KEY,
+        "--admin-secret-file",
+        ADMIN_SECRET,
         "--prefix",
         "ADMIN",
         "--server-admin",
@@ -53,19 +63,26 @@ pub fn bootstrap_args() -> Vec<OsString> {
 
 /// The bootstrap administrator's credentials.
 pub fn admin_credentials() -> Credentials {
-    let pem = std::fs::read_to_string(ADMIN_KEY).expect("test key");
     Credentials {
         identity: hdl::config::parse_identity(ADMIN).expect("identity"),
-        key: Key::Public(std::sync::Arc::new(
-            hdl::auth::SigningKey::from_pem(&pem).expect("PEM"),
-        )),
+        key: Key::Secret(hdl::auth::SecretKey(ADMIN_SECRET_TEXT.as_bytes().to_vec())),
+    }
+}
+
+/// `config` with `[http] allow_plain_auth_from_loopback = true` added, so that tests
+/// authenticate over plain HTTP on loopback.
+fn with_plain_auth(config: &str) -> String {
+    const LINE: &str = "allow_plain_auth_from_loopback = true\n";
+    match config.split_once("[http]\n") {
+        Some((before, after)) => format!("{before}[http]\n{LINE}{after}"),
+        None => format!("{config}\n[http]\n{LINE}"),
     }
 }
 
 /// A running `hdl serve`.
 pub struct Server {
     child: Child,
-    address: SocketAddr,
+    listening: Listening,
     /// Holds the data directory until the server is gone.
     _dir: TempDir,
 }
@@ -73,8 +90,18 @@ pub struct Server {
 impl Server {
     /// Starts a server on `127.0.0.1:0` and waits for its address.
     pub fn start() -> Server {
+        Server::start_with_config("")
+    }
+
+    /// Starts a server with the TOML configuration `config` (its listeners still on
+    /// `127.0.0.1:0`) and waits for its addresses.
+    pub fn start_with_config(config: &str) -> Server {
         let dir = tempfile::tempdir().expect("temporary directory");
+        let config_path = dir.path().join("hdl.toml");
+        std::fs::write(&config_path, with_plain_auth(config)).expect("config file");
         let mut args: Vec<OsString> = vec![
+            "--config".into(),
+            config_path.into(),
             "--data-dir".into(),
             dir.path().join("data").into(),
             "--listen".into(),
@@ -84,19 +111,29 @@ impl Server {
         let (child, listening) = spawn_serve(&args, &dir.path().join("stderr"));
         Server {
             child,
-            address: listening.handle,
+            listening,
             _dir: dir,
         }
     }
 
     /// The address of its TCP and UDP listeners.
     pub fn address(&self) -> SocketAddr {
-        self.address
+        self.listening.handle
+    }
+
+    /// `http://ip:port`, the base of its HTTP URLs.
+    pub fn http_url(&self) -> String {
+        format!("http://{}", self.listening.http)
+    }
+
+    /// Its HTTPS address, when it announced one.
+    pub fn https(&self) -> Option<SocketAddr> {
+        self.listening.https
     }
 
     /// `ip:port`, as `--server` takes it.
     pub fn server_arg(&self) -> String {
-        self.address.to_string()
+        self.address().to_string()
     }
 
     /// A client of this server alone, authenticating as the bootstrap administrator.
@@ -107,7 +144,7 @@ impl Server {
 
     /// A client of this server alone, without credentials.
     pub fn anonymous_client(&self) -> Client {
-        Client::new(vec![self.address])
+        Client::new(vec![self.address()])
     }
 }
 
@@ -124,8 +161,12 @@ impl Drop for Server {
 pub struct Listening {
     /// Its Handle protocol address (TCP and UDP).
     pub handle: SocketAddr,
+    /// Its HTTP address.
+    pub http: SocketAddr,
     /// Its peer address.
     pub peer: SocketAddr,
+    /// Its HTTPS address, when HTTPS is on.
+    pub https: Option<SocketAddr>,
 }
 
 /// Starts `hdl serve` with `args`, its stderr in the file `stderr`, and waits (within
@@ -135,6 +176,11 @@ pub fn spawn_serve(args: &[OsString], stderr: &Path) -> (Child, Listening) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_hdl"))
         .arg("serve")
         .args(args)
+        .args(if args.iter().any(|arg| arg == "--http") {
+            &[][..]
+        } else {
+            &["--http", "127.0.0.1:0"][..]
+        })
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(log)
@@ -170,17 +216,29 @@ fn await_listening(lines: &mpsc::Receiver<String>) -> Result<Listening, String> 
         let line = lines
             .recv_timeout(left)
             .map_err(|error| error.to_string())?;
-        if let Some(addresses) = line.strip_prefix("listening handle=") {
-            let (handle, peer) = addresses
-                .split_once(" peer=")
-                .ok_or_else(|| format!("no peer address in {line:?}"))?;
+        if let Some(pairs) = line.strip_prefix("listening ") {
+            if !pairs.starts_with("handle=") {
+                return Err(format!("handle= must come first: {line:?}"));
+            }
+            let addresses = pairs
+                .split(' ')
+                .map(|pair| {
+                    let (name, address) = pair.split_once('=')?;
+                    Some((name, address.parse::<SocketAddr>().ok()?))
+                })
+                .collect::<Option<HashMap<_, _>>>()
+                .ok_or_else(|| format!("bad address in {line:?}"))?;
+            let named = |name| {
+                addresses
+                    .get(name)
+                    .copied()
+                    .ok_or_else(|| format!("no {name}= address in {line:?}"))
+            };
             return Ok(Listening {
-                handle: handle
-                    .parse()
-                    .map_err(|_| format!("bad address in {line:?}"))?,
-                peer: peer
-                    .parse()
-                    .map_err(|_| format!("bad address in {line:?}"))?,
+                handle: named("handle")?,
+                http: named("http")?,
+                peer: named("peer")?,
+                https: addresses.get("https").copied(),
             });
         }
     }

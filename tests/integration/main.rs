@@ -7,6 +7,8 @@ mod auth;
 mod cluster;
 mod commands;
 mod harness;
+mod http;
+mod http_proxy;
 mod parse;
 mod protocol;
 mod raw;

@@ -1,0 +1,127 @@
+//! Listing: `GET /api/handles?prefix=P&page=N&pageSize=M` and `GET /api/prefixes`.
+//!
+//! Like every listing, these are administrative: listing handles needs LIST_HANDLES
+//! on the prefix, listing prefixes a server administrator. `page` is 0-based; `pageSize` defaults to [`MAX_PAGE_SIZE`] and
+//! `pageSize=0` answers only the count. `totalCount` is a JSON string, as the
+//! reference server writes it.
+
+use axum::Extension;
+use axum::extract::State;
+use axum::http::{StatusCode, Uri};
+use axum::response::Response;
+use serde_json::json;
+
+use super::HttpState;
+use super::answer::{Failure, Format};
+use super::codes::Operation;
+use super::query::Query;
+use crate::codec::ResponseCode;
+use crate::names::Handle;
+use crate::service::{Caller, Service};
+
+/// The most handles one page holds.
+pub const MAX_PAGE_SIZE: u64 = 10_000;
+
+/// Handles read from the store per step while skipping to a page.
+const STEP: usize = 1_000;
+
+/// `GET /api/handles?prefix=…`.
+pub async fn handles(
+    State(state): State<HttpState>,
+    Extension(caller): Extension<Caller>,
+    uri: Uri,
+) -> Response {
+    let (query, format) = match read(&uri) {
+        Ok(read) => read,
+        Err(response) => return *response,
+    };
+    let service = state.service.clone();
+    let listing = tokio::task::spawn_blocking(move || page(&service, caller, &query)).await;
+    match listing {
+        Ok(Ok(body)) => format.answer(StatusCode::OK, &body),
+        Ok(Err(failure)) => failure.answer(Operation::Other, None, &format),
+        Err(_) => Failure::new(ResponseCode::Error, "the listing task failed").answer(
+            Operation::Other,
+            None,
+            &format,
+        ),
+    }
+}
+
+/// The page a listing query asks for.
+fn page(service: &Service, caller: Caller, query: &Query) -> Result<serde_json::Value, Failure> {
+    let Some(prefix) = query.first("prefix").filter(|prefix| !prefix.is_empty()) else {
+        let message = "listing handles needs prefix=";
+        return Err(Failure::new(ResponseCode::ProtocolError, message));
+    };
+    let prefix = strip_prefix_handle(prefix);
+    let number = query.number("page", 0)?;
+    let size = query.number("pageSize", MAX_PAGE_SIZE)?.min(MAX_PAGE_SIZE);
+    let total = service.count_handles(&caller, prefix)?;
+    let skip = number.saturating_mul(size);
+    let mut handles = Vec::new();
+    let mut after: Option<Handle> = None;
+    let mut skipped = 0u64;
+    while size > 0 && (handles.len() as u64) < size {
+        let batch = service.list_handles(&caller, prefix, after.as_ref(), STEP)?;
+        let Some(last) = batch.last() else { break };
+        after = Handle::parse(last).ok();
+        for handle in batch {
+            if skipped < skip {
+                skipped += 1;
+            } else if (handles.len() as u64) < size {
+                handles.push(handle);
+            }
+        }
+        if after.is_none() {
+            break;
+        }
+    }
+    Ok(json!({
+        "responseCode": 1,
+        "prefix": prefix,
+        "totalCount": total.to_string(),
+        "page": number,
+        "pageSize": size,
+        "handles": handles,
+    }))
+}
+
+/// `0.NA/P` names the prefix `P`.
+fn strip_prefix_handle(prefix: &str) -> &str {
+    match prefix.split_once('/') {
+        Some((na, rest)) if na.eq_ignore_ascii_case("0.NA") => rest,
+        _ => prefix,
+    }
+}
+
+/// `GET /api/prefixes`: the naming authorities this node holds.
+pub async fn prefixes(
+    State(state): State<HttpState>,
+    Extension(caller): Extension<Caller>,
+    uri: Uri,
+) -> Response {
+    let (_, format) = match read(&uri) {
+        Ok(read) => read,
+        Err(response) => return *response,
+    };
+    match state.service.list_prefixes(&caller) {
+        Ok(records) => {
+            let names: Vec<_> = records.into_iter().map(|record| record.display).collect();
+            format.answer(
+                StatusCode::OK,
+                &json!({"responseCode": 1, "prefixes": names}),
+            )
+        }
+        Err(error) => Failure::from(error).answer(Operation::Other, None, &format),
+    }
+}
+
+fn read(uri: &Uri) -> Result<(Query, Format), Box<Response>> {
+    let plain = Format::default();
+    let query = Query::parse(uri.query())
+        .map_err(|error| Box::new(Failure::from(error).answer(Operation::Other, None, &plain)))?;
+    let format = Format::of(&query)
+        .map_err(|failure| Box::new(failure.answer(Operation::Other, None, &plain)))?;
+    Ok((query, format))
+}

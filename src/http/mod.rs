@@ -1,0 +1,226 @@
+//! The HTTP edge of a node: the Handle.Net-compatible JSON API (`/api/…`), the web
+//! proxy (`/<handle>`), the front page, `/status` and `/metrics`.
+//!
+//! Owns the HTTP and HTTPS sockets. Depends on [`crate::service`] for every answer,
+//! [`crate::restjson`] for the value JSON, [`crate::names`] for proxy references,
+//! [`crate::server::response_code`] for the one mapping of service errors to response
+//! codes, and [`crate::metrics`]. Administration goes through
+//! `api::administer` and nowhere else. Nothing that arrives here is unwrapped: a
+//! malformed path, query or body is answered 400 and changes nothing.
+//!
+//! HTTP and HTTPS listen on separate ports (`[http] listen` and `https_listen`); the
+//! HTTPS one exists only when a certificate is configured or `self_signed` is set.
+
+mod answer;
+mod api;
+mod auth;
+mod codes;
+mod html;
+mod list;
+mod loc;
+mod pages;
+mod proxy;
+mod query;
+mod tls;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::{Request, State};
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use axum::routing::get;
+use axum::{Extension, Router};
+use thiserror::Error;
+use tokio::net::TcpListener;
+use tower_http::cors::CorsLayer;
+
+pub use auth::Channel;
+
+use crate::config::HttpConfig;
+use crate::metrics::{Metrics, Protocol};
+use crate::service::Service;
+
+/// Why the HTTP listeners could not start.
+#[derive(Debug, Error)]
+pub enum HttpError {
+    /// A socket could not be bound.
+    #[error("cannot listen on {address} ({what}): {source}")]
+    Bind {
+        /// The address asked for.
+        address: SocketAddr,
+        /// "HTTP" or "HTTPS".
+        what: &'static str,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A certificate or key file could not be read, written or used.
+    #[error("TLS: {0}")]
+    Tls(String),
+}
+
+/// What every request handler shares.
+#[derive(Debug, Clone)]
+pub struct HttpState {
+    /// The node's handle operations.
+    pub service: Service,
+    /// The node's metrics.
+    pub metrics: Arc<Metrics>,
+    /// How this node describes itself on `/status`.
+    pub node: NodeInfo,
+    /// Whether credentials over plain HTTP from loopback are honoured.
+    pub allow_plain_auth_from_loopback: bool,
+}
+
+/// The facts about the node that `/status` shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeInfo {
+    /// The node's id in its replica set.
+    pub id: u64,
+    /// The Handle protocol address.
+    pub handle: SocketAddr,
+    /// The HTTP address.
+    pub http: SocketAddr,
+    /// The HTTPS address, when there is one.
+    pub https: Option<SocketAddr>,
+    /// The address of its replica-set peer listener.
+    pub peer: SocketAddr,
+}
+
+/// The bound HTTP (and HTTPS) sockets of a node.
+#[derive(Debug)]
+pub struct HttpListeners {
+    http: TcpListener,
+    https: Option<(std::net::TcpListener, axum_server::tls_rustls::RustlsConfig)>,
+}
+
+impl HttpListeners {
+    /// Binds the HTTP listener and, when TLS is configured, the HTTPS one (reading or,
+    /// with `self_signed`, first generating the certificate under `data_dir`).
+    pub async fn bind(config: &HttpConfig, data_dir: &Path) -> Result<HttpListeners, HttpError> {
+        let http = TcpListener::bind(config.listen)
+            .await
+            .map_err(|source| bind_error(config.listen, "HTTP", source))?;
+        let https = match tls::server_config(config, data_dir)? {
+            None => None,
+            Some(tls) => {
+                let address = config.https_listen;
+                let listener = std::net::TcpListener::bind(address)
+                    .and_then(|listener| listener.set_nonblocking(true).map(|()| listener))
+                    .map_err(|source| bind_error(address, "HTTPS", source))?;
+                Some((listener, tls))
+            }
+        };
+        Ok(HttpListeners { http, https })
+    }
+
+    /// The HTTP address.
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.http.local_addr()
+    }
+
+    /// The HTTPS address, when HTTPS is on.
+    pub fn https_addr(&self) -> std::io::Result<Option<SocketAddr>> {
+        self.https
+            .as_ref()
+            .map(|(listener, _)| listener.local_addr())
+            .transpose()
+    }
+
+    /// Serves until `shutdown` resolves, then lets requests in flight finish.
+    pub async fn serve(
+        self,
+        state: HttpState,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let app = router(state.clone(), Channel::Http)
+            .into_make_service_with_connect_info::<SocketAddr>();
+        let secure =
+            router(state, Channel::Https).into_make_service_with_connect_info::<SocketAddr>();
+        let handle = axum_server::Handle::new();
+        let https = match self.https {
+            None => None,
+            Some((listener, tls)) => {
+                let server = axum_server::tls_rustls::from_tcp_rustls(listener, tls)?;
+                Some(tokio::spawn(server.handle(handle.clone()).serve(secure)))
+            }
+        };
+        let stop = handle.clone();
+        let shutdown = async move {
+            shutdown.await;
+            stop.graceful_shutdown(Some(Duration::from_secs(5)));
+        };
+        axum::serve(self.http, app)
+            .with_graceful_shutdown(shutdown)
+            .await?;
+        if let Some(https) = https {
+            https.await.map_err(std::io::Error::other)??;
+        }
+        Ok(())
+    }
+}
+
+/// Every route of a listener on `channel`; anything else is a proxy reference.
+pub fn router(state: HttpState, channel: Channel) -> Router {
+    Router::new()
+        .route("/", get(pages::front))
+        .route("/status", get(pages::status))
+        .route("/metrics", get(pages::metrics))
+        .route("/api/prefixes", get(list::prefixes))
+        .route("/api/handles", get(list::handles))
+        .route(
+            "/api/handles/{*handle}",
+            get(api::get).put(api::put).delete(api::delete),
+        )
+        .fallback(proxy::resolve)
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::authenticate,
+        ))
+        .layer(Extension(channel))
+        .layer(middleware::from_fn_with_state(state.clone(), record))
+        .layer(CorsLayer::permissive().allow_credentials(false))
+        .with_state(state)
+}
+
+/// Counts every answer in the metrics, by route kind and HTTP status.
+async fn record(State(state): State<HttpState>, request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let op = operation_label(request.method().as_str(), request.uri().path());
+    let response = next.run(request).await;
+    let status = u32::from(response.status().as_u16());
+    state
+        .metrics
+        .record(Protocol::Http, op, status, started.elapsed());
+    response
+}
+
+/// The metrics `op` label of a request.
+fn operation_label(method: &str, path: &str) -> &'static str {
+    match (method, path) {
+        (_, "/") => "front",
+        (_, "/status") => "status",
+        (_, "/metrics") => "metrics",
+        (_, "/api/prefixes") => "api_prefixes",
+        (_, "/api/handles") => "api_list",
+        ("GET" | "HEAD", path) if path.starts_with("/api/handles/") => "api_get",
+        ("PUT", path) if path.starts_with("/api/handles/") => "api_put",
+        ("DELETE", path) if path.starts_with("/api/handles/") => "api_delete",
+        (_, path) if path.starts_with("/api/") => "api_other",
+        _ => "proxy",
+    }
+}
+
+fn bind_error(address: SocketAddr, what: &'static str, source: std::io::Error) -> HttpError {
+    HttpError::Bind {
+        address,
+        what,
+        source,
+    }
+}
+
+#[cfg(test)]
+mod tests;

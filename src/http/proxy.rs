@@ -1,0 +1,252 @@
+//! The web proxy: `GET /<HandleRef>` redirects to the handle's URL or shows its
+//! values (`HANDLE-NET-REFERENCE.md` §1.3, digest §10).
+//!
+//! The path (still percent-encoded) is handed to [`HandleRef::parse`] as a proxy URL,
+//! so percent-decoding, `encoding@` modifiers and `hdl:`, `info:hdl/`, `urn:hdl:`
+//! prefixes follow the names layer's rules exactly (a `%40` stays part of the
+//! prefix); `doi:`, `info:doi/` and `urn:doi:` are read as their `hdl` twins.
+//!
+//! Target, in order: an HS_ALIAS (301 to the alias's proxy path, unless
+//! `ignore_aliases`), a `10320/loc` location (see [`super::loc`]; its `http`
+//! attribute may ask for 301, 303, 307 or 308), the first URL value, the first URL
+//! subtype. Without one, or with `noredirect` / `action=showvalues`, the values page.
+//! `urlappend=` is appended verbatim; `Expires` comes from the chosen value's TTL.
+//! Not found is a 404 page, never a redirect. `auth` reads authoritatively (as the
+//! AT flag: every write acknowledged before the request).
+
+use axum::extract::State;
+use axum::http::{HeaderValue, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
+
+use super::HttpState;
+use super::api::freshness;
+use super::html::{error_page, escape, page, values_page};
+use super::loc;
+use super::query::Query;
+use crate::names::HandleRef;
+use crate::service::{Error, unix_now};
+use crate::values::select::type_matches;
+use crate::values::{HandleValue, Ttl};
+
+/// Octets percent-encoded in a proxy path or a `Location` header.
+const PATH_ESCAPES: &AsciiSet = &CONTROLS
+    .add(b' ')
+    .add(b'"')
+    .add(b'#')
+    .add(b'%')
+    .add(b'?')
+    .add(b'<')
+    .add(b'>')
+    .add(b'\\')
+    .add(b'^')
+    .add(b'`')
+    .add(b'{')
+    .add(b'|')
+    .add(b'}')
+    .add(b'@');
+
+/// Octets percent-encoded in a redirect target (it is already a URL).
+const LOCATION_ESCAPES: &AsciiSet = &CONTROLS.add(b' ').add(b'"').add(b'<').add(b'>');
+
+/// Reference prefixes read as another: DOI spellings of the `hdl` ones.
+const SCHEME_ALIASES: [(&str, &str); 3] = [
+    ("doi:", "hdl:"),
+    ("info:doi/", "info:hdl/"),
+    ("urn:doi:", "urn:hdl:"),
+];
+
+/// The proxy path of `handle`: `/` and the handle, percent-encoded where a URL path
+/// needs it (and `@`, so no prefix reads as a modifier).
+pub fn proxy_path(handle: &str) -> String {
+    format!("/{}", utf8_percent_encode(handle, PATH_ESCAPES))
+}
+
+/// Where a resolution sends the browser.
+struct Target {
+    location: String,
+    status: StatusCode,
+    ttl: Ttl,
+}
+
+/// The fallback route: every path that is not a page or the API.
+pub async fn resolve(State(state): State<HttpState>, method: Method, uri: Uri) -> Response {
+    if method != Method::GET && method != Method::HEAD {
+        let message = "The proxy answers GET and HEAD only.";
+        return error_page(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "Method not allowed",
+            message,
+        );
+    }
+    let raw = uri.path().strip_prefix('/').unwrap_or_default();
+    if raw.starts_with("api/") {
+        let message = "No such API resource.";
+        return error_page(StatusCode::NOT_FOUND, "Not found", message);
+    }
+    let query = match Query::parse(uri.query()) {
+        Ok(query) => query,
+        Err(error) => {
+            return error_page(StatusCode::BAD_REQUEST, "Bad request", &error.to_string());
+        }
+    };
+    answer(&state, raw, &query)
+        .await
+        .unwrap_or_else(|response| *response)
+}
+
+async fn answer(state: &HttpState, raw: &str, query: &Query) -> Result<Response, Box<Response>> {
+    let bad =
+        |message: String| Box::new(error_page(StatusCode::BAD_REQUEST, "Bad request", &message));
+    let reference = HandleRef::parse(&reference_octets(raw))
+        .map_err(|error| bad(format!("Not a handle reference: {error}.")))?;
+    let selection = query.selection().map_err(|error| bad(error.to_string()))?;
+    let freshness = freshness(query).map_err(|error| bad(error.to_string()))?;
+    let spelled = reference.handle.as_str();
+    let record = state
+        .service
+        .resolve(&reference.handle, &selection, freshness)
+        .await
+        .map_err(|error| Box::new(failure_page(spelled, &error)))?;
+    let show = query.first("noredirect").is_some()
+        || query
+            .first("action")
+            .is_some_and(|action| action == "showvalues");
+    if show {
+        return Ok(values_page(spelled, &record.values));
+    }
+    let ignore_aliases = query
+        .flag("ignore_aliases", false)
+        .map_err(|e| bad(e.to_string()))?;
+    let Some(target) = target(&record.values, query, ignore_aliases) else {
+        return Ok(values_page(spelled, &record.values));
+    };
+    Ok(redirect(
+        target,
+        query.first("urlappend").unwrap_or_default(),
+    ))
+}
+
+/// The octets to parse: the path as a proxy URL, or as the reference it starts with.
+fn reference_octets(raw: &str) -> Vec<u8> {
+    let lower = raw.to_ascii_lowercase();
+    for (alias, twin) in SCHEME_ALIASES {
+        if lower.starts_with(alias) {
+            return format!("{twin}{}", &raw[alias.len()..]).into_bytes();
+        }
+    }
+    let schemes = ["hdl:", "info:hdl/", "urn:hdl:"];
+    if schemes.iter().any(|scheme| lower.starts_with(scheme)) {
+        return raw.as_bytes().to_vec();
+    }
+    format!("http://proxy/{raw}").into_bytes()
+}
+
+fn failure_page(handle: &str, error: &Error) -> Response {
+    match error {
+        Error::HandleNotFound => {
+            let message = format!("The handle {handle} does not exist.");
+            error_page(StatusCode::NOT_FOUND, "Handle not found", &message)
+        }
+        Error::ValuesNotFound => {
+            let message = format!("The handle {handle} has no value that matches.");
+            error_page(StatusCode::NOT_FOUND, "No values", &message)
+        }
+        other => error_page(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "Resolution failed",
+            &other.to_string(),
+        ),
+    }
+}
+
+/// The redirect the values ask for, if any.
+fn target(values: &[HandleValue], query: &Query, ignore_aliases: bool) -> Option<Target> {
+    let text = |value: &HandleValue| std::str::from_utf8(&value.data).ok().map(str::to_owned);
+    let of_type = |wanted: &'static str| {
+        values
+            .iter()
+            .filter(move |v| type_matches(wanted, &v.value_type))
+    };
+    if !ignore_aliases && let Some(alias) = of_type("HS_ALIAS").find_map(|v| Some((text(v)?, v))) {
+        let mut location = proxy_path(&alias.0);
+        if let Some(query) = query.raw() {
+            location = format!("{location}?{query}");
+        }
+        let (status, ttl) = (StatusCode::MOVED_PERMANENTLY, alias.1.ttl);
+        return Some(Target {
+            location,
+            status,
+            ttl,
+        });
+    }
+    for value in of_type("10320/loc") {
+        let locations = loc::parse(&text(value)?);
+        if let Some(chosen) = loc::choose(&locations, query.first("locatt"), rand::random::<f64>())
+        {
+            let status = match chosen.attribute("http") {
+                Some(code @ ("301" | "303" | "307" | "308")) => code.parse().ok()?,
+                _ => StatusCode::FOUND,
+            };
+            let location = chosen.href().to_owned();
+            return Some(Target {
+                location,
+                status,
+                ttl: value.ttl,
+            });
+        }
+    }
+    let url = of_type("URL").next().or_else(|| of_type("URL.").next())?;
+    Some(Target {
+        location: text(url)?,
+        status: StatusCode::FOUND,
+        ttl: url.ttl,
+    })
+}
+
+/// The redirect response: `Location`, `Expires` and a tiny page with the link.
+fn redirect(target: Target, append: &str) -> Response {
+    let location = format!("{}{append}", target.location);
+    let encoded = utf8_percent_encode(&location, LOCATION_ESCAPES).to_string();
+    let Ok(header_value) = HeaderValue::from_str(&encoded) else {
+        let message = "The handle's target cannot be sent as a Location header.";
+        return error_page(StatusCode::BAD_GATEWAY, "Bad target", message);
+    };
+    let expires = match target.ttl {
+        Ttl::Relative(seconds) => u64::from(unix_now()) + u64::from(seconds),
+        Ttl::Absolute(at) => u64::from(at),
+    };
+    let when = std::time::UNIX_EPOCH + std::time::Duration::from_secs(expires);
+    let body = format!("<p><a href=\"{0}\">{0}</a></p>", escape(&encoded));
+    let mut response = page(target.status, "Handle redirect", &body).into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::LOCATION, header_value);
+    if let Ok(expires) = HeaderValue::from_str(&httpdate::fmt_http_date(when)) {
+        headers.insert(header::EXPIRES, expires);
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn references_keep_their_scheme_or_become_proxy_urls() {
+        assert_eq!(reference_octets("DOI:10.1/x"), b"hdl:10.1/x");
+        assert_eq!(reference_octets("info:doi/10.1/x"), b"info:hdl/10.1/x");
+        assert_eq!(reference_octets("urn:hdl:10.1/x"), b"urn:hdl:10.1/x");
+        assert_eq!(reference_octets("10.1/a%20b"), b"http://proxy/10.1/a%20b");
+        let parsed = HandleRef::parse(&reference_octets("iso-8859-7@test/%E1%E2")).unwrap();
+        assert_eq!(parsed.handle.as_str(), "test/αβ");
+    }
+
+    #[test]
+    fn proxy_paths_escape_what_a_path_cannot_hold() {
+        assert_eq!(proxy_path("a@b/c d?#"), "/a%40b/c%20d%3F%23");
+        assert_eq!(
+            proxy_path("cnri.test/日本"),
+            "/cnri.test/%E6%97%A5%E6%9C%AC"
+        );
+    }
+}

@@ -1,0 +1,216 @@
+//! The node's metrics registry: request counts by protocol, operation and response
+//! code, and latency histograms by protocol and operation, rendered in the Prometheus
+//! text format for `/metrics` and summarised on `/status`.
+//!
+//! Every edge records into one shared [`Metrics`] in one place per edge (the Handle
+//! protocol's responder, the HTTP router's middleware). Recording is lock-free after a
+//! label set's first use (prometheus-client's families hold atomics). Depends on
+//! nothing else in the crate.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// The protocol a request came in by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// The Handle protocol (RFC 3652) over TCP or UDP.
+    Handle,
+    /// HTTP: the JSON API, the proxy and the pages.
+    Http,
+}
+
+impl Protocol {
+    /// The `protocol` label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Handle => "handle",
+            Protocol::Http => "http",
+        }
+    }
+
+    fn slot(self) -> usize {
+        match self {
+            Protocol::Handle => 0,
+            Protocol::Http => 1,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct RequestLabels {
+    protocol: &'static str,
+    op: String,
+    code: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct LatencyLabels {
+    protocol: &'static str,
+    op: String,
+}
+
+type LatencyFamily = Family<LatencyLabels, Histogram, fn() -> Histogram>;
+
+/// The metrics of one node, shared by every listener.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    latency: LatencyFamily,
+    uptime: Gauge,
+    applied: Gauge,
+    last_log: Gauge,
+    primary: Gauge,
+    totals: [AtomicU64; 2],
+    started: Instant,
+}
+
+/// Latency buckets: 50 µs doubling to about 3.3 s.
+fn latency_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.000_05, 2.0, 17))
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    /// An empty registry; uptime counts from now.
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("hdl");
+        let requests = Family::<RequestLabels, Counter>::default();
+        let latency = LatencyFamily::new_with_constructor(latency_histogram);
+        let uptime = Gauge::default();
+        registry.register(
+            "requests",
+            "Requests answered, by protocol, operation and response code",
+            requests.clone(),
+        );
+        registry.register(
+            "request_duration_seconds",
+            "Time from a request's arrival to its answer, by protocol and operation",
+            latency.clone(),
+        );
+        registry.register(
+            "uptime_seconds",
+            "Seconds since the node started",
+            uptime.clone(),
+        );
+        let (applied, last_log, primary) = (Gauge::default(), Gauge::default(), Gauge::default());
+        registry.register(
+            "raft_applied_index",
+            "Index of the last replicated log entry applied to this node's store",
+            applied.clone(),
+        );
+        registry.register(
+            "raft_last_log_index",
+            "Index of the last entry in this node's replicated log",
+            last_log.clone(),
+        );
+        registry.register(
+            "raft_is_primary",
+            "1 when this node is its replica set's primary",
+            primary.clone(),
+        );
+        Metrics {
+            registry,
+            requests,
+            latency,
+            uptime,
+            applied,
+            last_log,
+            primary,
+            totals: [AtomicU64::new(0), AtomicU64::new(0)],
+            started: Instant::now(),
+        }
+    }
+
+    /// Records one answered request: `op` names the operation, `code` the outcome (a
+    /// Handle protocol response code, or an HTTP status).
+    pub fn record(&self, protocol: Protocol, op: &str, code: u32, elapsed: Duration) {
+        let labels = RequestLabels {
+            protocol: protocol.as_str(),
+            op: op.to_owned(),
+            code: code.to_string(),
+        };
+        self.requests.get_or_create(&labels).inc();
+        let labels = LatencyLabels {
+            protocol: protocol.as_str(),
+            op: op.to_owned(),
+        };
+        self.latency
+            .get_or_create(&labels)
+            .observe(elapsed.as_secs_f64());
+        self.totals[protocol.slot()].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Requests answered by `protocol` since the start.
+    pub fn total(&self, protocol: Protocol) -> u64 {
+        self.totals[protocol.slot()].load(Ordering::Relaxed)
+    }
+
+    /// Time since the registry was made.
+    pub fn uptime(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// Records the node's replication state as of now (read when `/metrics` is asked);
+    /// an index not yet known is -1.
+    pub fn observe_replication(&self, applied: Option<u64>, last_log: Option<u64>, primary: bool) {
+        let gauge = |index: Option<u64>| index.map_or(-1, |i| i64::try_from(i).unwrap_or(i64::MAX));
+        self.applied.set(gauge(applied));
+        self.last_log.set(gauge(last_log));
+        self.primary.set(i64::from(primary));
+    }
+
+    /// Every metric in the Prometheus text exposition format.
+    pub fn render(&self) -> String {
+        let seconds = i64::try_from(self.uptime().as_secs()).unwrap_or(i64::MAX);
+        self.uptime.set(seconds);
+        let mut text = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_show_up_in_the_text_format() {
+        let metrics = Metrics::new();
+        metrics.record(Protocol::Handle, "resolution", 1, Duration::from_micros(80));
+        metrics.record(
+            Protocol::Handle,
+            "resolution",
+            100,
+            Duration::from_millis(2),
+        );
+        metrics.record(Protocol::Http, "api_get", 200, Duration::from_millis(1));
+        let text = metrics.render();
+        assert!(
+            text.contains(r#"hdl_requests_total{protocol="handle",op="resolution",code="100"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                r#"hdl_request_duration_seconds_count{protocol="handle",op="resolution"} 2"#
+            ),
+            "{text}"
+        );
+        assert!(text.contains("hdl_uptime_seconds"), "{text}");
+        assert_eq!(metrics.total(Protocol::Handle), 2);
+        assert_eq!(metrics.total(Protocol::Http), 1);
+    }
+}
