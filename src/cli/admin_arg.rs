@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
+use base64::Engine;
 use clap::Args;
 use hdl::auth::{Identity, SecretKey, SigningKey};
 use hdl::client::{Credentials, Key};
@@ -54,6 +55,21 @@ impl AuthArgs {
             (None, None) => bail!("--auth needs --key FILE.pem or --secret-file FILE"),
         };
         Ok(Some(Credentials { identity, key }))
+    }
+
+    /// The HTTP `Authorization: Basic` value for these credentials (a secret key:
+    /// Basic carries the HS_SECKEY itself), if any.
+    pub fn basic_header(&self) -> anyhow::Result<Option<String>> {
+        let Some(identity) = &self.auth else {
+            return Ok(None);
+        };
+        let Some(path) = &self.secret_file else {
+            bail!("HTTP Basic authentication needs --secret-file");
+        };
+        let mut credentials = format!("{}%3A{}:", identity.index, identity.handle).into_bytes();
+        credentials.extend(read_secret(path)?);
+        let encoded = base64::engine::general_purpose::STANDARD.encode(credentials);
+        Ok(Some(format!("Basic {encoded}")))
     }
 
     /// The identity given, if any.

@@ -1,5 +1,6 @@
 //! `hdl bench resolve`: a resolution load test against a running server (and `hdl
-//! bench http`, in [`super::bench_http`], the same over HTTP).
+//! bench http`, in [`super::bench_http`], the same over HTTP; `hdl bench write`, in
+//! [`super::bench_write`], authenticated creates).
 //!
 //! Seeds `--handles` handles `<prefix>/bench/<n>` (one URL value each) with admin
 //! creates over TCP, skipping those that exist; then `--concurrency` tasks resolve for
@@ -22,7 +23,7 @@ use hdrhistogram::Histogram;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use super::connect::{ServerArg, TransportArg, client};
+use super::connect::{ServerArg, TransportArg, client, with_credentials};
 
 /// Arguments of `hdl bench`.
 #[derive(Debug, Args)]
@@ -37,6 +38,9 @@ enum BenchCommand {
     Resolve(ResolveBench),
     /// HTTP API GET (or, with --proxy, proxy redirect) throughput and latency.
     Http(super::bench_http::HttpBench),
+    /// The latency of authenticated creates, one after another, over the Handle
+    /// protocol (a challenge each) or HTTP (Basic).
+    Write(super::bench_write::WriteBench),
 }
 
 /// Arguments of `hdl bench resolve`.
@@ -61,6 +65,9 @@ struct ResolveBench {
     /// Percentage of requests for handles that do not exist.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u8).range(0..=100))]
     misses: u8,
+    /// The administrator seeding the handles.
+    #[command(flatten)]
+    auth: super::admin_arg::AuthArgs,
 }
 
 /// Runs the benchmark and prints its figures.
@@ -72,11 +79,12 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     match &args.command {
         BenchCommand::Resolve(bench) => runtime.block_on(resolve_bench(bench)),
         BenchCommand::Http(bench) => runtime.block_on(super::bench_http::run(bench)),
+        BenchCommand::Write(bench) => runtime.block_on(super::bench_write::run(bench)),
     }
 }
 
 async fn resolve_bench(bench: &ResolveBench) -> anyhow::Result<()> {
-    let client = Arc::new(client(&bench.server).await?);
+    let client = Arc::new(with_credentials(client(&bench.server).await?, &bench.auth)?);
     let hits = Arc::new(names(&bench.prefix, "bench", bench.handles)?);
     let misses = Arc::new(names(&bench.prefix, "absent", bench.handles)?);
     let existed = seed(&client, &hits, bench.concurrency).await?;

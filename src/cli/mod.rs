@@ -8,6 +8,7 @@ mod add;
 mod admin_arg;
 mod bench;
 mod bench_http;
+mod bench_write;
 mod cluster;
 mod connect;
 mod create;
