@@ -3,7 +3,7 @@
 //! Owns the rules every edge (the Handle protocol, HTTP) shares: which values an
 //! anonymous resolution may see, value validation, server-assigned timestamps, and who
 //! may administer (an authenticated administrator whom the target handle, its prefix
-//! handle or the server configuration allows the exact change: [`authorise`]). Writes go through the replica set ([`Replica::client_write`]: the
+//! handle or the server configuration allows the exact change, module `authorise`). Writes go through the replica set ([`Replica::client_write`]: the
 //! primary proposes them, any other member forwards them); reads come from the local
 //! store, which holds what this member has applied, after a
 //! [`Replica::ensure_fresh_read`] when the caller asks for an authoritative answer.
