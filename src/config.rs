@@ -32,6 +32,10 @@
 //! # for localhost into <data_dir>/tls/ at first start and serve HTTPS with it.
 //! # Default: false.
 //! self_signed = false
+//! # Honour credentials (Authorization: Basic) sent over plain HTTP when they come from
+//! # a loopback address; otherwise credentials are honoured only over HTTPS.
+//! # Default: false.
+//! allow_plain_auth_from_loopback = false
 //!
 //! [site]
 //! # The HS_SITE serial number; bump it when the site changes. Default: 1.
@@ -72,12 +76,24 @@
 //! # Log entries kept after a snapshot covers them, so a briefly absent member catches
 //! # up from the log rather than from a whole snapshot. Default: 1000.
 //! keep_after_snapshot = 1000
+//!
+//! [auth]
+//! # Server administrators, `INDEX:HANDLE`: they may do everything on this server
+//! # (J9 `server_admins` with `server_admin_full_access`). Index 0 means any index of
+//! # that handle; a handle holding an HS_VLIST names a group. Default: none.
+//! server_admins = []
+//! # Seconds a challenge (RC_AUTHEN_NEEDED) waits for its answer. Default: 20, as J9's
+//! # `max_auth_time`.
+//! challenge_lifetime_secs = 20
 //! ```
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
 use serde::Deserialize;
+
+use crate::auth::Identity;
+use crate::names::Handle;
 
 /// The whole configuration of one node.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -93,6 +109,8 @@ pub struct Config {
     pub site: SiteConfig,
     /// Its membership of a replica set.
     pub cluster: ClusterConfig,
+    /// Who administers it.
+    pub auth: AuthConfig,
 }
 
 impl Default for Config {
@@ -103,6 +121,7 @@ impl Default for Config {
             http: HttpConfig::default(),
             site: SiteConfig::default(),
             cluster: ClusterConfig::default(),
+            auth: AuthConfig::default(),
         }
     }
 }
@@ -143,6 +162,9 @@ pub struct HttpConfig {
     pub tls_key: Option<PathBuf>,
     /// Generate (once) and use a self-signed certificate when none is configured.
     pub self_signed: bool,
+    /// Honour credentials sent over plain HTTP from a loopback address (else only
+    /// over HTTPS).
+    pub allow_plain_auth_from_loopback: bool,
 }
 
 impl Default for HttpConfig {
@@ -153,6 +175,7 @@ impl Default for HttpConfig {
             tls_cert: None,
             tls_key: None,
             self_signed: false,
+            allow_plain_auth_from_loopback: false,
         }
     }
 }
@@ -219,6 +242,46 @@ impl Default for ClusterConfig {
     }
 }
 
+/// Authentication and authorisation settings.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthConfig {
+    /// Server administrators as `INDEX:HANDLE` (checked by [`Config::validate`]).
+    pub server_admins: Vec<String>,
+    /// Seconds a challenge may wait for its answer.
+    pub challenge_lifetime_secs: u64,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        AuthConfig {
+            server_admins: Vec::new(),
+            challenge_lifetime_secs: 20,
+        }
+    }
+}
+
+impl AuthConfig {
+    /// The server administrators, parsed.
+    pub fn server_admin_identities(&self) -> Result<Vec<Identity>, ConfigError> {
+        self.server_admins
+            .iter()
+            .map(|text| parse_identity(text).ok_or_else(|| ConfigError::Identity(text.clone())))
+            .collect()
+    }
+}
+
+/// Parses `INDEX:HANDLE` (e.g. `300:0.NA/TEST`); `None` if it is not one.
+pub fn parse_identity(text: &str) -> Option<Identity> {
+    let (index, handle) = text.split_once(':')?;
+    let index = index.parse().ok()?;
+    let handle = Handle::parse(handle).ok()?;
+    Some(Identity {
+        handle: handle.as_str().to_owned(),
+        index,
+    })
+}
+
 /// Why a configuration could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -228,6 +291,9 @@ pub enum ConfigError {
     /// The node id is 0 or does not fit an HS_SITE server id.
     #[error("node id {0} is out of range: it must be 1 to 4294967295")]
     NodeId(u64),
+    /// A server administrator is not `INDEX:HANDLE`.
+    #[error("server administrator {0:?} is not INDEX:HANDLE, e.g. 300:0.NA/TEST")]
+    Identity(String),
 }
 
 impl Config {
@@ -242,9 +308,10 @@ impl Config {
     pub fn validate(&self) -> Result<(), ConfigError> {
         let id = self.cluster.node_id;
         match u32::try_from(id) {
-            Ok(fits) if fits > 0 => Ok(()),
-            _ => Err(ConfigError::NodeId(id)),
+            Ok(fits) if fits > 0 => {}
+            _ => return Err(ConfigError::NodeId(id)),
         }
+        self.auth.server_admin_identities().map(drop)
     }
 
     /// The cluster secret file.
@@ -292,6 +359,18 @@ mod tests {
             config.secret_path(),
             PathBuf::from("hdl-data/cluster.secret")
         );
+    }
+
+    #[test]
+    fn server_admins_must_be_identities() {
+        let config = Config::from_toml("[auth]\nserver_admins = [\"300:0.NA/TEST\"]\n").unwrap();
+        let admins = config.auth.server_admin_identities().unwrap();
+        assert_eq!(admins[0].index, 300);
+        assert_eq!(admins[0].handle, "0.NA/TEST");
+        for bad in ["0.NA/TEST", "x:0.NA/TEST", "300:NOSLASH"] {
+            let text = format!("[auth]\nserver_admins = [{bad:?}]\n");
+            assert!(Config::from_toml(&text).is_err(), "{bad}");
+        }
     }
 
     #[test]

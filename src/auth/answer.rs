@@ -7,7 +7,8 @@
 //! Body layout: `AuthType Str ‖ KeyHandle Str ‖ KeyIndex u32 ‖ Answer Bytes`, every
 //! octet accounted for.
 
-use crate::values::{HandleValue, KnownType, Reader, Writer};
+use crate::codec::AuthAnswer;
+use crate::values::{DecodeError, HandleValue, KnownType, Reader, Writer};
 
 use super::challenge::Challenge;
 use super::error::AuthError;
@@ -65,7 +66,15 @@ impl ChallengeAnswer {
     /// Decodes a whole OC 200 body.
     pub fn decode(body: &[u8]) -> Result<Self, AuthError> {
         let mut r = Reader::new(body);
-        let auth_type = match r.bytes("authentication type")? {
+        let wire = AuthAnswer::decode(&mut r)?;
+        r.finish("challenge answer")?;
+        ChallengeAnswer::from_wire(wire)
+    }
+
+    /// Checks the fields of a decoded OC 200 body: a known type, a UTF-8 key handle
+    /// and answer within their bounds.
+    pub fn from_wire(wire: AuthAnswer) -> Result<Self, AuthError> {
+        let auth_type = match &wire.auth_type[..] {
             b"HS_PUBKEY" => AuthType::PublicKey,
             b"HS_SECKEY" => AuthType::SecretKey,
             other => {
@@ -74,37 +83,46 @@ impl ChallengeAnswer {
                 });
             }
         };
-        let key_handle = r.str("key handle")?;
-        if key_handle.len() > MAX_KEY_HANDLE_LEN {
+        if wire.key_handle.len() > MAX_KEY_HANDLE_LEN {
             return Err(AuthError::AnswerParameter {
                 field: "key handle length",
-                value: key_handle.len() as u64,
+                value: wire.key_handle.len() as u64,
             });
         }
-        let key_index = r.u32("key index")?;
-        let answer = r.bytes("answer")?;
-        r.finish("challenge answer")?;
-        if answer.len() > MAX_ANSWER_LEN {
+        let key_handle = String::from_utf8(wire.key_handle).map_err(|_| {
+            AuthError::Decode(DecodeError::Malformed {
+                field: "key handle",
+                reason: "not UTF-8",
+            })
+        })?;
+        if wire.answer.len() > MAX_ANSWER_LEN {
             return Err(AuthError::AnswerParameter {
                 field: "answer length",
-                value: answer.len() as u64,
+                value: wire.answer.len() as u64,
             });
         }
         Ok(ChallengeAnswer {
             auth_type,
-            key_handle: key_handle.to_owned(),
-            key_index,
-            answer: answer.to_vec(),
+            key_handle,
+            key_index: wire.key_index,
+            answer: wire.answer,
         })
+    }
+
+    /// The wire body.
+    pub fn to_wire(&self) -> AuthAnswer {
+        AuthAnswer {
+            auth_type: self.auth_type.name().as_bytes().to_vec(),
+            key_handle: self.key_handle.as_bytes().to_vec(),
+            key_index: self.key_index,
+            answer: self.answer.clone(),
+        }
     }
 
     /// The OC 200 body.
     pub fn encode(&self) -> Vec<u8> {
         let mut w = Writer::new();
-        w.str(self.auth_type.name());
-        w.str(&self.key_handle);
-        w.u32(self.key_index);
-        w.bytes(&self.answer);
+        self.to_wire().encode(&mut w);
         w.into_bytes()
     }
 }

@@ -217,6 +217,22 @@ impl<P> ChallengeBook<P> {
         Ok((challenge, pending))
     }
 
+    /// As [`take`](Self::take), but only when `owns` accepts what is pending with the
+    /// challenge: one answered by somebody else (e.g. from another address) is left
+    /// in the book for its rightful answer and reported as
+    /// [`AuthError::UnknownChallenge`].
+    pub fn take_if(
+        &mut self,
+        id: ChallengeId,
+        now: Instant,
+        owns: impl FnOnce(&P) -> bool,
+    ) -> Result<(Challenge, P), AuthError> {
+        match self.pending.get(&id) {
+            Some((_, pending)) if !owns(pending) => Err(AuthError::UnknownChallenge { id }),
+            _ => self.take(id, now),
+        }
+    }
+
     /// Drops every expired challenge.
     pub fn prune(&mut self, now: Instant) {
         let lifetime = self.lifetime;
@@ -333,6 +349,19 @@ mod tests {
             Err(AuthError::UnknownChallenge { id }) if id == challenge.id
         ));
         assert!(book.is_empty());
+    }
+
+    #[test]
+    fn a_challenge_is_taken_only_by_its_owner() {
+        let now = Instant::now();
+        let mut book = ChallengeBook::default();
+        let id = book.issue(digest(), V2_11, now, 1).unwrap().id;
+        assert!(matches!(
+            book.take_if(id, now, |owner| *owner == 2),
+            Err(AuthError::UnknownChallenge { .. })
+        ));
+        assert_eq!(book.take_if(id, now, |owner| *owner == 1).unwrap().1, 1);
+        assert!(book.take_if(id, now, |_| true).is_err());
     }
 
     #[test]

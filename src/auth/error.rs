@@ -140,29 +140,37 @@ pub enum Error {
 /// RC_AUTHEN_NEEDED (402) is not an error: it is the challenge itself.
 pub fn response_code(error: &Error) -> ResponseCode {
     match error {
-        Error::Auth(auth) => match auth {
-            AuthError::UnknownChallenge { .. } | AuthError::ChallengeExpired { .. } => {
-                ResponseCode::AuthenticationTimeout
-            }
-            AuthError::TooManyChallenges { .. } => ResponseCode::ServerTooBusy,
-            AuthError::Decode(_)
-            | AuthError::UnknownAuthType { .. }
-            | AuthError::AnswerParameter { .. } => ResponseCode::InvalidCredential,
-            AuthError::NoKey { .. } | AuthError::Mismatch { .. } => {
-                ResponseCode::AuthenticationFailed
-            }
-            AuthError::UnsupportedAlgorithm { .. } | AuthError::Random(_) | AuthError::Key(_) => {
-                ResponseCode::AuthenticationError
-            }
-        },
-        Error::Authz(authz) => match authz {
-            AuthzError::NotAnAdmin { .. } => ResponseCode::InvalidAdmin,
-            AuthzError::InsufficientPermissions { .. } => ResponseCode::InsufficientPermissions,
-            AuthzError::GroupTooDeep { .. } | AuthzError::TooManyGroups { .. } => {
-                ResponseCode::AuthenticationError
-            }
-        },
+        Error::Auth(auth) => authentication_code(auth),
+        Error::Authz(authz) => authorisation_code(authz),
         Error::Key(_) => ResponseCode::AuthenticationError,
+    }
+}
+
+/// The response code of an authentication failure (see [`response_code`]).
+pub fn authentication_code(error: &AuthError) -> ResponseCode {
+    match error {
+        AuthError::UnknownChallenge { .. } | AuthError::ChallengeExpired { .. } => {
+            ResponseCode::AuthenticationTimeout
+        }
+        AuthError::TooManyChallenges { .. } => ResponseCode::ServerTooBusy,
+        AuthError::Decode(_)
+        | AuthError::UnknownAuthType { .. }
+        | AuthError::AnswerParameter { .. } => ResponseCode::InvalidCredential,
+        AuthError::NoKey { .. } | AuthError::Mismatch { .. } => ResponseCode::AuthenticationFailed,
+        AuthError::UnsupportedAlgorithm { .. } | AuthError::Random(_) | AuthError::Key(_) => {
+            ResponseCode::AuthenticationError
+        }
+    }
+}
+
+/// The response code of an authorisation failure (see [`response_code`]).
+pub fn authorisation_code(error: &AuthzError) -> ResponseCode {
+    match error {
+        AuthzError::NotAnAdmin { .. } => ResponseCode::InvalidAdmin,
+        AuthzError::InsufficientPermissions { .. } => ResponseCode::InsufficientPermissions,
+        AuthzError::GroupTooDeep { .. } | AuthzError::TooManyGroups { .. } => {
+            ResponseCode::AuthenticationError
+        }
     }
 }
 

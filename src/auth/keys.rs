@@ -249,11 +249,13 @@ pub(crate) mod tests {
 
     use super::*;
 
-    /// One generated key for every test of the module tree (generation is slow in
-    /// debug builds).
+    /// One key for every test of the module tree: the fixed test key of
+    /// `tests/fixtures/admin.pem` (generation is slow in debug builds).
     pub(crate) fn test_key() -> &'static SigningKey {
         static KEY: OnceLock<SigningKey> = OnceLock::new();
-        KEY.get_or_init(|| SigningKey::generate().expect("key generation"))
+        KEY.get_or_init(|| {
+            SigningKey::from_pem(include_str!("../../tests/fixtures/admin.pem")).expect("test key")
+        })
     }
 
     /// Another key (1024 bits, the smallest accepted), for answers that must fail.

@@ -28,7 +28,9 @@ mod proptests;
 
 pub use answer::{AuthType, ChallengeAnswer, verify_answer};
 pub use challenge::{Challenge, ChallengeBody, ChallengeBook, ChallengeId, answer_formats_version};
-pub use error::{AuthError, AuthzError, Error, response_code};
+pub use error::{
+    AuthError, AuthzError, Error, authentication_code, authorisation_code, response_code,
+};
 pub use keys::{KeyError, SignatureHash, SigningKey, VerifyingKey};
 pub use permissions::{Identity, Operation, authorise};
 pub use public::{PublicKeyAnswer, sign_public, verify_public};

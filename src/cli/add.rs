@@ -7,6 +7,7 @@ use clap::Args;
 use hdl::client::{AdminRequest, Overwrite};
 use hdl::values::HandleValue;
 
+use super::admin_arg::AuthArgs;
 use super::connect::{ServerArg, Target, runtime};
 use super::value_arg::parse_value;
 
@@ -23,12 +24,16 @@ pub struct AddArgs {
     overwrite: bool,
     #[command(flatten)]
     server: ServerArg,
+    #[command(flatten)]
+    auth: AuthArgs,
 }
 
 /// Adds the values.
 pub fn run(args: &AddArgs) -> anyhow::Result<()> {
     let handle = runtime()?.block_on(async {
-        let target = Target::new(&args.handle, &args.server).await?;
+        let target = Target::new(&args.handle, &args.server)
+            .await?
+            .authenticated(&args.auth)?;
         let request = AdminRequest::AddValues {
             handle: target.handle.clone(),
             values: args.values.clone(),

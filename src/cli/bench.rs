@@ -1,6 +1,6 @@
 //! `hdl bench`: load tests. `hdl bench resolve`, a resolution load test against a
-//! running server, is here; `bench_http`, `bench_write` and `bench_failover` hold the
-//! others.
+//! running server, is here; `bench_http`, `bench_write`, `bench_auth` and
+//! `bench_failover` hold the others.
 //!
 //! Seeds `--handles` handles `<prefix>/bench/<n>` (one URL value each) with admin
 //! creates over TCP, skipping those that exist; then `--concurrency` tasks resolve for
@@ -23,7 +23,7 @@ use hdrhistogram::Histogram;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use super::connect::{ServerArg, TransportArg, client};
+use super::connect::{ServerArg, TransportArg, client, with_credentials};
 
 /// Arguments of `hdl bench`.
 #[derive(Debug, Args)]
@@ -44,6 +44,9 @@ enum BenchCommand {
     /// Failover time: SIGKILL the primary of a local set under write load, again and
     /// again, and time each recovery.
     Failover(super::bench_failover::FailoverBench),
+    /// The latency of authenticated creates, one after another, over the Handle
+    /// protocol (a challenge each) or HTTP (Basic).
+    AuthWrite(super::bench_auth::AuthWriteBench),
 }
 
 /// Arguments of `hdl bench resolve`.
@@ -68,6 +71,9 @@ struct ResolveBench {
     /// Percentage of requests for handles that do not exist.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u8).range(0..=100))]
     misses: u8,
+    /// The administrator seeding the handles.
+    #[command(flatten)]
+    auth: super::admin_arg::AuthArgs,
 }
 
 /// Runs the benchmark and prints its figures.
@@ -81,13 +87,14 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
             BenchCommand::Resolve(bench) => resolve_bench(bench).await,
             BenchCommand::Http(bench) => super::bench_http::run(bench).await,
             BenchCommand::Write(bench) => super::bench_write::run(bench).await,
+            BenchCommand::AuthWrite(bench) => super::bench_auth::run(bench).await,
             BenchCommand::Failover(bench) => super::bench_failover::run(bench).await,
         }
     })
 }
 
 async fn resolve_bench(bench: &ResolveBench) -> anyhow::Result<()> {
-    let client = Arc::new(client(&bench.server).await?);
+    let client = Arc::new(with_credentials(client(&bench.server).await?, &bench.auth)?);
     let hits = Arc::new(names(&bench.prefix, "bench", bench.handles)?);
     let misses = Arc::new(names(&bench.prefix, "absent", bench.handles)?);
     let existed = seed(&client, &hits, bench.concurrency).await?;

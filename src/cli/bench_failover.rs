@@ -18,15 +18,18 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use hdl::client::{AdminRequest, Client, ClientConfig, Overwrite, Transport};
+use hdl::auth::{Identity, SecretKey};
+use hdl::client::{AdminRequest, Client, ClientConfig, Credentials, Key, Overwrite, Transport};
 use hdl::codec::ResponseCode;
 use hdl::names::Handle;
 use hdl::replication::NodeId;
 use hdl::replication::admin::Role;
+use hdl::service::bootstrap::{BootstrapAdmin, KEY_VALUE_INDEX};
 use hdl::values::{HandleValue, ValueSelection};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use super::admin_arg::Bootstrap;
 use super::cluster_up::{DEFAULT_FILE, GRACE, load};
 use super::local_set::LocalSet;
 
@@ -85,9 +88,10 @@ pub async fn run(bench: &FailoverBench) -> anyhow::Result<()> {
 }
 
 async fn measure(set: &mut LocalSet, bench: &FailoverBench) -> anyhow::Result<()> {
-    set.form().await?;
+    let (bootstrap, credentials) = bench_administrator(&bench.prefix);
+    set.form(Some(&bootstrap)).await?;
     let servers: Vec<SocketAddr> = set.nodes.iter().map(|n| n.plan.handle).collect();
-    let client = Client::new(servers.clone());
+    let client = Client::new(servers.clone()).with_credentials(credentials);
     let seed = Handle::parse(&format!("{}/failover-seed", bench.prefix)).context("--prefix")?;
     probe(&client, &seed).await?;
     let stop = Arc::new(AtomicBool::new(false));
@@ -198,6 +202,26 @@ async fn await_caught_up(set: &LocalSet, index: usize) -> anyhow::Result<()> {
 }
 
 /// Creates `<prefix>-<n>` for n = 0, 1, … until `stop`, errors ignored: load only.
+/// A fresh administrator of `prefix` for this run: a random secret, bootstrapped as
+/// `300:0.NA/<prefix>` when the set is formed, and the writers' credentials for it.
+fn bench_administrator(prefix: &str) -> (Bootstrap, Credentials) {
+    let secret: String = (0..32)
+        .map(|_| format!("{:x}", rand::random::<u8>() % 16))
+        .collect();
+    let bootstrap = Bootstrap {
+        admin: BootstrapAdmin::SecretKey(secret.clone().into_bytes()),
+        prefixes: vec![prefix.to_owned()],
+    };
+    let credentials = Credentials {
+        identity: Identity {
+            handle: format!("0.NA/{prefix}"),
+            index: KEY_VALUE_INDEX,
+        },
+        key: Key::Secret(SecretKey(secret.into_bytes())),
+    };
+    (bootstrap, credentials)
+}
+
 async fn write_until(client: &Client, prefix: &str, stop: &AtomicBool) -> anyhow::Result<()> {
     let mut n = 0u64;
     while !stop.load(Ordering::Relaxed) {

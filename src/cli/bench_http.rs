@@ -41,6 +41,9 @@ pub struct HttpBench {
     /// Measure proxy redirects (`GET /<handle>`) instead of API reads.
     #[arg(long)]
     proxy: bool,
+    /// The administrator seeding the handles (HTTP Basic: `--secret-file`).
+    #[command(flatten)]
+    auth: super::admin_arg::AuthArgs,
 }
 
 /// Seeds, runs and prints the figures.
@@ -55,7 +58,8 @@ pub async fn run(bench: &HttpBench) -> anyhow::Result<()> {
             .map(|n| format!("{}/bench/{n}", bench.prefix))
             .collect(),
     );
-    seed(&client, &base, &names).await?;
+    let authorization = bench.auth.basic_header()?;
+    seed(&client, &base, &names, authorization.as_deref()).await?;
     let deadline = Instant::now() + Duration::from_secs(bench.duration);
     let started = Instant::now();
     let mut workers = JoinSet::new();
@@ -97,13 +101,22 @@ fn histogram() -> anyhow::Result<Histogram<u64>> {
 }
 
 /// PUTs every handle, one after another (the seed is not what is measured).
-async fn seed(client: &Client, base: &str, names: &[String]) -> anyhow::Result<()> {
+async fn seed(
+    client: &Client,
+    base: &str,
+    names: &[String],
+    authorization: Option<&str>,
+) -> anyhow::Result<()> {
     for name in names {
         let body =
             json!([{"index": 1, "type": "URL", "data": format!("https://example.org/{name}")}]);
-        let response = client
+        let mut request = client
             .put(format!("{base}/api/handles/{name}"))
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header(reqwest::header::CONTENT_TYPE, "application/json");
+        if let Some(authorization) = authorization {
+            request = request.header(reqwest::header::AUTHORIZATION, authorization);
+        }
+        let response = request
             .body(body.to_string())
             .send()
             .await

@@ -24,7 +24,9 @@ use hdrhistogram::Histogram;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use super::admin_arg::AuthArgs;
 use super::bench::{Unit, histogram, line, micros_since};
+use super::connect::with_credentials;
 
 /// How often the lag sampler asks the members.
 const LAG_EVERY: Duration = Duration::from_millis(100);
@@ -46,19 +48,26 @@ pub struct WriteBench {
     #[arg(long, default_value = "BENCH")]
     prefix: String,
     /// Peer address of a member: sample every member's lag through it meanwhile.
-    #[arg(long, requires = "secret_file")]
+    #[arg(long, requires = "cluster_secret_file")]
     lag_peer: Option<SocketAddr>,
     /// The cluster secret file, for --lag-peer.
     #[arg(long)]
-    secret_file: Option<PathBuf>,
+    cluster_secret_file: Option<PathBuf>,
+    /// The administrator the creates are made as (`--auth INDEX:HANDLE` with `--key`
+    /// or `--secret-file`).
+    #[command(flatten)]
+    auth: AuthArgs,
 }
 
 /// Runs the benchmark and prints its figures.
 pub async fn run(bench: &WriteBench) -> anyhow::Result<()> {
     Handle::parse(&format!("{}/w", bench.prefix)).context("invalid --prefix")?;
-    let client = Arc::new(Client::new(bench.server.clone()));
+    let client = Arc::new(with_credentials(
+        Client::new(bench.server.clone()),
+        &bench.auth,
+    )?);
     let deadline = Instant::now() + Duration::from_secs(bench.duration);
-    let sampler = match (bench.lag_peer, &bench.secret_file) {
+    let sampler = match (bench.lag_peer, &bench.cluster_secret_file) {
         (Some(peer), Some(file)) => {
             let admin = AdminClient::new(read_secret_file(file)?, Duration::from_secs(2));
             Some(tokio::spawn(sample_lag(admin, peer, deadline)))

@@ -12,7 +12,11 @@ use clap::{Args, Subcommand};
 use hdl::replication::admin::{AdminRequest, Member, MemberStatus, Role};
 use hdl::replication::network::read_secret_file;
 use hdl::replication::{AdminClient, Node, NodeId};
+use hdl::service::bootstrap::prefix_handle;
+use hdl::storage::{Command, ExistingHandle, Refusal};
 use serde_json::{Value, json};
+
+use super::admin_arg::{Bootstrap, BootstrapArgs};
 
 /// How long a membership change may take, a new member catching up included.
 const CHANGE_TIMEOUT: Duration = Duration::from_secs(120);
@@ -43,10 +47,14 @@ enum ClusterCommand {
     /// Start every node of a cluster file as a child `hdl serve`, form the set if it
     /// is new, and run until SIGINT or SIGTERM, then stop the nodes.
     Up(super::cluster_up::UpArgs),
-    /// Form a new replica set of the node at --peer alone (its log must be empty).
+    /// Form a new replica set of the node at --peer alone (its log must be empty),
+    /// and with --admin-key or --admin-secret-file create the bootstrap administrator
+    /// of each --prefix.
     Init {
         #[command(flatten)]
         target: Target,
+        #[command(flatten)]
+        admin: BootstrapArgs,
     },
     /// Add a node as a learner, wait until it has caught up, and with --voter make it
     /// a secondary (a voter).
@@ -90,6 +98,33 @@ pub fn run(args: &ClusterArgs) -> anyhow::Result<()> {
     runtime.block_on(command(&args.command))
 }
 
+/// Creates the bootstrap administrator's prefix handles through the new set's log.
+pub(super) async fn create_admin(
+    client: &AdminClient,
+    peer: SocketAddr,
+    bootstrap: &Bootstrap,
+) -> anyhow::Result<()> {
+    let now = hdl::service::unix_now();
+    for prefix in &bootstrap.prefixes {
+        let handle = prefix_handle(prefix).context("invalid --prefix")?;
+        let mut values = bootstrap.admin.values(&handle);
+        for value in &mut values {
+            value.timestamp = now;
+        }
+        let command = Command::Create {
+            handle: handle.clone(),
+            values,
+            existing: ExistingHandle::Refuse,
+        };
+        match client.write(peer, command).await? {
+            Ok(_) => println!("created {handle} for the bootstrap administrator"),
+            Err(Refusal::HandleExists) => println!("{handle} exists already; left as it is"),
+            Err(refusal) => anyhow::bail!("cannot create {handle}: {refusal}"),
+        }
+    }
+    Ok(())
+}
+
 fn client(target: &Target, timeout: Duration) -> anyhow::Result<AdminClient> {
     let secret = read_secret_file(&target.secret_file)?;
     Ok(AdminClient::new(secret, timeout))
@@ -97,11 +132,15 @@ fn client(target: &Target, timeout: Duration) -> anyhow::Result<AdminClient> {
 
 async fn command(command: &ClusterCommand) -> anyhow::Result<()> {
     match command {
-        ClusterCommand::Init { target } => {
+        ClusterCommand::Init { target, admin } => {
+            let bootstrap = admin.bootstrap()?;
             let client = client(target, CHANGE_TIMEOUT)?;
             client.call(target.peer, &AdminRequest::Init).await?;
             let id = await_primary(&client, target.peer).await?;
             println!("initialised a replica set; node {id} is its primary");
+            if let Some(bootstrap) = bootstrap {
+                create_admin(&client, target.peer, &bootstrap).await?;
+            }
         }
         ClusterCommand::AddSecondary {
             target,

@@ -34,6 +34,9 @@ pub struct UpArgs {
     /// The port the nodes' ports are offsets from; overrides the file's `base_port`.
     #[arg(long)]
     base_port: Option<u16>,
+    /// The bootstrap administrator, created when the set is new.
+    #[command(flatten)]
+    admin: super::admin_arg::BootstrapArgs,
 }
 
 /// Reads the cluster file at `path` and applies the overrides.
@@ -57,6 +60,7 @@ pub fn load(
 /// Starts the set, forms it if needed, and runs until a signal.
 pub async fn up(args: &UpArgs) -> anyhow::Result<()> {
     let file = load(&args.file, args.data_dir.as_ref(), args.base_port)?;
+    let bootstrap = args.admin.bootstrap()?;
     let mut interrupt = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
     let mut terminate = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
     let mut stop = async move || {
@@ -70,7 +74,7 @@ pub async fn up(args: &UpArgs) -> anyhow::Result<()> {
         () = stop() => return Ok(()),
     };
     let formed = tokio::select! {
-        formed = set.form() => Some(formed),
+        formed = set.form(bootstrap.as_ref()) => Some(formed),
         () = stop() => None,
     };
     let outcome = match formed {

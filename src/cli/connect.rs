@@ -9,6 +9,8 @@ use std::os::unix::ffi::OsStrExt;
 use anyhow::{Context, bail};
 use clap::Args;
 use hdl::client::{Client, DEFAULT_PORT, Transport};
+
+use super::admin_arg::AuthArgs;
 use hdl::names::{Handle, HandleRef};
 
 /// The server used when neither `--server` nor an `hdl://` reference names one.
@@ -74,6 +76,24 @@ impl Target {
             client: client_of(chosen).await?,
         })
     }
+}
+
+impl Target {
+    /// This target, its client answering challenges with the credentials of `auth`.
+    pub fn authenticated(self, auth: &AuthArgs) -> anyhow::Result<Target> {
+        Ok(Target {
+            client: with_credentials(self.client, auth)?,
+            ..self
+        })
+    }
+}
+
+/// `client`, answering challenges with the credentials of `auth` if any.
+pub fn with_credentials(client: Client, auth: &AuthArgs) -> anyhow::Result<Client> {
+    Ok(match auth.credentials()? {
+        Some(credentials) => client.with_credentials(credentials),
+        None => client,
+    })
 }
 
 /// A client of `--server` (or the default server).

@@ -1,12 +1,22 @@
-//! `hdl create HANDLE --value INDEX:TYPE:DATA ... [--overwrite] [--server ADDR]`.
+//! `hdl create HANDLE --value INDEX:TYPE:DATA ... [--overwrite] [--server ADDR]
+//! [--auth INDEX:HANDLE --key FILE | --secret-file FILE]`.
+//!
+//! As the reference admin tool does, a create by an authenticated administrator that
+//! gives no HS_ADMIN value adds one naming that administrator (at the first free index
+//! from 100, with the J9 default permissions `011111110011`), so that whoever creates
+//! a handle can change it afterwards.
 
 use std::ffi::OsString;
 
 use clap::Args;
+use hdl::auth::Identity;
 use hdl::client::{AdminRequest, Overwrite};
 use hdl::codec::Response;
-use hdl::values::HandleValue;
+use hdl::values::{
+    AdminPermissions, AdminRecord, HandleValue, KnownType, ValueIndex, default_permissions,
+};
 
+use super::admin_arg::AuthArgs;
 use super::connect::{ServerArg, Target, runtime};
 use super::value_arg::parse_value;
 
@@ -24,6 +34,8 @@ pub struct CreateArgs {
     overwrite: bool,
     #[command(flatten)]
     server: ServerArg,
+    #[command(flatten)]
+    auth: AuthArgs,
 }
 
 /// Creates the handle and prints its name as the server gave it.
@@ -34,10 +46,12 @@ pub fn run(args: &CreateArgs) -> anyhow::Result<()> {
         Overwrite::Refuse
     };
     let response = runtime()?.block_on(async {
-        let target = Target::new(&args.handle, &args.server).await?;
+        let target = Target::new(&args.handle, &args.server)
+            .await?
+            .authenticated(&args.auth)?;
         let request = AdminRequest::Create {
             handle: target.handle.clone(),
-            values: args.values.clone(),
+            values: with_creator(&args.values, args.auth.identity()),
             overwrite,
         };
         let response = target.client.admin(request).await?;
@@ -51,4 +65,61 @@ pub fn run(args: &CreateArgs) -> anyhow::Result<()> {
     };
     println!("created {created}");
     Ok(())
+}
+
+/// The J9 admin tool's default HS_ADMIN permissions: everything but listing handles
+/// and adding or deleting derived prefixes.
+const DEFAULT_ADMIN_PERMISSIONS: &str = "011111110011";
+
+/// `values`, with an HS_ADMIN naming `creator` when none is given.
+fn with_creator(values: &[HandleValue], creator: Option<&Identity>) -> Vec<HandleValue> {
+    let mut values = values.to_vec();
+    let has_admin = values
+        .iter()
+        .any(|value| value.known_type() == Some(KnownType::HsAdmin));
+    let (Some(creator), false) = (creator, has_admin) else {
+        return values;
+    };
+    let permissions = DEFAULT_ADMIN_PERMISSIONS
+        .parse::<AdminPermissions>()
+        .unwrap_or(AdminPermissions::ALL);
+    let record = AdminRecord {
+        permissions,
+        admin_handle: creator.handle.clone(),
+        admin_index: creator.index,
+        legacy_padding: false,
+    };
+    let index = (100..)
+        .find(|&index| values.iter().all(|value| value.index != ValueIndex(index)))
+        .unwrap_or(u32::MAX);
+    values.push(HandleValue {
+        permissions: default_permissions("HS_ADMIN"),
+        ..HandleValue::new(index, "HS_ADMIN", record.encode())
+    });
+    values
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_creator_is_named_unless_an_admin_is_given() {
+        let creator = Identity {
+            handle: "0.NA/TEST".into(),
+            index: 300,
+        };
+        let url = HandleValue::new(100, "URL", "https://example.org/");
+        let values = with_creator(std::slice::from_ref(&url), Some(&creator));
+        assert_eq!(values.len(), 2);
+        assert_eq!(values[1].index, ValueIndex(101));
+        let record = AdminRecord::decode(&values[1].data).unwrap();
+        assert_eq!(record.admin_handle, "0.NA/TEST");
+        assert_eq!(record.admin_index, 300);
+        assert!(!record.permissions.contains(AdminPermissions::LIST_HANDLES));
+        assert!(record.permissions.contains(AdminPermissions::ADD_VALUE));
+        assert_eq!(with_creator(std::slice::from_ref(&url), None).len(), 1);
+        let admin = values[1].clone();
+        assert_eq!(with_creator(&[url, admin], Some(&creator)).len(), 2);
+    }
 }

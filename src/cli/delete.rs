@@ -5,6 +5,7 @@ use std::ffi::OsString;
 use clap::Args;
 use hdl::client::AdminRequest;
 
+use super::admin_arg::AuthArgs;
 use super::connect::{ServerArg, Target, runtime};
 
 /// Arguments of `hdl delete`.
@@ -14,12 +15,16 @@ pub struct DeleteArgs {
     handle: OsString,
     #[command(flatten)]
     server: ServerArg,
+    #[command(flatten)]
+    auth: AuthArgs,
 }
 
 /// Deletes the handle.
 pub fn run(args: &DeleteArgs) -> anyhow::Result<()> {
     let handle = runtime()?.block_on(async {
-        let target = Target::new(&args.handle, &args.server).await?;
+        let target = Target::new(&args.handle, &args.server)
+            .await?
+            .authenticated(&args.auth)?;
         let request = AdminRequest::Delete {
             handle: target.handle.clone(),
         };

@@ -2,7 +2,8 @@
 
 use clap::Args;
 
-use super::connect::{ServerArg, client, runtime};
+use super::admin_arg::AuthArgs;
+use super::connect::{ServerArg, client, runtime, with_credentials};
 
 /// Arguments of `hdl list`.
 #[derive(Debug, Args)]
@@ -14,12 +15,14 @@ pub struct ListArgs {
     max: usize,
     #[command(flatten)]
     server: ServerArg,
+    #[command(flatten)]
+    auth: AuthArgs,
 }
 
 /// Lists the handles.
 pub fn run(args: &ListArgs) -> anyhow::Result<()> {
     let handles = runtime()?.block_on(async {
-        let client = client(&args.server).await?;
+        let client = with_credentials(client(&args.server).await?, &args.auth)?;
         anyhow::Ok(client.list_handles(&args.prefix, args.max).await?)
     })?;
     for handle in handles {

@@ -25,6 +25,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::time::{Instant, timeout};
 
+use super::admin_arg::Bootstrap;
 use super::cluster::{await_primary, join};
 
 /// How long a node may take to print its `listening` line.
@@ -138,9 +139,10 @@ impl LocalSet {
     }
 
     /// Forms the set where it is not formed yet: init on the first node if it
-    /// belongs to no set, then every other node that is not a voter joins as one.
+    /// belongs to no set, then every other node that is not a voter joins as one, and
+    /// the bootstrap administrator's prefix handles are created if they do not exist.
     /// Returns the primary's id once there is one.
-    pub async fn form(&self) -> anyhow::Result<NodeId> {
+    pub async fn form(&self, bootstrap: Option<&Bootstrap>) -> anyhow::Result<NodeId> {
         let first = self.nodes[0].plan.peer;
         let status = self.admin.status(first).await?;
         if status.role == Role::Unjoined {
@@ -156,6 +158,9 @@ impl LocalSet {
                 println!("node {} joined as a secondary", node.plan.id);
             }
         }
+        if let Some(bootstrap) = bootstrap {
+            super::cluster::create_admin(&self.admin, first, bootstrap).await?;
+        }
         self.primary_id().await
     }
 
@@ -163,7 +168,7 @@ impl LocalSet {
         Node {
             handle: node.plan.handle,
             peer: node.plan.peer,
-            http: None,
+            http: Some(node.plan.http),
         }
     }
 

@@ -5,7 +5,9 @@
 //! no logic of its own beyond presentation.
 
 mod add;
+mod admin_arg;
 mod bench;
+mod bench_auth;
 mod bench_failover;
 mod bench_http;
 mod bench_write;
@@ -14,6 +16,7 @@ mod cluster_up;
 mod connect;
 mod create;
 mod delete;
+mod keygen;
 mod list;
 mod local_set;
 mod modify;
@@ -58,6 +61,9 @@ enum Command {
     Remove(remove::RemoveArgs),
     /// List the handles under a prefix.
     List(list::ListArgs),
+    /// Generate an administrator's RSA key pair: the private key to a PEM file, the
+    /// HS_PUBKEY value to stdout.
+    Keygen(keygen::KeygenArgs),
     /// Load tests against a running server.
     Bench(bench::BenchArgs),
     /// Form, change and inspect a replica set (init, add-secondary, remove, status),
@@ -79,6 +85,7 @@ pub fn run() -> ExitCode {
         Command::Modify(args) => modify::run(&args),
         Command::Remove(args) => remove::run(&args),
         Command::List(args) => list::run(&args),
+        Command::Keygen(args) => keygen::run(&args),
         Command::Bench(args) => bench::run(&args),
         Command::Cluster(args) => cluster::run(&args),
     };

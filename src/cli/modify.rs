@@ -7,6 +7,7 @@ use clap::Args;
 use hdl::client::AdminRequest;
 use hdl::values::HandleValue;
 
+use super::admin_arg::AuthArgs;
 use super::connect::{ServerArg, Target, runtime};
 use super::value_arg::parse_value;
 
@@ -20,12 +21,16 @@ pub struct ModifyArgs {
     values: Vec<HandleValue>,
     #[command(flatten)]
     server: ServerArg,
+    #[command(flatten)]
+    auth: AuthArgs,
 }
 
 /// Replaces the values.
 pub fn run(args: &ModifyArgs) -> anyhow::Result<()> {
     let handle = runtime()?.block_on(async {
-        let target = Target::new(&args.handle, &args.server).await?;
+        let target = Target::new(&args.handle, &args.server)
+            .await?
+            .authenticated(&args.auth)?;
         let request = AdminRequest::ModifyValues {
             handle: target.handle.clone(),
             values: args.values.clone(),

@@ -6,6 +6,7 @@ use clap::Args;
 use hdl::client::AdminRequest;
 use hdl::values::ValueIndex;
 
+use super::admin_arg::AuthArgs;
 use super::connect::{ServerArg, Target, runtime};
 use super::value_arg::parse_index;
 
@@ -19,12 +20,16 @@ pub struct RemoveArgs {
     indexes: Vec<u32>,
     #[command(flatten)]
     server: ServerArg,
+    #[command(flatten)]
+    auth: AuthArgs,
 }
 
 /// Removes the values.
 pub fn run(args: &RemoveArgs) -> anyhow::Result<()> {
     let handle = runtime()?.block_on(async {
-        let target = Target::new(&args.handle, &args.server).await?;
+        let target = Target::new(&args.handle, &args.server)
+            .await?
+            .authenticated(&args.auth)?;
         let request = AdminRequest::RemoveValues {
             handle: target.handle.clone(),
             indexes: args.indexes.iter().copied().map(ValueIndex).collect(),

@@ -6,13 +6,14 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
+use hdl::auth::Identity;
 use hdl::config::Config;
 use hdl::http::{HttpListeners, HttpState, NodeInfo};
 use hdl::metrics::Metrics;
 use hdl::replication::network::read_or_create_secret_file;
 use hdl::replication::{Bootstrap, PublicAddresses, Replica, ReplicaSettings};
 use hdl::server::{HandleListeners, advertised_handle_addr};
-use hdl::service::Service;
+use hdl::service::{AuthPolicy, Service};
 use hdl::storage::Store;
 use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
@@ -47,17 +48,35 @@ pub struct ServeArgs {
     /// `hdl cluster init` or `hdl cluster add-secondary`.
     #[arg(long)]
     no_bootstrap: bool,
+    #[command(flatten)]
+    admin: super::admin_arg::BootstrapArgs,
+    /// A server administrator, `INDEX:HANDLE` (repeatable); added to
+    /// `[auth] server_admins`.
+    #[arg(long = "server-admin", value_name = "INDEX:HANDLE", value_parser = super::admin_arg::parse_identity)]
+    server_admins: Vec<Identity>,
 }
 
 /// Loads the configuration, opens the store, starts the replica, binds and serves.
 pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let config = load_config(args)?;
+    let bootstrap = args.admin.bootstrap()?;
+    if bootstrap.is_some() && !config.cluster.bootstrap {
+        anyhow::bail!(
+            "--admin-key/--admin-secret-file need a node that forms its own set; use them with `hdl cluster init` instead"
+        );
+    }
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create data directory {}", config.data_dir.display()))?;
     let store = Store::open(&config.store_path())
         .with_context(|| format!("cannot open store {}", config.store_path().display()))?;
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
-    runtime.block_on(serve(config, Arc::new(store)))
+    let mut policy = AuthPolicy {
+        server_admins: config.auth.server_admin_identities()?,
+    };
+    policy
+        .server_admins
+        .extend(args.server_admins.iter().cloned());
+    runtime.block_on(serve(config, Arc::new(store), policy, bootstrap))
 }
 
 fn load_config(args: &ServeArgs) -> anyhow::Result<Config> {
@@ -106,7 +125,12 @@ fn replica_settings(config: &Config) -> ReplicaSettings {
     }
 }
 
-async fn serve(config: Config, store: Arc<Store>) -> anyhow::Result<()> {
+async fn serve(
+    config: Config,
+    store: Arc<Store>,
+    policy: AuthPolicy,
+    bootstrap: Option<super::admin_arg::Bootstrap>,
+) -> anyhow::Result<()> {
     let secret = read_or_create_secret_file(&config.secret_path())?;
     let listeners = HandleListeners::bind(config.handle.listen).await?;
     let handle = listeners.local_addr()?;
@@ -131,6 +155,10 @@ async fn serve(config: Config, store: Arc<Store>) -> anyhow::Result<()> {
     )
     .await
     .context("cannot start the replica")?;
+    let service = Service::new(store, replica.clone(), policy);
+    if let Some(bootstrap) = bootstrap {
+        create_bootstrap_admin(&service, &bootstrap).await?;
+    }
     let node = NodeInfo {
         id: settings.id,
         handle,
@@ -140,13 +168,13 @@ async fn serve(config: Config, store: Arc<Store>) -> anyhow::Result<()> {
     };
     announce(&node)?;
     tracing::info!(?node, "serving");
-    let service = Service::new(store, replica.clone());
     let metrics = Arc::new(Metrics::new());
     let (stop, stopped) = watch::channel(false);
     let state = HttpState {
         service: service.clone(),
         metrics: Arc::clone(&metrics),
         node,
+        allow_plain_auth_from_loopback: config.http.allow_plain_auth_from_loopback,
     };
     let http = tokio::spawn(http.serve(state, until(stopped.clone())));
     let signal = shutdown_signal()?;
@@ -180,6 +208,21 @@ fn announce(node: &NodeInfo) -> anyhow::Result<()> {
 /// Resolves once `stopped` turns true (or its sender is gone).
 async fn until(mut stopped: watch::Receiver<bool>) {
     let _ = stopped.wait_for(|stop| *stop).await;
+}
+
+/// Creates the bootstrap administrator's prefix handles that do not exist yet.
+async fn create_bootstrap_admin(
+    service: &Service,
+    bootstrap: &super::admin_arg::Bootstrap,
+) -> anyhow::Result<()> {
+    let created = service
+        .bootstrap(&bootstrap.admin, &bootstrap.prefixes)
+        .await
+        .context("cannot create the bootstrap administrator")?;
+    for handle in created {
+        tracing::info!(%handle, "created the bootstrap administrator's prefix handle");
+    }
+    Ok(())
 }
 
 /// Resolves on the first SIGINT or SIGTERM.

@@ -3,9 +3,13 @@
 //! DATA is UTF-8 text taken as the value's data, except for HS_ADMIN, whose DATA is
 //! `INDEX:PERMISSIONS:HANDLE` as in Handle.Net batch files (e.g.
 //! `100:HS_ADMIN:300:111111111111:0.NA/TEST`: admin index 300, the 12-character
-//! permission bit string, admin handle), encoded as an HS_ADMIN record. Each value
+//! permission bit string, admin handle), encoded as an HS_ADMIN record, and for
+//! HS_PUBKEY, whose DATA is `file:KEY.pem` (the public half of that PEM key, as
+//! `hdl keygen` writes it) or the HS_PUBKEY octets in hex (as `hdl keygen` prints). Each value
 //! gets the permissions of its type (`values::default_permissions`), the default TTL
 //! and no references; the server checks the data of known types.
+
+use std::path::Path;
 
 use hdl::names::Handle;
 use hdl::values::{AdminPermissions, AdminRecord, HandleValue, KnownType, default_permissions};
@@ -21,10 +25,10 @@ pub fn parse_value(text: &str) -> Result<HandleValue, String> {
     if value_type.is_empty() {
         return Err(format!("{text:?} has an empty type"));
     }
-    let data = if KnownType::from_name(value_type) == Some(KnownType::HsAdmin) {
-        admin_data(data)?
-    } else {
-        data.as_bytes().to_vec()
+    let data = match KnownType::from_name(value_type) {
+        Some(KnownType::HsAdmin) => admin_data(data)?,
+        Some(KnownType::HsPubkey) => public_key_data(data)?,
+        _ => data.as_bytes().to_vec(),
     };
     Ok(HandleValue {
         permissions: default_permissions(value_type),
@@ -40,6 +44,27 @@ pub fn parse_index(text: &str) -> Result<u32, String> {
             "value index {text:?} must be a number from 1 to 4294967295"
         )),
     }
+}
+
+/// HS_PUBKEY data from `file:KEY.pem` or hex.
+fn public_key_data(text: &str) -> Result<Vec<u8>, String> {
+    if let Some(path) = text.strip_prefix("file:") {
+        let key = super::admin_arg::read_key(Path::new(path)).map_err(|e| format!("{e:#}"))?;
+        return Ok(key.public_key().encode());
+    }
+    decode_hex(text)
+        .ok_or_else(|| format!("HS_PUBKEY data must be file:KEY.pem or hex octets, not {text:?}"))
+}
+
+/// Octets from hex digits (even count, no separators); `None` otherwise.
+fn decode_hex(text: &str) -> Option<Vec<u8>> {
+    if text.is_empty() || !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|at| u8::from_str_radix(text.get(at..at + 2)?, 16).ok())
+        .collect()
 }
 
 /// Encodes `INDEX:PERMISSIONS:HANDLE` as an HS_ADMIN record.
@@ -94,6 +119,13 @@ mod tests {
     }
 
     #[test]
+    fn public_keys_are_hex_octets() {
+        let value = parse_value("300:HS_PUBKEY:0001ff").unwrap();
+        assert_eq!(value.data, [0, 1, 0xff]);
+        assert_eq!(value.permissions, Permissions::DEFAULT);
+    }
+
+    #[test]
     fn malformed_values_name_the_problem() {
         let cases = [
             ("URL:https://x", "value index"),
@@ -105,6 +137,9 @@ mod tests {
             ("100:HS_ADMIN:x:111111111111:0.NA/TEST", "admin index"),
             ("100:HS_ADMIN:300:1111:0.NA/TEST", "12 characters"),
             ("100:HS_ADMIN:300:111111111111:NOSLASH", "admin handle"),
+            ("300:HS_PUBKEY:xyz", "file:KEY.pem or hex"),
+            ("300:HS_PUBKEY:abc", "file:KEY.pem or hex"),
+            ("300:HS_PUBKEY:file:/nonexistent.pem", "cannot read key"),
         ];
         for (text, expected) in cases {
             let error = parse_value(text).unwrap_err();

@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 use thiserror::Error;
 
 use super::Transport;
+use super::credentials::AnswerError;
 use crate::codec::{CodecError, ResponseCode};
 use crate::names::NameError;
 use crate::values::DecodeError;
@@ -103,6 +104,14 @@ pub enum AttemptError {
         server: SocketAddr,
         /// Why.
         source: CodecError,
+    },
+    /// The server's challenge could not be answered with our credentials.
+    #[error("{server}: {source}")]
+    Answer {
+        /// The server asked.
+        server: SocketAddr,
+        /// Why.
+        source: AnswerError,
     },
     /// The answer is not a response to our request.
     #[error("{server}: {problem}")]

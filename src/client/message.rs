@@ -24,6 +24,7 @@ const EMPTY_CREDENTIAL_LEN: usize = 4;
 #[derive(Debug, Clone)]
 pub struct Outgoing {
     envelope: Envelope,
+    flags: OpFlags,
     bytes: Vec<u8>,
 }
 
@@ -31,13 +32,37 @@ impl Outgoing {
     /// Encodes `request` with `flags`, RequestId `request_id` (non-zero) and an expiry
     /// [`EXPIRY_SECONDS`] after `now` (seconds since the Unix epoch).
     pub fn new(request: Request, flags: OpFlags, request_id: u32, now: u32) -> Self {
-        let envelope = Envelope::new(ProtocolVersion::MAX_SUPPORTED, request_id);
+        Outgoing::in_session(request, flags, request_id, now, 0)
+    }
+
+    /// As [`new`](Self::new), with the envelope SessionId `session_id` (the challenge
+    /// id, for the answer to a challenge).
+    pub fn in_session(
+        request: Request,
+        flags: OpFlags,
+        request_id: u32,
+        now: u32,
+        session_id: u32,
+    ) -> Self {
+        let envelope = Envelope {
+            session_id,
+            ..Envelope::new(ProtocolVersion::MAX_SUPPORTED, request_id)
+        };
         let header = Header {
             flags,
             ..Header::request(request.opcode(), now.saturating_add(EXPIRY_SECONDS))
         };
         let bytes = Message::new(envelope, header, Body::Request(request)).encode();
-        Outgoing { envelope, bytes }
+        Outgoing {
+            envelope,
+            flags,
+            bytes,
+        }
+    }
+
+    /// The OpFlags it carries.
+    pub fn flags(&self) -> OpFlags {
+        self.flags
     }
 
     /// The RequestId.

@@ -1,10 +1,10 @@
 //! A Handle protocol client: resolution, site information, administration and
 //! listing, over UDP and TCP (digest §1, §3).
 //!
-//! Owns [`Client`] and its settings, [`Transport`], [`Resolution`], [`AdminRequest`]
-//! and [`ClientError`]. Depends on [`crate::codec`], [`crate::names`] and
-//! [`crate::values`], and on tokio for sockets and timers: like the server, it is an
-//! edge.
+//! Owns [`Client`] and its settings, [`Transport`], [`Resolution`], [`AdminRequest`],
+//! [`Credentials`] and [`ClientError`]. Depends on [`crate::codec`], [`crate::names`],
+//! [`crate::values`] and the pure [`crate::auth`] core, and on tokio for sockets and
+//! timers: like the server, it is an edge.
 //!
 //! Behaviour, after J9's `HandleResolver`:
 //! - Servers are asked in the order given; a server that gives no usable answer (a
@@ -12,7 +12,8 @@
 //!   next. A response code, success or error, is an answer and ends the search.
 //! - [`Transport::Auto`] asks each server over UDP first, resending on the schedule
 //!   of [`ClientConfig::udp_waits`] (J9: 500, 1000, 1500 ms), then over TCP.
-//!   Administration and listing always use TCP.
+//!   Administration and listing always use TCP. A client with [`Credentials`]
+//!   answers a challenge (RC_AUTHEN_NEEDED) on the same connection (digest §8.1).
 //! - Every request gets a fresh RequestId drawn from `rand`'s thread-local CSPRNG: a
 //!   positive 31-bit value, as J9 draws it, so that an off-path sender cannot guess
 //!   it; answers with another RequestId are dropped.
@@ -20,17 +21,20 @@
 //!   count; every wait has a deadline.
 
 mod admin;
+mod credentials;
 mod error;
 mod message;
 mod tcp;
 mod udp;
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::time::timeout;
 
 pub use admin::{AdminRequest, Overwrite};
+pub use credentials::{AnswerError, Credentials, Key};
 pub use error::{AttemptError, ClientError, Mismatch, describe};
 
 use message::{Answer, Outgoing, Problem};
@@ -109,6 +113,7 @@ pub struct Resolution {
 pub struct Client {
     servers: Vec<SocketAddr>,
     config: ClientConfig,
+    credentials: Option<Arc<Credentials>>,
 }
 
 impl Client {
@@ -119,7 +124,20 @@ impl Client {
 
     /// A client of `servers` with `config`.
     pub fn with_config(servers: Vec<SocketAddr>, config: ClientConfig) -> Self {
-        Client { servers, config }
+        Client {
+            servers,
+            config,
+            credentials: None,
+        }
+    }
+
+    /// This client, answering challenges as `credentials` (administration and
+    /// listing need them).
+    pub fn with_credentials(self, credentials: Credentials) -> Self {
+        Client {
+            credentials: Some(Arc::new(credentials)),
+            ..self
+        }
     }
 
     /// The servers, in the order they are asked.
@@ -189,7 +207,7 @@ impl Client {
         let mut last = None;
         for (attempts, &server) in (1..).zip(&self.servers) {
             let outgoing = outgoing(&request, OpFlags::J9_DEFAULT);
-            match self.list_from(server, &outgoing, limit).await {
+            match self.list_from(server, outgoing, limit).await {
                 Ok(outcome) => return outcome,
                 Err(error) => last = Some((attempts, error)),
             }
@@ -210,7 +228,7 @@ impl Client {
             for &wire in transport.sequence() {
                 attempts += 1;
                 let outgoing = outgoing(request, flags);
-                match self.exchange(server, wire, &outgoing).await {
+                match self.exchange(server, wire, outgoing).await {
                     Ok(message) => return Answer::of(message).map(|answer| answer.response),
                     Err(error) => last = Some((attempts, error)),
                 }
@@ -224,18 +242,16 @@ impl Client {
         &self,
         server: SocketAddr,
         wire: Transport,
-        outgoing: &Outgoing,
+        outgoing: Outgoing,
     ) -> Result<Message, AttemptError> {
         if wire == Transport::Udp {
-            return udp::exchange(server, outgoing, &self.config.udp_waits).await;
+            return udp::exchange(server, &outgoing, &self.config.udp_waits).await;
         }
         let exchange = async {
             let mut connection = Connection::open(server).await?;
-            connection.send(outgoing.bytes()).await?;
-            let answer = connection.next_message().await?;
-            outgoing
-                .check(&answer)
-                .map_err(|p| attempt_problem(server, p))
+            let credentials = self.credentials.as_deref();
+            let (message, _) = tcp::request(&mut connection, outgoing, credentials).await?;
+            Ok(message)
         };
         timeout(self.config.tcp_timeout, exchange)
             .await
@@ -250,7 +266,7 @@ impl Client {
     async fn list_from(
         &self,
         server: SocketAddr,
-        outgoing: &Outgoing,
+        outgoing: Outgoing,
         limit: usize,
     ) -> Result<Result<Vec<String>, ClientError>, AttemptError> {
         let timed_out = || AttemptError::Timeout {
@@ -261,24 +277,28 @@ impl Client {
         let mut connection = timeout(deadline, Connection::open(server))
             .await
             .map_err(|_| timed_out())??;
-        timeout(deadline, connection.send(outgoing.bytes()))
-            .await
-            .map_err(|_| timed_out())??;
+        let credentials = self.credentials.as_deref();
+        let (mut message, answered) = timeout(
+            deadline,
+            tcp::request(&mut connection, outgoing, credentials),
+        )
+        .await
+        .map_err(|_| timed_out())??;
         let mut handles = Vec::new();
         // Each message but the last carries at least one handle in practice; the
         // bound also stops a server that sends empty pages forever.
         for _ in 0..=limit {
-            let answer = timeout(deadline, connection.next_message())
-                .await
-                .map_err(|_| timed_out())??;
-            let message = outgoing
-                .check(&answer)
-                .map_err(|p| attempt_problem(server, p))?;
             match add_page(message, &mut handles, limit) {
-                Ok(true) => continue,
+                Ok(true) => {}
                 Ok(false) => return Ok(Ok(handles)),
                 Err(error) => return Ok(Err(error)),
             }
+            let answer = timeout(deadline, connection.next_message())
+                .await
+                .map_err(|_| timed_out())??;
+            message = answered
+                .check(&answer)
+                .map_err(|p| attempt_problem(server, p))?;
         }
         Ok(Err(ClientError::TooManyHandles { limit }))
     }
@@ -359,6 +379,8 @@ fn unexpected(expected: &'static str, response: &Response) -> ClientError {
         Response::Done => "done",
         Response::ListHandles { .. } => "handle list",
         Response::Referral(_) => "referral",
+        Response::Challenge { .. } => "challenge",
+        Response::Verification { .. } => "verification",
         Response::Error(_) => "error",
     };
     ClientError::UnexpectedResponse { expected, found }

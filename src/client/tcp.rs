@@ -11,9 +11,13 @@ use std::net::SocketAddr;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::Transport;
+use super::credentials::Credentials;
 use super::error::AttemptError;
-use crate::codec::{CodecError, Frame, MAX_MESSAGE_LEN, next_frame};
+use super::message::Outgoing;
+use super::{Transport, attempt_problem, new_request_id, unix_now};
+use crate::codec::{
+    Body, CodecError, Frame, MAX_MESSAGE_LEN, Message, Request, Response, next_frame,
+};
 
 /// A TCP connection to one server, with the octets read but not yet framed.
 #[derive(Debug)]
@@ -79,6 +83,53 @@ impl Connection {
             }
         }
     }
+}
+
+/// Sends `outgoing` on `connection` and reads its answer. When the answer is a
+/// challenge (digest §8.1) and there are `credentials`, answers it on the same
+/// connection (OC 200, envelope SessionId = the challenge id, the request's flags)
+/// and reads the answer to that. Returns the answer and the request it answers,
+/// against which the later messages of a list are checked.
+pub async fn request(
+    connection: &mut Connection,
+    outgoing: Outgoing,
+    credentials: Option<&Credentials>,
+) -> Result<(Message, Outgoing), AttemptError> {
+    let server = connection.server;
+    connection.send(outgoing.bytes()).await?;
+    let answer = connection.next_message().await?;
+    let message = outgoing
+        .check(&answer)
+        .map_err(|problem| attempt_problem(server, problem))?;
+    let (Some(credentials), true) = (credentials, is_challenge(&message)) else {
+        return Ok((message, outgoing));
+    };
+    let body = credentials
+        .answer(&message)
+        .map_err(|source| AttemptError::Answer { server, source })?;
+    let follow = Outgoing::in_session(
+        Request::ChallengeResponse(body),
+        outgoing.flags(),
+        new_request_id(),
+        unix_now(),
+        message.envelope.session_id,
+    );
+    connection.send(follow.bytes()).await?;
+    let answer = connection.next_message().await?;
+    let message = follow
+        .check(&answer)
+        .map_err(|problem| attempt_problem(server, problem))?;
+    Ok((message, follow))
+}
+
+fn is_challenge(message: &Message) -> bool {
+    matches!(
+        message.body,
+        Body::Response {
+            response: Response::Challenge { .. },
+            ..
+        }
+    )
 }
 
 fn io(server: SocketAddr, source: std::io::Error) -> AttemptError {

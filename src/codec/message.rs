@@ -455,13 +455,13 @@ mod tests {
     #[test]
     fn unsupported_operation_is_distinct() {
         let mut bytes = sample_request();
-        bytes[23] = 200; // OC_CHALLENGE_RESPONSE
+        bytes[22..24].copy_from_slice(&400u16.to_be_bytes()); // OC_SESSION_SETUP
         let err = Message::decode(&bytes).unwrap_err();
         let CodecError::UnsupportedOperation { envelope, header } = err else {
             panic!("{err:?}");
         };
         assert_eq!(envelope.request_id, 7);
-        assert_eq!(header.opcode, OpCode::ChallengeResponse);
+        assert_eq!(header.opcode, OpCode::SessionSetup);
     }
 
     #[test]

@@ -13,6 +13,7 @@
 //! was readable; encoding cannot fail. Every count and length is bounded by the octets
 //! present and a message by [`MAX_MESSAGE_LEN`].
 
+mod auth;
 mod body;
 mod codes;
 mod credential;
@@ -33,6 +34,7 @@ mod proptests;
 #[cfg(test)]
 mod testing;
 
+pub use auth::{AuthAnswer, VerifyRequest};
 pub use body::Body;
 pub use codes::{OpCode, ResponseCode};
 pub use credential::Credential;

@@ -4,10 +4,12 @@
 //! [`HandleValues`]. Pure; depends only on [`crate::values`].
 //!
 //! Handles are kept as the octets sent (UTF-8 on the wire, but J9 reads them as bytes
-//! and the server hash works on bytes). Authentication and session operations (200,
-//! 201, 400–402) and CNRI's maintenance operations are not typed here yet: decoding
-//! them yields `None`, which the message layer reports as an unsupported operation.
+//! and the server hash works on bytes). The authentication bodies (200, 201) are in
+//! [`super::auth`]. Session operations (400–402) and CNRI's maintenance operations
+//! are not typed here: decoding them yields `None`, which the message layer reports
+//! as an unsupported operation.
 
+use super::auth::{AuthAnswer, VerifyRequest};
 use super::codes::OpCode;
 use crate::values::value::{HandleValue, ValueIndex, decode_value_list, encode_value_list};
 use crate::values::wire::{DecodeError, Reader, Writer};
@@ -80,6 +82,10 @@ pub enum Request {
         /// The prefix handle.
         prefix: Vec<u8>,
     },
+    /// OC 200: the answer to a challenge (envelope SessionId = the challenge id).
+    ChallengeResponse(AuthAnswer),
+    /// OC 201: check a secret-key answer against a stored HS_SECKEY.
+    VerifyResponse(VerifyRequest),
 }
 
 impl Request {
@@ -94,6 +100,8 @@ impl Request {
             Request::RemoveValue { .. } => OpCode::RemoveValue,
             Request::ModifyValue(_) => OpCode::ModifyValue,
             Request::ListHandles { .. } => OpCode::ListHandles,
+            Request::ChallengeResponse(_) => OpCode::ChallengeResponse,
+            Request::VerifyResponse(_) => OpCode::VerifyResponse,
         }
     }
 
@@ -118,6 +126,8 @@ impl Request {
                 w.bytes(handle);
                 encode_indexes(indexes, w);
             }
+            Request::ChallengeResponse(answer) => answer.encode(w),
+            Request::VerifyResponse(verify) => verify.encode(w),
         }
     }
 
@@ -141,6 +151,8 @@ impl Request {
             },
             OpCode::ModifyValue => Request::ModifyValue(HandleValues::decode(r)?),
             OpCode::ListHandles => Request::ListHandles { prefix: handle(r)? },
+            OpCode::ChallengeResponse => Request::ChallengeResponse(AuthAnswer::decode(r)?),
+            OpCode::VerifyResponse => Request::VerifyResponse(VerifyRequest::decode(r)?),
             _ => return Ok(None),
         };
         Ok(Some(request))
@@ -255,14 +267,27 @@ mod tests {
             Request::DeleteHandle {
                 handle: b"10.1000/1".to_vec(),
             },
+            Request::ChallengeResponse(AuthAnswer {
+                auth_type: b"HS_PUBKEY".to_vec(),
+                key_handle: b"0.NA/10.1000".to_vec(),
+                key_index: 0,
+                answer: vec![1, 2, 3],
+            }),
+            Request::VerifyResponse(VerifyRequest {
+                key_handle: b"0.NA/10.1000".to_vec(),
+                key_index: 300,
+                nonce: vec![9; 16],
+                digest: crate::codec::RequestDigest::Sha256([5; 32]),
+                answer: vec![0x22],
+            }),
         ] {
             assert_eq!(decode(request.opcode(), &encode(&request)), request);
         }
     }
 
     #[test]
-    fn auth_and_session_operations_have_no_typed_body() {
-        for opcode in [200, 201, 300, 400, 401, 402, 106, 1000, 0, 77] {
+    fn session_and_maintenance_operations_have_no_typed_body() {
+        for opcode in [300, 400, 401, 402, 106, 1000, 0, 77] {
             let mut r = Reader::new(&[0, 0, 0, 0]);
             assert_eq!(Request::decode(OpCode::from_u32(opcode), &mut r), Ok(None));
             assert_eq!(r.offset(), 0);

@@ -7,6 +7,7 @@
 //! OpCode ([`Shape::of`]). Several bodies end in an optional part whose presence is
 //! given by the remaining BodyLength, so decoding expects a reader bounded to the body.
 
+use super::auth::decode_verification;
 use super::codes::{OpCode, ResponseCode};
 use super::request::{HandleValues, decode_indexes, decode_strings, encode_indexes};
 use crate::values::value::{HandleValue, ValueIndex, decode_value_list, encode_value_list};
@@ -56,6 +57,18 @@ pub enum Response {
     },
     /// Response code 302 or 303.
     Referral(Referral),
+    /// RC_AUTHEN_NEEDED (402), a challenge (digest §8.1): the request digest (RD is
+    /// always set) then this nonce; the envelope SessionId is the challenge id. The
+    /// 2.0 layout (nonce first) is not supported.
+    Challenge {
+        /// The octets to sign, with the request digest.
+        nonce: Vec<u8>,
+    },
+    /// Success of OC 201: whether the answer verified.
+    Verification {
+        /// Bit 0 of the result octet.
+        valid: bool,
+    },
     /// Any error response code.
     Error(ErrorResponse),
 }
@@ -69,6 +82,8 @@ pub(super) enum Shape {
     Done,
     ListHandles,
     Referral,
+    Challenge,
+    Verification,
     Error,
 }
 
@@ -77,7 +92,8 @@ impl Shape {
     /// body here (challenges, auth, session and maintenance operations).
     pub(super) fn of(opcode: OpCode, code: ResponseCode) -> Option<Shape> {
         match code {
-            ResponseCode::Reserved | ResponseCode::AuthenticationNeeded => None,
+            ResponseCode::Reserved => None,
+            ResponseCode::AuthenticationNeeded => Some(Shape::Challenge),
             ResponseCode::ServiceReferral | ResponseCode::PrefixReferral => Some(Shape::Referral),
             ResponseCode::Success => match opcode {
                 OpCode::Resolution => Some(Shape::Resolution),
@@ -88,6 +104,7 @@ impl Shape {
                 | OpCode::RemoveValue
                 | OpCode::ModifyValue => Some(Shape::Done),
                 OpCode::ListHandles => Some(Shape::ListHandles),
+                OpCode::VerifyResponse => Some(Shape::Verification),
                 _ => None,
             },
             _ => Some(Shape::Error),
@@ -112,6 +129,12 @@ impl Shape {
                 handle: r.bytes("referral handle")?.to_vec(),
                 values: optional(r, decode_value_list)?,
             }),
+            Shape::Challenge => Response::Challenge {
+                nonce: r.bytes("challenge nonce")?.to_vec(),
+            },
+            Shape::Verification => Response::Verification {
+                valid: decode_verification(r)?,
+            },
             Shape::Error => Response::Error(ErrorResponse {
                 message: r.str("error message")?.to_owned(),
                 indexes: optional(r, decode_indexes)?,
@@ -156,6 +179,8 @@ impl Response {
                     encode_value_list(values, w);
                 }
             }
+            Response::Challenge { nonce } => w.bytes(nonce),
+            Response::Verification { valid } => w.u8(u8::from(*valid)),
             Response::Error(error) => {
                 w.str(&error.message);
                 if let Some(indexes) = &error.indexes {
@@ -292,6 +317,18 @@ mod tests {
             list,
             "00000002 00000004 31302f61 00000004 31302f62",
         );
+        let valid = Response::Verification { valid: true };
+        check(OpCode::VerifyResponse, code, valid, "01");
+        // Digest §11.7: the nonce after the challenge's request digest.
+        let challenge = Response::Challenge {
+            nonce: (0xa0..=0xaf).collect(),
+        };
+        check(
+            OpCode::CreateHandle,
+            ResponseCode::AuthenticationNeeded,
+            challenge,
+            "00000010 a0a1a2a3a4a5a6a7a8a9aaabacadaeaf",
+        );
     }
 
     #[test]
@@ -307,7 +344,11 @@ mod tests {
         );
         assert_eq!(
             shape(OpCode::CreateHandle, ResponseCode::AuthenticationNeeded),
-            None
+            Some(Shape::Challenge)
+        );
+        assert_eq!(
+            shape(OpCode::VerifyResponse, ResponseCode::Success),
+            Some(Shape::Verification)
         );
         assert_eq!(shape(OpCode::SessionSetup, ResponseCode::Success), None);
         assert_eq!(

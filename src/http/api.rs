@@ -6,10 +6,9 @@
 //! answer's `handle` echoes it as spelled. Every write goes through [`administer`],
 //! which has the primary of the replica set apply it.
 
-use std::net::SocketAddr;
-
+use axum::Extension;
 use axum::body::Bytes;
-use axum::extract::{ConnectInfo, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, Uri, header};
 use axum::response::Response;
 use serde_json::json;
@@ -36,10 +35,10 @@ const MINT_ATTEMPTS: usize = 3;
 /// edge's one way to write.
 pub async fn administer(
     state: &HttpState,
-    caller: Caller,
+    caller: &Caller,
     command: Command,
 ) -> Result<Applied, Failure> {
-    Ok(state.service.administer(&caller, command).await?)
+    Ok(state.service.administer(caller, command).await?)
 }
 
 /// One API request on a handle: what every method reads first.
@@ -52,7 +51,7 @@ struct ApiRequest {
 
 impl ApiRequest {
     /// Reads the query and the handle; a malformed one is answered 400 at once.
-    fn read(uri: &Uri, peer: SocketAddr) -> Result<ApiRequest, Box<Response>> {
+    fn read(uri: &Uri, caller: Caller) -> Result<ApiRequest, Box<Response>> {
         let plain = Format::default();
         let query = Query::parse(uri.query())
             .map_err(|error| Failure::from(error).answer(Operation::Other, None, &plain))?;
@@ -64,7 +63,6 @@ impl ApiRequest {
             .map_err(|error| {
                 Box::new(Failure::from(error).answer(Operation::Other, None, &format))
             })?;
-        let caller = Caller { address: peer.ip() };
         Ok(ApiRequest {
             spelled,
             query,
@@ -130,7 +128,7 @@ impl ApiRequest {
             return Err(Failure::new(ResponseCode::InvalidHandle, message));
         }
         let command = self.put_command(handle, parsed.values)?;
-        let applied = administer(state, self.caller, command).await?;
+        let applied = administer(state, &self.caller, command).await?;
         Ok((self.spelled.clone(), applied))
     }
 
@@ -182,7 +180,7 @@ impl ApiRequest {
                 values: values.clone(),
                 existing: ExistingHandle::Refuse,
             };
-            match administer(state, self.caller, command).await {
+            match administer(state, &self.caller, command).await {
                 Ok(applied) => return Ok((minted, applied)),
                 Err(failure) if failure.code == ResponseCode::HandleAlreadyExists => {
                     last = Some(failure);
@@ -204,7 +202,7 @@ impl ApiRequest {
                 return Err(Failure::new(ResponseCode::ProtocolError, message));
             }
         };
-        administer(state, self.caller, command).await.map(drop)
+        administer(state, &self.caller, command).await.map(drop)
     }
 }
 
@@ -236,10 +234,10 @@ fn uuid() -> String {
 /// `GET /api/handles/{handle}`.
 pub async fn get(
     State(state): State<HttpState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Extension(caller): Extension<Caller>,
     uri: Uri,
 ) -> Response {
-    let request = match ApiRequest::read(&uri, peer) {
+    let request = match ApiRequest::read(&uri, caller) {
         Ok(request) => request,
         Err(response) => return *response,
     };
@@ -263,12 +261,12 @@ pub async fn get(
 /// `PUT /api/handles/{handle}`: the body must be `application/json`.
 pub async fn put(
     State(state): State<HttpState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Extension(caller): Extension<Caller>,
     uri: Uri,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let request = match ApiRequest::read(&uri, peer) {
+    let request = match ApiRequest::read(&uri, caller) {
         Ok(request) => request,
         Err(response) => return *response,
     };
@@ -289,10 +287,10 @@ pub async fn put(
 /// `DELETE /api/handles/{handle}[?index=…]`.
 pub async fn delete(
     State(state): State<HttpState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Extension(caller): Extension<Caller>,
     uri: Uri,
 ) -> Response {
-    let request = match ApiRequest::read(&uri, peer) {
+    let request = match ApiRequest::read(&uri, caller) {
         Ok(request) => request,
         Err(response) => return *response,
     };

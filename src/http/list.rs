@@ -1,13 +1,12 @@
 //! Listing: `GET /api/handles?prefix=P&page=N&pageSize=M` and `GET /api/prefixes`.
 //!
-//! Like every listing, these are administrative (loopback-only until administrators
-//! authenticate). `page` is 0-based; `pageSize` defaults to [`MAX_PAGE_SIZE`] and
+//! Like every listing, these are administrative: listing handles needs LIST_HANDLES
+//! on the prefix, listing prefixes a server administrator. `page` is 0-based; `pageSize` defaults to [`MAX_PAGE_SIZE`] and
 //! `pageSize=0` answers only the count. `totalCount` is a JSON string, as the
 //! reference server writes it.
 
-use std::net::SocketAddr;
-
-use axum::extract::{ConnectInfo, State};
+use axum::Extension;
+use axum::extract::State;
 use axum::http::{StatusCode, Uri};
 use axum::response::Response;
 use serde_json::json;
@@ -29,10 +28,9 @@ const STEP: usize = 1_000;
 /// `GET /api/handles?prefix=…`.
 pub async fn handles(
     State(state): State<HttpState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Extension(caller): Extension<Caller>,
     uri: Uri,
 ) -> Response {
-    let caller = Caller { address: peer.ip() };
     let (query, format) = match read(&uri) {
         Ok(read) => read,
         Err(response) => return *response,
@@ -100,14 +98,13 @@ fn strip_prefix_handle(prefix: &str) -> &str {
 /// `GET /api/prefixes`: the naming authorities this node holds.
 pub async fn prefixes(
     State(state): State<HttpState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Extension(caller): Extension<Caller>,
     uri: Uri,
 ) -> Response {
     let (_, format) = match read(&uri) {
         Ok(read) => read,
         Err(response) => return *response,
     };
-    let caller = Caller { address: peer.ip() };
     match state.service.list_prefixes(&caller) {
         Ok(records) => {
             let names: Vec<_> = records.into_iter().map(|record| record.display).collect();

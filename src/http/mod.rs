@@ -13,6 +13,7 @@
 
 mod answer;
 mod api;
+mod auth;
 mod codes;
 mod html;
 mod list;
@@ -28,14 +29,16 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::Router;
 use axum::extract::{Request, State};
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::get;
+use axum::{Extension, Router};
 use thiserror::Error;
 use tokio::net::TcpListener;
 use tower_http::cors::CorsLayer;
+
+pub use auth::Channel;
 
 use crate::config::HttpConfig;
 use crate::metrics::{Metrics, Protocol};
@@ -68,6 +71,8 @@ pub struct HttpState {
     pub metrics: Arc<Metrics>,
     /// How this node describes itself on `/status`.
     pub node: NodeInfo,
+    /// Whether credentials over plain HTTP from loopback are honoured.
+    pub allow_plain_auth_from_loopback: bool,
 }
 
 /// The facts about the node that `/status` shows.
@@ -131,15 +136,16 @@ impl HttpListeners {
         state: HttpState,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
-        let app = router(state).into_make_service_with_connect_info::<SocketAddr>();
+        let app = router(state.clone(), Channel::Http)
+            .into_make_service_with_connect_info::<SocketAddr>();
+        let secure =
+            router(state, Channel::Https).into_make_service_with_connect_info::<SocketAddr>();
         let handle = axum_server::Handle::new();
         let https = match self.https {
             None => None,
             Some((listener, tls)) => {
                 let server = axum_server::tls_rustls::from_tcp_rustls(listener, tls)?;
-                Some(tokio::spawn(
-                    server.handle(handle.clone()).serve(app.clone()),
-                ))
+                Some(tokio::spawn(server.handle(handle.clone()).serve(secure)))
             }
         };
         let stop = handle.clone();
@@ -157,8 +163,8 @@ impl HttpListeners {
     }
 }
 
-/// Every route; anything else is a proxy reference.
-pub fn router(state: HttpState) -> Router {
+/// Every route of a listener on `channel`; anything else is a proxy reference.
+pub fn router(state: HttpState, channel: Channel) -> Router {
     Router::new()
         .route("/", get(pages::front))
         .route("/status", get(pages::status))
@@ -170,6 +176,11 @@ pub fn router(state: HttpState) -> Router {
             get(api::get).put(api::put).delete(api::delete),
         )
         .fallback(proxy::resolve)
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::authenticate,
+        ))
+        .layer(Extension(channel))
         .layer(middleware::from_fn_with_state(state.clone(), record))
         .layer(CorsLayer::permissive().allow_credentials(false))
         .with_state(state)

@@ -1,23 +1,56 @@
-//! The router in-process, for what a loopback test cannot show: a caller from
-//! another machine (its address given as `ConnectInfo`, no socket involved).
+//! The router in-process, for what a loopback test cannot show: callers from another
+//! machine (their address given as `ConnectInfo`, no socket involved) and requests
+//! arriving over HTTPS (the listener's [`Channel`]).
 
 use std::net::SocketAddr;
 
 use axum::body::Body;
 use axum::extract::ConnectInfo;
-use axum::http::{Request, StatusCode};
+use axum::http::{Request, StatusCode, header};
+use base64::Engine;
 use tower::ServiceExt;
 
 use super::*;
-use crate::storage::Store;
+use crate::auth::Identity;
+use crate::service::AuthPolicy;
+use crate::service::bootstrap::BootstrapAdmin;
+use crate::storage::{Command, ExistingHandle, Store};
+use crate::values::HandleValue;
 
-async fn call(method: &str, path: &str, from: &str, body: &str) -> (StatusCode, serde_json::Value) {
+const REMOTE: &str = "192.0.2.7:5000";
+const LOOPBACK: &str = "[::1]:5000";
+
+/// A node whose server administrator `300:0.NA/ADMIN` has the secret `s3cret`, and
+/// where `300:TEST/user` (secret `u5er`) administers nothing.
+async fn state() -> (tempfile::TempDir, HttpState) {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(Store::open(&dir.path().join("handles.redb")).unwrap());
     let address: SocketAddr = "127.0.0.1:1".parse().unwrap();
     let replica = crate::replication::start_alone(Arc::clone(&store), dir.path(), address).await;
+    let policy = AuthPolicy {
+        server_admins: vec![Identity {
+            handle: "0.NA/ADMIN".into(),
+            index: 300,
+        }],
+    };
+    let service = Service::new(store, replica, policy);
+    let admin = BootstrapAdmin::SecretKey(b"s3cret".to_vec());
+    service
+        .bootstrap(&admin, &["ADMIN".to_owned()])
+        .await
+        .unwrap();
+    let user = HandleValue {
+        permissions: crate::values::Permissions::ADMIN_ONLY,
+        ..HandleValue::new(300, "HS_SECKEY", "u5er")
+    };
+    let command = Command::Create {
+        handle: crate::names::Handle::parse("TEST/user").unwrap(),
+        values: vec![user],
+        existing: ExistingHandle::Refuse,
+    };
+    service.write(command).await.unwrap();
     let state = HttpState {
-        service: Service::new(store, replica),
+        service,
         metrics: Arc::new(Metrics::new()),
         node: NodeInfo {
             id: 1,
@@ -26,41 +59,142 @@ async fn call(method: &str, path: &str, from: &str, body: &str) -> (StatusCode, 
             https: None,
             peer: address,
         },
+        allow_plain_auth_from_loopback: true,
     };
-    let peer: SocketAddr = from.parse().unwrap();
+    (dir, state)
+}
+
+fn basic(user: &str, secret: &str) -> String {
+    let text = format!("{}:{secret}", user.replace(':', "%3A"));
+    format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(text)
+    )
+}
+
+struct Call<'a> {
+    method: &'a str,
+    path: &'a str,
+    from: &'a str,
+    channel: Channel,
+    authorization: Option<String>,
+}
+
+async fn call(state: &HttpState, call: Call<'_>) -> (StatusCode, bool, serde_json::Value) {
+    let body = r#"[{"index":1,"type":"URL","data":"https://a/"}]"#;
     let mut request = Request::builder()
-        .method(method)
-        .uri(path)
-        .header("content-type", "application/json")
-        .body(Body::from(body.to_owned()))
-        .unwrap();
+        .method(call.method)
+        .uri(call.path)
+        .header("content-type", "application/json");
+    if let Some(authorization) = call.authorization {
+        request = request.header(header::AUTHORIZATION, authorization);
+    }
+    let mut request = request.body(Body::from(body)).unwrap();
+    let peer: SocketAddr = call.from.parse().unwrap();
     request.extensions_mut().insert(ConnectInfo(peer));
-    let response = router(state).oneshot(request).await.unwrap();
+    let response = router(state.clone(), call.channel)
+        .oneshot(request)
+        .await
+        .unwrap();
     let status = response.status();
+    let challenged = response.headers().contains_key(header::WWW_AUTHENTICATE);
     let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
         .await
         .unwrap();
-    (status, serde_json::from_slice(&bytes).unwrap())
+    (status, challenged, serde_json::from_slice(&bytes).unwrap())
+}
+
+fn admin_routes() -> [(&'static str, &'static str); 5] {
+    [
+        ("PUT", "/api/handles/TEST/x"),
+        ("DELETE", "/api/handles/TEST/user"),
+        ("GET", "/api/handles?prefix=TEST"),
+        ("GET", "/api/prefixes"),
+        ("GET", "/api/handles/TEST/user?publicOnly=false"),
+    ]
 }
 
 #[tokio::test]
-async fn administration_from_another_machine_is_refused_with_403() {
-    let body = r#"[{"index":1,"type":"URL","data":"https://a/"}]"#;
-    let remote = "192.0.2.7:5000";
-    for (method, path) in [
-        ("PUT", "/api/handles/TEST/x"),
-        ("DELETE", "/api/handles/TEST/x"),
-        ("GET", "/api/handles?prefix=TEST"),
-        ("GET", "/api/prefixes"),
-        ("GET", "/api/handles/TEST/x?publicOnly=false"),
-    ] {
-        let (status, json) = call(method, path, remote, body).await;
-        assert_eq!(status, StatusCode::FORBIDDEN, "{method} {path}: {json}");
-        assert_eq!(json["responseCode"], 400, "{method} {path}: {json}");
+async fn administration_needs_credentials_honoured_only_where_safe() {
+    let (_dir, state) = state().await;
+    let admin = basic("300:0.NA/ADMIN", "s3cret");
+    let cases = [
+        (None, REMOTE, Channel::Https, 401, 402),
+        (Some(admin.clone()), REMOTE, Channel::Http, 401, 402),
+        (
+            Some(basic("300:0.NA/ADMIN", "wrong")),
+            REMOTE,
+            Channel::Https,
+            401,
+            402,
+        ),
+        (
+            Some(basic("300:0.NA/NOBODY", "x")),
+            REMOTE,
+            Channel::Https,
+            401,
+            402,
+        ),
+        (Some("Basic !!!".into()), REMOTE, Channel::Https, 401, 402),
+        (
+            Some("Handle sessionId=1".into()),
+            REMOTE,
+            Channel::Https,
+            401,
+            402,
+        ),
+        (
+            Some(basic("300:TEST/user", "u5er")),
+            REMOTE,
+            Channel::Https,
+            403,
+            400,
+        ),
+    ];
+    for (authorization, from, channel, status, code) in cases {
+        for (method, path) in admin_routes() {
+            let who = format!("{method} {path} {authorization:?} {channel:?}");
+            let sent = Call {
+                method,
+                path,
+                from,
+                channel,
+                authorization: authorization.clone(),
+            };
+            let (got, challenged, json) = call(&state, sent).await;
+            assert_eq!(got.as_u16(), status, "{who}: {json}");
+            assert_eq!(json["responseCode"], code, "{who}: {json}");
+            assert_eq!(challenged, status == 401, "{who}: WWW-Authenticate");
+        }
     }
-    let (status, json) = call("PUT", "/api/handles/TEST/x", "[::1]:5000", body).await;
-    assert_eq!(
-        (status, json["responseCode"].as_u64()),
-        (StatusCode::CREATED, Some(1))
-    );
+}
+
+#[tokio::test]
+async fn an_administrator_writes_over_https_or_from_loopback() {
+    let (_dir, state) = state().await;
+    let admin = basic("300:0.NA/ADMIN", "s3cret");
+    for (from, channel, path) in [
+        (REMOTE, Channel::Https, "/api/handles/TEST/x"),
+        (LOOPBACK, Channel::Http, "/api/handles/TEST/y"),
+    ] {
+        let put = Call {
+            method: "PUT",
+            path,
+            from,
+            channel,
+            authorization: Some(admin.clone()),
+        };
+        let (status, _, json) = call(&state, put).await;
+        assert_eq!(status, StatusCode::CREATED, "{json}");
+    }
+    let list = Call {
+        method: "GET",
+        path: "/api/handles?prefix=TEST",
+        from: REMOTE,
+        channel: Channel::Https,
+        authorization: Some(admin),
+    };
+    let (status, _, json) = call(&state, list).await;
+    assert_eq!(status, StatusCode::OK, "{json}");
+    assert_eq!(json["totalCount"], "3", "{json}");
 }

@@ -1,5 +1,6 @@
 //! The one place where service errors become RFC 3652 response codes.
 
+use crate::auth;
 use crate::codec::ResponseCode;
 use crate::replication::ReplicaError;
 use crate::service::Error;
@@ -11,7 +12,10 @@ pub fn response_code(error: &Error) -> ResponseCode {
         Error::HandleNotFound => ResponseCode::HandleNotFound,
         Error::ValuesNotFound => ResponseCode::ValuesNotFound,
         Error::InvalidValue { .. } => ResponseCode::InvalidValue,
-        Error::NotAuthorised => ResponseCode::InvalidAdmin,
+        Error::AuthenticationNeeded => ResponseCode::AuthenticationNeeded,
+        Error::NotPermitted(error) => auth::authorisation_code(error),
+        Error::Authentication(error) => auth::authentication_code(error),
+        Error::KeyNotHeld { .. } => ResponseCode::AuthenticationError,
         Error::Storage(_) => ResponseCode::Error,
         // The set is electing a primary or this member is behind: try again shortly.
         Error::Replication(error) => match **error {

@@ -9,6 +9,8 @@ use crate::codec::{
     Body, CodecError, Envelope, ErrorResponse, Header, Message, OpCode, OpFlags, ProtocolVersion,
     RequestDigest, Response, ResponseCode, answer_version,
 };
+use std::time::Duration;
+
 use crate::service::unix_now;
 
 /// Settings that shape every response of a node.
@@ -18,6 +20,8 @@ pub struct ResponseSettings {
     pub site_serial: u16,
     /// Seconds until a response expires.
     pub validity_secs: u32,
+    /// How long a challenge waits for its answer.
+    pub challenge_lifetime: Duration,
 }
 
 /// The request-side facts a response is built from.
@@ -70,6 +74,41 @@ impl Exchange {
     /// The request's flags.
     pub fn flags(&self) -> OpFlags {
         self.flags
+    }
+
+    /// The version the response is written in.
+    pub fn version(&self) -> ProtocolVersion {
+        self.envelope.version
+    }
+
+    /// The exchange answering a challenged request after its challenge was answered
+    /// by this one (digest §8.1 step 5): the original `opcode` and `flags`, this
+    /// message's RequestId and SessionId.
+    pub fn resuming(self, opcode: OpCode, flags: OpFlags) -> Exchange {
+        Exchange {
+            opcode,
+            flags,
+            ..self
+        }
+    }
+
+    /// RC_AUTHEN_NEEDED (402) challenging the request (digest §8.1 step 2): envelope
+    /// SessionId = `challenge_id`, RD set with `digest` (whatever the request asked),
+    /// body the `nonce`.
+    pub fn challenge(&self, challenge_id: u32, digest: RequestDigest, nonce: Vec<u8>) -> Message {
+        let challenging = Exchange {
+            envelope: Envelope {
+                session_id: challenge_id,
+                ..self.envelope
+            },
+            digest: Some(digest),
+            ..self.clone()
+        };
+        challenging.reply(
+            ResponseCode::AuthenticationNeeded,
+            Response::Challenge { nonce },
+            OpFlags::NONE,
+        )
     }
 
     /// A response with `code` and `response`, and `extra` flags added to the echoed

@@ -5,6 +5,7 @@
 //! wire, [`crate::service`] for what to answer and [`crate::config`] for settings;
 //! everything below it is reached through the service.
 
+mod challenges;
 mod codes;
 mod exchange;
 mod responder;
@@ -91,6 +92,7 @@ impl HandleListeners {
         let settings = ResponseSettings {
             site_serial: config.site.serial,
             validity_secs: config.handle.response_validity_secs,
+            challenge_lifetime: Duration::from_secs(config.auth.challenge_lifetime_secs),
         };
         let responder = Responder::new(service, config.site.clone(), settings, metrics);
         let idle = Duration::from_secs(config.handle.tcp_idle_timeout_secs);

@@ -3,13 +3,19 @@
 //! Owns the mapping from Handle protocol requests to [`Service`] calls and back. Every
 //! request gets an answer with the right response code, except bytes too short to
 //! hold an envelope (nobody to answer). Nothing here panics on network input.
+//!
+//! Administrative requests (100–105) from a caller who has not authenticated are
+//! challenged ([`Challenges`]); the answer (200) is verified by the service and the
+//! original request carried out as the identity that answered (digest §8.1).
 
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::auth::{ChallengeAnswer, authentication_code};
 use crate::codec::{
-    Body, CodecError, HandleValues, Message, OpFlags, Request, ResolutionRequest, Response,
-    ResponseCode,
+    AuthAnswer, Body, CodecError, HandleValues, Message, OpFlags, Request, ResolutionRequest,
+    Response, ResponseCode,
 };
 use crate::config::SiteConfig;
 use crate::metrics::{Metrics, Protocol};
@@ -18,6 +24,7 @@ use crate::service::{Caller, Error, Freshness, Service};
 use crate::storage::{Applied, Command, ExistingHandle, ExistingValue};
 use crate::values::ValueSelection;
 
+use super::challenges::Challenges;
 use super::codes::response_code;
 use super::exchange::{Exchange, ResponseSettings};
 use super::site;
@@ -45,6 +52,7 @@ pub struct Responder {
     service: Service,
     site: SiteConfig,
     settings: ResponseSettings,
+    challenges: Arc<Challenges>,
     metrics: Arc<Metrics>,
 }
 
@@ -60,6 +68,7 @@ impl Responder {
         Responder {
             service,
             site,
+            challenges: Arc::new(Challenges::new(settings.challenge_lifetime)),
             settings,
             metrics,
         }
@@ -91,6 +100,15 @@ impl Responder {
             Err(error) => return self.undecodable(&error),
         };
         let exchange = Exchange::of_request(&message, self.settings);
+        let challenge_from = match (&caller, &message.body, message.raw_header_and_body()) {
+            (Caller::Anonymous { address }, Body::Request(request), Some(raw))
+                if is_administrative(request) =>
+            {
+                Some((*address, raw.to_vec()))
+            }
+            _ => None,
+        };
+        let session_id = message.envelope.session_id;
         let request = match message.body {
             Body::Request(request) => request,
             Body::Response { .. } => {
@@ -98,9 +116,56 @@ impl Responder {
                 return Reply::One(exchange.error(ResponseCode::ProtocolError, text));
             }
         };
+        if let Some((address, raw)) = challenge_from {
+            let challenge = self.challenges.challenge(address, &exchange, &raw, request);
+            return Reply::One(challenge);
+        }
+        match request {
+            Request::ChallengeResponse(answer) => {
+                self.answered(&caller, exchange, session_id, answer).await
+            }
+            other => self.perform(caller, exchange, other).await,
+        }
+    }
+
+    /// Carries out `request` for `caller`.
+    async fn perform(&self, caller: Caller, exchange: Exchange, request: Request) -> Reply {
         match request {
             Request::ListHandles { prefix } => self.list(caller, exchange, &prefix),
             other => Reply::One(self.answer(caller, &exchange, other).await),
+        }
+    }
+
+    /// The answer to a challenge (OC 200, digest §8.1 steps 4–5): the pending request
+    /// carried out as the identity that answered, or why not.
+    async fn answered(
+        &self,
+        caller: &Caller,
+        exchange: Exchange,
+        challenge_id: u32,
+        answer: AuthAnswer,
+    ) -> Reply {
+        let Some(address) = address(caller) else {
+            let text = "an authenticated caller has no challenge to answer";
+            return Reply::One(exchange.error(ResponseCode::AuthenticationTimeout, text));
+        };
+        let (challenge, pending) = match self.challenges.take(challenge_id, address) {
+            Ok(taken) => taken,
+            Err(error) => {
+                let code = authentication_code(&error);
+                return Reply::One(exchange.error(code, error.to_string()));
+            }
+        };
+        let exchange = exchange.resuming(pending.opcode, pending.flags);
+        let identity = ChallengeAnswer::from_wire(answer)
+            .map_err(Error::Authentication)
+            .and_then(|answer| self.service.verify_answer(&challenge, &answer));
+        match identity {
+            Ok(identity) => {
+                let administrator = Caller::Administrator { identity };
+                self.perform(administrator, exchange, pending.request).await
+            }
+            Err(error) => Reply::One(Rejection::from(error).into_message(&exchange)),
         }
     }
 
@@ -135,6 +200,10 @@ impl Responder {
                 let (members, primary) = self.service.replica_set();
                 let site = site::describe(&self.site, &members, primary).encode();
                 return exchange.success(Response::SiteInfo { site });
+            }
+            Request::ChallengeResponse(_) | Request::VerifyResponse(_) => {
+                let text = "verifying answers for other servers (OC 201) is not supported";
+                return exchange.error(ResponseCode::OperationNotSupported, text);
             }
             admin => match admin_command(exchange.flags(), admin) {
                 Ok(command) => self.administer(caller, command).await,
@@ -381,9 +450,34 @@ fn admin_command(flags: OpFlags, request: Request) -> Result<Command, Rejection>
             handle: parse_handle(&handle)?,
             indexes,
         },
-        Request::Resolution(_) | Request::GetSiteInfo { .. } | Request::ListHandles { .. } => {
+        Request::Resolution(_)
+        | Request::GetSiteInfo { .. }
+        | Request::ListHandles { .. }
+        | Request::ChallengeResponse(_)
+        | Request::VerifyResponse(_) => {
             let message = "not an administrative request";
             return Err(Rejection::new(ResponseCode::ProtocolError, message));
         }
     })
+}
+
+/// Whether `request` needs an authenticated administrator (digest §3.4, §3.5).
+fn is_administrative(request: &Request) -> bool {
+    matches!(
+        request,
+        Request::CreateHandle(_)
+            | Request::DeleteHandle { .. }
+            | Request::AddValue(_)
+            | Request::RemoveValue { .. }
+            | Request::ModifyValue(_)
+            | Request::ListHandles { .. }
+    )
+}
+
+/// The network address of a caller who has not authenticated.
+fn address(caller: &Caller) -> Option<IpAddr> {
+    match caller {
+        Caller::Anonymous { address } => Some(*address),
+        Caller::Administrator { .. } => None,
+    }
 }

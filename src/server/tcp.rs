@@ -55,7 +55,7 @@ async fn connection(
     idle_timeout: Duration,
 ) -> std::io::Result<()> {
     stream.set_nodelay(true)?;
-    let caller = Caller { address: peer.ip() };
+    let caller = Caller::anonymous(peer.ip());
     let mut buffer = Vec::with_capacity(1024);
     loop {
         let frame = match read_frame(&mut stream, &mut buffer, idle_timeout).await? {
@@ -64,12 +64,12 @@ async fn connection(
         };
         match frame {
             Ok(len) => {
-                let reply = responder.respond(caller, &buffer[..len]).await;
+                let reply = responder.respond(caller.clone(), &buffer[..len]).await;
                 write_reply(&mut stream, reply).await?;
                 buffer.drain(..len);
             }
             Err(envelope_bytes) => {
-                let reply = responder.respond(caller, &envelope_bytes).await;
+                let reply = responder.respond(caller.clone(), &envelope_bytes).await;
                 write_reply(&mut stream, reply).await?;
                 return stream.shutdown().await;
             }

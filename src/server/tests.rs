@@ -2,23 +2,42 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::*;
+use crate::auth::Identity;
 use crate::codec::{
     Body, Envelope, HandleValues, Header, Message, OpCode, OpFlags, ProtocolVersion, Request,
     ResolutionRequest, Response, ResponseCode,
 };
 use crate::metrics::Metrics;
-use crate::service::{Caller, Service};
+use crate::service::{AuthPolicy, Caller, Service};
 use crate::storage::Store;
 use crate::values::{HandleValue, SiteInfo, ValueIndex};
 use responder::Reply;
 
-const LOCAL: Caller = Caller {
-    address: IpAddr::V4(Ipv4Addr::LOCALHOST),
-};
+const LOCAL: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+
+/// The server administrator of the test responders.
+fn admin() -> Identity {
+    Identity {
+        handle: "0.NA/ADMIN".into(),
+        index: 300,
+    }
+}
+
+/// A caller who has authenticated as the server administrator.
+fn administrator() -> Caller {
+    Caller::Administrator { identity: admin() }
+}
 
 async fn responder() -> (tempfile::TempDir, Responder) {
+    responder_with(Duration::from_secs(20)).await
+}
+
+/// A responder whose challenges live `challenge_lifetime`, with [`admin`] as its
+/// server administrator.
+async fn responder_with(challenge_lifetime: Duration) -> (tempfile::TempDir, Responder) {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(Store::open(&dir.path().join("handles.redb")).unwrap());
     let handle = "127.0.0.1:2641".parse().unwrap();
@@ -27,16 +46,14 @@ async fn responder() -> (tempfile::TempDir, Responder) {
     let settings = ResponseSettings {
         site_serial: 7,
         validity_secs: 60,
+        challenge_lifetime,
     };
-    (
-        dir,
-        Responder::new(
-            Service::new(store, replica),
-            site,
-            settings,
-            Arc::new(Metrics::new()),
-        ),
-    )
+    let policy = AuthPolicy {
+        server_admins: vec![admin()],
+    };
+    let service = Service::new(store, replica, policy);
+    let metrics = Arc::new(Metrics::new());
+    (dir, Responder::new(service, site, settings, metrics))
 }
 
 fn request(request: Request, flags: OpFlags) -> Vec<u8> {
@@ -49,7 +66,11 @@ fn request(request: Request, flags: OpFlags) -> Vec<u8> {
 }
 
 async fn ask(responder: &Responder, bytes: &[u8]) -> Message {
-    match responder.respond(LOCAL, bytes).await {
+    ask_as(responder, administrator(), bytes).await
+}
+
+async fn ask_as(responder: &Responder, caller: Caller, bytes: &[u8]) -> Message {
+    match responder.respond(caller, bytes).await {
         Reply::One(message) => Message::decode(&message.encode()).unwrap(),
         other => panic!("expected one message, got {other:?}"),
     }
@@ -192,7 +213,7 @@ async fn garbage_and_unsupported_operations_are_answered() {
     );
 
     assert!(matches!(
-        responder.respond(LOCAL, b"short").await,
+        responder.respond(Caller::anonymous(LOCAL), b"short").await,
         Reply::Nothing
     ));
 }
@@ -239,7 +260,7 @@ async fn list_is_sent_in_continued_pages() {
         },
         OpFlags::J9_DEFAULT,
     );
-    let Reply::List(mut pages) = responder.respond(LOCAL, &bytes).await else {
+    let Reply::List(mut pages) = responder.respond(administrator(), &bytes).await else {
         panic!("not a list")
     };
     let mut listed = Vec::new();
@@ -270,3 +291,6 @@ async fn busy_answer_echoes_the_request() {
     assert_eq!(answer.header.response_code, ResponseCode::ServerTooBusy);
     assert_eq!(answer.envelope.request_id, 0x0102_0304);
 }
+
+#[path = "auth_tests.rs"]
+mod auth_tests;

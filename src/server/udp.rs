@@ -54,7 +54,7 @@ pub async fn serve(socket: UdpSocket, responder: Responder) {
         let socket = Arc::clone(&socket);
         let responder = responder.clone();
         tokio::spawn(async move {
-            let caller = Caller { address: peer.ip() };
+            let caller = Caller::anonymous(peer.ip());
             let reply = responder.respond(caller, &request).await;
             send_reply(&socket, peer, reply).await;
             drop(permit);

@@ -2,6 +2,7 @@
 
 use thiserror::Error;
 
+use crate::auth::{AuthError, AuthzError};
 use crate::replication::ReplicaError;
 use crate::storage::{Refusal, StorageError};
 use crate::values::ValueIndex;
@@ -27,9 +28,24 @@ pub enum Error {
     /// The store refused the change; nothing changed.
     #[error(transparent)]
     Refused(#[from] Refusal),
-    /// The caller may not do this.
-    #[error("not authorised: administration is accepted only from this machine")]
-    NotAuthorised,
+    /// The operation needs an authenticated administrator and the caller is anonymous.
+    #[error("authentication needed")]
+    AuthenticationNeeded,
+    /// The authenticated administrator may not do this.
+    #[error(transparent)]
+    NotPermitted(AuthzError),
+    /// The caller did not prove who they claim to be.
+    #[error("authentication failed: {0}")]
+    Authentication(AuthError),
+    /// The key handle of an answer is not held by this service, which cannot ask
+    /// the service that holds it.
+    #[error(
+        "cannot authenticate with {handle}: this service does not hold it and does not ask other services"
+    )]
+    KeyNotHeld {
+        /// The key handle.
+        handle: String,
+    },
     /// The store failed.
     #[error("storage failure: {0}")]
     Storage(StorageError),

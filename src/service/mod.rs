@@ -1,23 +1,29 @@
 //! Transport-agnostic handle operations: resolution and administration.
 //!
-//! Owns the rules every edge (the Handle protocol, later HTTP) shares: which values an
+//! Owns the rules every edge (the Handle protocol, HTTP) shares: which values an
 //! anonymous resolution may see, value validation, server-assigned timestamps, and who
-//! may administer. Writes go through the replica set ([`Replica::client_write`]: the
+//! may administer (an authenticated administrator whom the target handle, its prefix
+//! handle or the server configuration allows the exact change, module `authorise`). Writes go through the replica set ([`Replica::client_write`]: the
 //! primary proposes them, any other member forwards them); reads come from the local
 //! store, which holds what this member has applied, after a
 //! [`Replica::ensure_fresh_read`] when the caller asks for an authoritative answer.
-//! Depends on [`crate::names`], [`crate::values`], [`crate::storage`] and
-//! [`crate::replication`]; knows nothing of sockets, wire formats or response codes
+//! Depends on [`crate::names`], [`crate::values`], [`crate::auth`],
+//! [`crate::storage`] and [`crate::replication`]; knows nothing of sockets, wire formats or response codes
 //! (each edge maps [`Error`] to its own codes in one function).
 
+mod authorise;
+pub mod bootstrap;
 mod error;
+mod keys;
 
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+pub use authorise::AuthPolicy;
 pub use error::Error;
 
+use crate::auth::Identity;
 use crate::names::Handle;
 use crate::replication::admin::{Member, MemberStatus};
 use crate::replication::{NodeId, Replica};
@@ -25,10 +31,25 @@ use crate::storage::{Applied, Command, HandleRecord, PrefixRecord, Store};
 use crate::values::{HandleValue, ValueSelection};
 
 /// Who sent a request, as far as the service can tell.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Caller {
-    /// The peer address of the connection or datagram.
-    pub address: IpAddr,
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Caller {
+    /// Nobody has proved who they are.
+    Anonymous {
+        /// The peer address of the connection or datagram.
+        address: IpAddr,
+    },
+    /// An administrator who answered a challenge (or authenticated over HTTP).
+    Administrator {
+        /// Who they proved to be.
+        identity: Identity,
+    },
+}
+
+impl Caller {
+    /// An anonymous caller at `address`.
+    pub fn anonymous(address: IpAddr) -> Caller {
+        Caller::Anonymous { address }
+    }
 }
 
 /// How current a read must be.
@@ -45,12 +66,18 @@ pub enum Freshness {
 pub struct Service {
     store: Arc<Store>,
     replica: Replica,
+    policy: Arc<AuthPolicy>,
 }
 
 impl Service {
-    /// A service reading `store`, which `replica` keeps up to date and writes through.
-    pub fn new(store: Arc<Store>, replica: Replica) -> Self {
-        Service { store, replica }
+    /// A service reading `store`, which `replica` keeps up to date and writes through,
+    /// allowing administration as `policy` says.
+    pub fn new(store: Arc<Store>, replica: Replica, policy: AuthPolicy) -> Self {
+        Service {
+            store,
+            replica,
+            policy: Arc::new(policy),
+        }
     }
 
     /// Anonymous resolution: the selected values that are publicly readable and not
@@ -77,9 +104,9 @@ impl Service {
         Ok(record)
     }
 
-    /// Resolution by an administrator: every selected value, administrative and
-    /// non-public ones included, in stored order (an empty selection result is
-    /// [`Error::ValuesNotFound`]).
+    /// Resolution by an administrator allowed READ_VALUE on the handle: every selected
+    /// value, administrative and non-public ones included, in stored order (an empty
+    /// selection result is [`Error::ValuesNotFound`]).
     pub async fn resolve_all(
         &self,
         caller: &Caller,
@@ -87,32 +114,33 @@ impl Service {
         selection: &ValueSelection,
         freshness: Freshness,
     ) -> Result<HandleRecord, Error> {
-        authorise(caller)?;
         if freshness == Freshness::Authoritative {
             self.replica.ensure_fresh_read().await?;
         }
-        let record = self
-            .store
-            .read()?
-            .get(handle, selection)?
-            .ok_or(Error::HandleNotFound)?;
+        let read = self.store.read()?;
+        authorise::reading(&self.policy, &read, caller, handle)?;
+        let record = read.get(handle, selection)?.ok_or(Error::HandleNotFound)?;
         if record.values.is_empty() {
             return Err(Error::ValuesNotFound);
         }
         Ok(record)
     }
 
-    /// How many handles the naming authority `prefix` holds (0 when it is unknown).
+    /// How many handles the naming authority `prefix` holds (0 when it is unknown),
+    /// for an administrator allowed LIST_HANDLES on it.
     pub fn count_handles(&self, caller: &Caller, prefix: &str) -> Result<u64, Error> {
-        authorise(caller)?;
-        let record = self.store.read()?.prefix(prefix)?;
+        let read = self.store.read()?;
+        authorise::listing(&self.policy, &read, caller, prefix)?;
+        let record = read.prefix(prefix)?;
         Ok(record.map_or(0, |record| record.handle_count))
     }
 
-    /// Every naming authority the store knows (with handles, or homed here).
+    /// Every naming authority the store knows (with handles, or homed here), for a
+    /// server administrator.
     pub fn list_prefixes(&self, caller: &Caller) -> Result<Vec<PrefixRecord>, Error> {
-        authorise(caller)?;
-        Ok(self.store.read()?.list_prefixes()?)
+        let read = self.store.read()?;
+        authorise::server_admin(&self.policy, &read, caller)?;
+        Ok(read.list_prefixes()?)
     }
 
     /// Up to `limit` handles under `prefix`, after `after` when paging.
@@ -123,14 +151,25 @@ impl Service {
         after: Option<&Handle>,
         limit: usize,
     ) -> Result<Vec<String>, Error> {
-        authorise(caller)?;
-        Ok(self.store.read()?.list_handles(prefix, after, limit)?)
+        let read = self.store.read()?;
+        authorise::listing(&self.policy, &read, caller, prefix)?;
+        Ok(read.list_handles(prefix, after, limit)?)
     }
 
     /// Validates and timestamps an administrative `command` for `caller`, then has the
     /// primary apply it; returns once it is committed by a quorum and applied there.
+    ///
+    /// Permissions are checked against this member's store before the write is
+    /// proposed (as J9 checks, then writes); a member that lags its primary checks
+    /// against what it has applied.
     pub async fn administer(&self, caller: &Caller, command: Command) -> Result<Applied, Error> {
-        authorise(caller)?;
+        authorise::command(&self.policy, &self.store.read()?, caller, &command)?;
+        self.write(command).await
+    }
+
+    /// Writes `command` with no permission check: only for the server's own set-up
+    /// (the bootstrap administrator), never for a request.
+    pub async fn write(&self, command: Command) -> Result<Applied, Error> {
         let command = prepare(command, unix_now())?;
         Ok(self.replica.client_write(command).await??)
     }
@@ -143,15 +182,6 @@ impl Service {
     /// The members of this node's replica set, by id, and its primary if known.
     pub fn replica_set(&self) -> (Vec<Member>, Option<NodeId>) {
         self.replica.members()
-    }
-}
-
-/// Until administrators authenticate, only a caller on this machine may administer.
-fn authorise(caller: &Caller) -> Result<(), Error> {
-    if caller.address.is_loopback() {
-        Ok(())
-    } else {
-        Err(Error::NotAuthorised)
     }
 }
 

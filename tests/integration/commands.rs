@@ -5,12 +5,21 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
-use crate::harness::Server;
+use crate::harness::{ADMIN_ARGS, Server};
 
+/// Runs `hdl ARGS --server …`, authenticated as the bootstrap administrator when the
+/// command administers.
 fn hdl(server: &Server, args: &[&str]) -> Output {
+    let administers = ["create", "delete", "add", "modify", "remove", "list"];
+    let auth: &[&str] = if administers.contains(&args[0]) {
+        &ADMIN_ARGS
+    } else {
+        &[]
+    };
     Command::new(env!("CARGO_BIN_EXE_hdl"))
         .args(args)
         .args(["--server", &server.server_arg()])
+        .args(auth)
         .output()
         .expect("run hdl")
 }

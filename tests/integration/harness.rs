@@ -6,6 +6,12 @@
 //! deadline; the server's stderr goes to a file that is shown if it fails to start.
 //! [`spawn_serve`] starts one with any arguments (HTTP on `127.0.0.1:0` unless they
 //! say otherwise), for the cluster tests.
+//!
+//! Every server is started with a bootstrap administrator: `0.NA/ADMIN` holding the
+//! secret of `tests/fixtures/admin.secret` as HS_SECKEY at index 300, and
+//! `300:0.NA/ADMIN` a server administrator; [`Server::client`], [`ADMIN_ARGS`] and
+//! [`ADMIN_BASIC`] (HTTP Basic, honoured over plain HTTP from loopback) authenticate
+//! as it.
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -18,13 +24,60 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use hdl::client::Client;
+use hdl::client::{Client, Credentials, Key};
 use tempfile::TempDir;
 
 /// How long a server may take to announce its address.
 const STARTUP: Duration = Duration::from_secs(20);
 /// Lines of stdout read before giving up on the announcement.
 const MAX_STARTUP_LINES: usize = 100;
+
+/// A fixed test key (no key generation in tests).
+pub const ADMIN_KEY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/admin.pem");
+/// The bootstrap administrator's secret file.
+pub const ADMIN_SECRET: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/admin.secret");
+/// The bootstrap administrator's secret (the file without its newline).
+pub const ADMIN_SECRET_TEXT: &str = "s3cret-for-tests";
+/// The user of HTTP Basic credentials for the bootstrap administrator.
+pub const ADMIN_BASIC: &str = "300%3A0.NA/ADMIN";
+/// Another fixed key, which no server knows.
+pub const OTHER_KEY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/other.pem");
+/// The bootstrap administrator's identity.
+pub const ADMIN: &str = "300:0.NA/ADMIN";
+/// The options authenticating a client command as the bootstrap administrator.
+pub const ADMIN_ARGS: [&str; 4] = ["--auth", ADMIN, "--secret-file", ADMIN_SECRET];
+
+/// The options of `hdl serve` creating the bootstrap administrator.
+pub fn bootstrap_args() -> Vec<OsString> {
+    [
+        "--admin-secret-file",
+        ADMIN_SECRET,
+        "--prefix",
+        "ADMIN",
+        "--server-admin",
+        ADMIN,
+    ]
+    .map(OsString::from)
+    .to_vec()
+}
+
+/// The bootstrap administrator's credentials.
+pub fn admin_credentials() -> Credentials {
+    Credentials {
+        identity: hdl::config::parse_identity(ADMIN).expect("identity"),
+        key: Key::Secret(hdl::auth::SecretKey(ADMIN_SECRET_TEXT.as_bytes().to_vec())),
+    }
+}
+
+/// `config` with `[http] allow_plain_auth_from_loopback = true` added, so that tests
+/// authenticate over plain HTTP on loopback.
+fn with_plain_auth(config: &str) -> String {
+    const LINE: &str = "allow_plain_auth_from_loopback = true\n";
+    match config.split_once("[http]\n") {
+        Some((before, after)) => format!("{before}[http]\n{LINE}{after}"),
+        None => format!("{config}\n[http]\n{LINE}"),
+    }
+}
 
 /// A running `hdl serve`.
 pub struct Server {
@@ -45,8 +98,8 @@ impl Server {
     pub fn start_with_config(config: &str) -> Server {
         let dir = tempfile::tempdir().expect("temporary directory");
         let config_path = dir.path().join("hdl.toml");
-        std::fs::write(&config_path, config).expect("config file");
-        let args: Vec<OsString> = vec![
+        std::fs::write(&config_path, with_plain_auth(config)).expect("config file");
+        let mut args: Vec<OsString> = vec![
             "--config".into(),
             config_path.into(),
             "--data-dir".into(),
@@ -54,6 +107,7 @@ impl Server {
             "--listen".into(),
             "127.0.0.1:0".into(),
         ];
+        args.extend(bootstrap_args());
         let (child, listening) = spawn_serve(&args, &dir.path().join("stderr"));
         Server {
             child,
@@ -82,8 +136,14 @@ impl Server {
         self.address().to_string()
     }
 
-    /// A client of this server alone.
+    /// A client of this server alone, authenticating as the bootstrap administrator.
     pub fn client(&self) -> Client {
+        self.anonymous_client()
+            .with_credentials(admin_credentials())
+    }
+
+    /// A client of this server alone, without credentials.
+    pub fn anonymous_client(&self) -> Client {
         Client::new(vec![self.address()])
     }
 }

@@ -9,7 +9,7 @@ use reqwest::header::CONTENT_TYPE;
 use reqwest::{Client, Response, StatusCode};
 use serde_json::{Value, json};
 
-use crate::harness::Server;
+use crate::harness::{ADMIN_BASIC, ADMIN_SECRET_TEXT, Server};
 
 pub fn client() -> Client {
     Client::builder()
@@ -18,7 +18,23 @@ pub fn client() -> Client {
         .expect("HTTP client")
 }
 
-/// A server and an HTTP client for it.
+/// A client sending the bootstrap administrator's Basic credentials with every request.
+pub fn admin_client() -> Client {
+    use base64::Engine;
+    let credentials = format!("{ADMIN_BASIC}:{ADMIN_SECRET_TEXT}");
+    let encoded = base64::engine::general_purpose::STANDARD.encode(credentials);
+    let mut headers = reqwest::header::HeaderMap::new();
+    let value =
+        reqwest::header::HeaderValue::from_str(&format!("Basic {encoded}")).expect("header value");
+    headers.insert(reqwest::header::AUTHORIZATION, value);
+    Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .default_headers(headers)
+        .build()
+        .expect("HTTP client")
+}
+
+/// A server and an HTTP client for it, authenticated as the bootstrap administrator.
 pub struct Api {
     pub server: Server,
     pub http: Client,
@@ -28,7 +44,7 @@ impl Api {
     pub fn start() -> Api {
         Api {
             server: Server::start(),
-            http: client(),
+            http: admin_client(),
         }
     }
 
@@ -347,7 +363,11 @@ async fn listing_pages_prefixes_jsonp_pretty_and_cors() {
     let (status, _) = json_of(api.get("/api/handles").await).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     let (_, prefixes) = json_of(api.get("/api/prefixes").await).await;
-    assert_eq!(prefixes, json!({"responseCode": 1, "prefixes": ["LIST"]}));
+    // 0.NA holds the bootstrap administrator's 0.NA/ADMIN.
+    assert_eq!(
+        prefixes,
+        json!({"responseCode": 1, "prefixes": ["0.NA", "LIST"]})
+    );
     let jsonp = api.get("/api/handles/LIST/a?callback=show&index=1").await;
     let text = jsonp.text().await.expect("body");
     assert!(

@@ -7,7 +7,8 @@ use std::time::Duration;
 use super::error::ReplicaError;
 use crate::replication::admin::{AdminAnswer, AdminRequest, MemberStatus};
 use crate::replication::network::{ClusterSecret, ForwardError, Network};
-use crate::replication::{Node, NodeId};
+use crate::replication::{Node, NodeId, Request, RequestId, Response};
+use crate::storage::{Command, CommandResult};
 
 /// The node id the admin client gives in the peer handshake; it is never a member.
 const ADMIN_CLIENT_ID: NodeId = 0;
@@ -59,6 +60,39 @@ impl AdminClient {
                 Err(error) => return Err(ReplicaError::Refused(error)),
             }
         }
+    }
+
+    /// Has the leader of the set of the node at `peer` propose `command` (the
+    /// command goes into the log as given: no validation, no timestamps; for the
+    /// set's own set-up, such as its bootstrap administrator).
+    pub async fn write(
+        &self,
+        peer: SocketAddr,
+        command: Command,
+    ) -> Result<CommandResult, ReplicaError> {
+        let mut at = peer;
+        let request = Request {
+            id: RequestId(rand::random()),
+            command,
+        };
+        for _ in 0..=MAX_REDIRECTS {
+            let node = Node {
+                peer: at,
+                ..Node::default()
+            };
+            let mut connection = self.network.connection(ADMIN_CLIENT_ID, &node);
+            match connection.forward(request.clone(), self.timeout).await? {
+                Ok(Response::Command(result)) => return Ok(result),
+                Ok(Response::NoCommand) => return Err(ReplicaError::NoCommandResult),
+                Err(ForwardError::NotLeader {
+                    leader_node: Some(leader),
+                    ..
+                }) if leader.peer != at => at = leader.peer,
+                Err(ForwardError::Fatal(fatal)) => return Err(ReplicaError::Stopped(fatal)),
+                Err(error) => return Err(ReplicaError::Refused(error)),
+            }
+        }
+        Err(ReplicaError::UnexpectedAnswer("too many leader redirects"))
     }
 
     /// What the node at `peer` says about itself and its set.

@@ -16,6 +16,7 @@ use hdl::names::Handle;
 use serde_json::Value;
 
 use super::{Set, assert_resolves, create, receive, url, write_until};
+use crate::harness::{ADMIN_ARGS, admin_credentials};
 
 /// Every member of the status is caught up (lag 0) and there are `count` of them.
 fn all_caught_up(status: &Value, count: usize) -> bool {
@@ -109,7 +110,7 @@ fn write_through_any(servers: Vec<SocketAddr>, stop: &AtomicBool, acked: &mpsc::
         .enable_all()
         .build()
         .expect("runtime");
-    let client = Client::new(servers);
+    let client = Client::new(servers).with_credentials(admin_credentials());
     for n in 0..100_000 {
         if stop.load(Ordering::Relaxed) {
             return;
@@ -130,6 +131,7 @@ fn write_through_any(servers: Vec<SocketAddr>, stop: &AtomicBool, acked: &mpsc::
 fn list(handle: SocketAddr) -> BTreeSet<String> {
     let output = Command::new(env!("CARGO_BIN_EXE_hdl"))
         .args(["list", "test", "--server", &handle.to_string()])
+        .args(ADMIN_ARGS)
         .output()
         .expect("run hdl list");
     assert!(

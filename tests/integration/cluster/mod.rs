@@ -15,12 +15,14 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use hdl::codec::{Body, HandleValues, Message, OpFlags, Request, Response, ResponseCode};
+use hdl::client::{AdminRequest, Client, Overwrite};
+use hdl::codec::{Body, Message, OpFlags, Request, Response, ResponseCode};
+use hdl::names::Handle;
 use hdl::values::{HandleValue, SiteInfo};
 use serde_json::Value;
 use tempfile::TempDir;
 
-use crate::harness::{Listening, spawn_serve};
+use crate::harness::{ADMIN_SECRET, Listening, admin_credentials, spawn_serve};
 use crate::raw;
 
 /// The longest any awaited condition may take.
@@ -33,7 +35,8 @@ const MAX_POLLS: usize = 300;
 /// only catch up from a snapshot.
 const CONFIG: &str = "[cluster]\nheartbeat_ms = 50\nelection_timeout_min_ms = 300\n\
                       election_timeout_max_ms = 600\nsnapshot_every = 20\n\
-                      keep_after_snapshot = 5\n";
+                      keep_after_snapshot = 5\n\
+                      [auth]\nserver_admins = [\"300:0.NA/ADMIN\"]\n";
 
 /// One member process; killed and reaped when dropped.
 struct Member {
@@ -81,7 +84,17 @@ impl Set {
             set.members.push(member);
         }
         let first = set.members[0].listening.peer.to_string();
-        set.cli(&["init", "--peer", &first]);
+        let init = set.cli(&[
+            "init",
+            "--peer",
+            &first,
+            "--admin-secret-file",
+            ADMIN_SECRET,
+            "--prefix",
+            "ADMIN",
+        ]);
+        let said = String::from_utf8_lossy(&init.stdout);
+        assert!(said.contains("created 0.NA/ADMIN"), "{said}");
         for member in &set.members[1..] {
             let (id, listening) = (member.id.to_string(), member.listening);
             let (peer, handle) = (listening.peer.to_string(), listening.handle.to_string());
@@ -193,15 +206,23 @@ fn url(name: &str) -> HandleValue {
     HandleValue::new(1, "URL", format!("https://example.org/{name}"))
 }
 
-/// Creates `name` through the Handle protocol at `member`; the response code.
+/// Creates `name` through the Handle protocol at `member`, authenticated as the
+/// bootstrap administrator; the response code (RC_ERROR when nothing answered).
 fn create(member: &Member, name: &str) -> ResponseCode {
-    let body = HandleValues {
-        handle: name.as_bytes().to_vec(),
+    let client = Client::new(vec![member.listening.handle]).with_credentials(admin_credentials());
+    let request = AdminRequest::Create {
+        handle: Handle::parse(name).expect("handle"),
         values: vec![url(name)],
+        overwrite: Overwrite::Refuse,
     };
-    let message = raw::encode(Request::CreateHandle(body), 7);
-    let answer = raw::tcp(member.listening.handle, &message.encode()).expect("an answer");
-    answer.header.response_code
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    match runtime.block_on(client.admin(request)) {
+        Ok(_) => ResponseCode::Success,
+        Err(error) => error.response_code().unwrap_or(ResponseCode::Error),
+    }
 }
 
 /// An authoritative resolution (AT flag) of `name` at `member`.

@@ -16,7 +16,7 @@ use serde_json::Value;
 use tempfile::TempDir;
 
 use super::{Member, WAIT, assert_resolves, create};
-use crate::harness::Listening;
+use crate::harness::{ADMIN_SECRET, Listening};
 
 /// Base ports tried before giving up; each try is a fresh random one.
 const TRIES: usize = 5;
@@ -49,6 +49,7 @@ impl Launcher {
             .arg("--data-dir")
             .arg(dir)
             .args(["--base-port", &base_port.to_string()])
+            .args(["--admin-secret-file", ADMIN_SECRET, "--prefix", "ADMIN"])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .spawn()
@@ -173,10 +174,10 @@ fn cluster_up_forms_a_set_and_stops_every_node_on_sigterm() {
     assert_eq!(ids, [1, 2, 3]);
 
     assert_eq!(
-        create(&launcher.member(2), "test/up"),
+        create(&launcher.member(2), "ADMIN/up"),
         ResponseCode::Success
     );
-    assert_resolves(&launcher.member(3), "test/up");
+    assert_resolves(&launcher.member(3), "ADMIN/up");
     let pids = node_pids(dir.path(), launcher.member(1).listening.peer);
     assert_eq!(pids.len(), 3);
 

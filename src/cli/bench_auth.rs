@@ -1,0 +1,132 @@
+//! `hdl bench auth-write`: what one authenticated create costs, over the Handle protocol
+//! (each create challenged and answered: two round trips and a signature or MAC on
+//! both sides) and over HTTP (Basic credentials checked on every request).
+//!
+//! Creates `--count` handles `<prefix>/write/<run>/<n>` one after another (a fresh
+//! random `<run>` per invocation, so runs never collide) and prints one latency line
+//! per protocol asked for.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::Args;
+use hdl::client::{AdminRequest, Client, Overwrite};
+use hdl::names::Handle;
+use hdl::values::HandleValue;
+use hdrhistogram::Histogram;
+use serde_json::json;
+
+use super::admin_arg::AuthArgs;
+use super::bench::{Unit, line};
+
+/// What this bench counts.
+const CREATES: Unit = Unit("creates", "creates/s");
+use super::connect::{ServerArg, client, with_credentials};
+
+/// Arguments of `hdl bench auth-write`.
+#[derive(Debug, Args)]
+pub struct AuthWriteBench {
+    /// The Handle protocol server (creates over TCP), unless --only-http.
+    #[command(flatten)]
+    server: ServerArg,
+    /// Also create over the node's HTTP API at HOST:PORT (needs --secret-file).
+    #[arg(long, value_name = "HOST:PORT")]
+    http: Option<String>,
+    /// Skip the Handle protocol.
+    #[arg(long, requires = "http")]
+    only_http: bool,
+    /// Creates per protocol.
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    count: u32,
+    /// The prefix of the created handles.
+    #[arg(long, default_value = "BENCH")]
+    prefix: String,
+    #[command(flatten)]
+    auth: AuthArgs,
+}
+
+/// Runs the creates and prints the figures.
+pub async fn run(bench: &AuthWriteBench) -> anyhow::Result<()> {
+    let run: u32 = rand::random();
+    if !bench.only_http {
+        let client = with_credentials(client(&bench.server).await?, &bench.auth)?;
+        let (histogram, seconds) = handle_protocol(&client, bench, run).await?;
+        println!("create over the Handle protocol (challenge-response each):");
+        println!("{}", line(&histogram, seconds, CREATES));
+    }
+    if let Some(address) = &bench.http {
+        let authorization = bench
+            .auth
+            .basic_header()?
+            .context("--http needs --auth and --secret-file")?;
+        let (histogram, seconds) = http(address, &authorization, bench, run).await?;
+        println!("create over HTTP (Basic credentials each):");
+        println!("{}", line(&histogram, seconds, CREATES));
+    }
+    Ok(())
+}
+
+fn histogram() -> anyhow::Result<Histogram<u64>> {
+    Histogram::new(3).context("cannot make a histogram")
+}
+
+async fn handle_protocol(
+    client: &Client,
+    bench: &AuthWriteBench,
+    run: u32,
+) -> anyhow::Result<(Histogram<u64>, f64)> {
+    let mut latencies = histogram()?;
+    let started = Instant::now();
+    for n in 0..bench.count {
+        let name = format!("{}/write/{run}/tcp{n}", bench.prefix);
+        let request = AdminRequest::Create {
+            handle: Handle::parse(&name).context("invalid --prefix")?,
+            values: vec![HandleValue::new(1, "URL", "https://example.org/")],
+            overwrite: Overwrite::Refuse,
+        };
+        let sent = Instant::now();
+        client
+            .admin(request)
+            .await
+            .with_context(|| format!("creating {name}"))?;
+        record(&mut latencies, sent.elapsed())?;
+    }
+    Ok((latencies, started.elapsed().as_secs_f64()))
+}
+
+async fn http(
+    address: &str,
+    authorization: &str,
+    bench: &AuthWriteBench,
+    run: u32,
+) -> anyhow::Result<(Histogram<u64>, f64)> {
+    let client = reqwest::Client::new();
+    let mut latencies = histogram()?;
+    let body = json!([{"index": 1, "type": "URL", "data": "https://example.org/"}]).to_string();
+    let started = Instant::now();
+    for n in 0..bench.count {
+        let url = format!(
+            "http://{address}/api/handles/{}/write/{run}/http{n}",
+            bench.prefix
+        );
+        let sent = Instant::now();
+        let response = client
+            .put(&url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header(reqwest::header::AUTHORIZATION, authorization)
+            .body(body.clone())
+            .send()
+            .await
+            .with_context(|| format!("PUT {url}"))?;
+        if !response.status().is_success() {
+            bail!("PUT {url}: HTTP {}", response.status());
+        }
+        record(&mut latencies, sent.elapsed())?;
+    }
+    Ok((latencies, started.elapsed().as_secs_f64()))
+}
+
+fn record(histogram: &mut Histogram<u64>, elapsed: Duration) -> anyhow::Result<()> {
+    let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+    histogram.record(micros).context("latency out of range")
+}

@@ -1,0 +1,52 @@
+//! `hdl keygen --out FILE.pem [--index N]`: a new RSA key pair for an administrator.
+//!
+//! Writes the private key as PEM with mode 0600 (refusing to overwrite a file) and
+//! prints the public half as a `--value` for `hdl create` or `hdl add`:
+//! `300:HS_PUBKEY:<hex of the HS_PUBKEY data>`.
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Args;
+use hdl::auth::SigningKey;
+use hdl::auth::keys::GENERATED_KEY_BITS;
+
+/// Arguments of `hdl keygen`.
+#[derive(Debug, Args)]
+pub struct KeygenArgs {
+    /// Where to write the private key (PEM, mode 0600); must not exist.
+    #[arg(long, value_name = "FILE.pem")]
+    out: PathBuf,
+    /// The value index printed with the public key.
+    #[arg(long, default_value_t = 300, value_parser = super::value_arg::parse_index)]
+    index: u32,
+}
+
+/// Generates the key, writes it and prints the HS_PUBKEY value.
+pub fn run(args: &KeygenArgs) -> anyhow::Result<()> {
+    let key = SigningKey::generate().context("cannot generate a key")?;
+    let pem = key.to_pem().context("cannot encode the key")?;
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&args.out)
+        .with_context(|| format!("cannot create {}", args.out.display()))?;
+    file.write_all(pem.as_bytes())
+        .with_context(|| format!("cannot write {}", args.out.display()))?;
+    let hex: String = key
+        .public_key()
+        .encode()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    eprintln!(
+        "wrote a {GENERATED_KEY_BITS}-bit RSA private key to {}",
+        args.out.display()
+    );
+    println!("{}:HS_PUBKEY:{hex}", args.index);
+    Ok(())
+}

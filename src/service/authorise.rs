@@ -1,0 +1,241 @@
+//! Who may change what: each administrative command is broken into the exact
+//! operations it performs (digest §6.1; Handle.Net reference §1.7) and each is
+//! checked with [`auth::authorise`] against this member's store.
+//!
+//! Owns [`AuthPolicy`] and the mapping from [`Command`] to [`Operation`]s:
+//! * create → `ADD_HANDLE` (`ADD_DERIVED_PREFIX` for `0.NA/a.b`) on the prefix handle;
+//!   replacing an existing handle (OverwriteWhenExists) also needs `DELETE_HANDLE` on it;
+//! * delete → `DELETE_HANDLE`;
+//! * add, modify, remove → `ADD_VALUE`, `MODIFY_VALUE`, `REMOVE_VALUE` per value, or
+//!   the `*_ADMIN` bits when the value (old or new) is an HS_ADMIN; an add that
+//!   replaces a taken index (OverwriteWhenExists) is a modification of that value;
+//! * listing and counting → `LIST_HANDLES` on the prefix handle; reading non-public
+//!   values → `READ_VALUE`; listing prefixes → server administrators only;
+//! * homing and unhoming a prefix → server administrators only.
+//!
+//! An anonymous caller is [`Error::AuthenticationNeeded`] before anything is read.
+//! A storage failure while looking up an admin group counts as "no such group": it
+//! can only deny.
+
+use crate::auth::permissions::prefix_admin_handle;
+use crate::auth::{self, Identity, Operation};
+use crate::names::Handle;
+use crate::storage::{Command, ExistingHandle, ExistingValue, ReadSnapshot};
+use crate::values::{HandleValue, KnownType, ValueIndex, ValueSelection};
+
+use super::{Caller, Error};
+
+/// Who administers this server beyond what HS_ADMIN values say.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuthPolicy {
+    /// Server administrators: they may do everything (J9 `server_admins` with
+    /// `server_admin_full_access`).
+    pub server_admins: Vec<Identity>,
+}
+
+/// The identity of `caller`, or [`Error::AuthenticationNeeded`].
+fn identity(caller: &Caller) -> Result<&Identity, Error> {
+    match caller {
+        Caller::Administrator { identity } => Ok(identity),
+        Caller::Anonymous { .. } => Err(Error::AuthenticationNeeded),
+    }
+}
+
+/// Checks that `caller` may carry out `command`.
+pub fn command(
+    policy: &AuthPolicy,
+    read: &ReadSnapshot,
+    caller: &Caller,
+    command: &Command,
+) -> Result<(), Error> {
+    let identity = identity(caller)?;
+    let check = Checker {
+        policy,
+        read,
+        identity,
+    };
+    match command {
+        Command::Create {
+            handle, existing, ..
+        } => {
+            check.on_prefix(handle, Operation::create(handle))?;
+            if *existing == ExistingHandle::Overwrite
+                && let Some(values) = check.values(handle)?
+            {
+                check.on_handle(&values, Operation::DeleteHandle)?;
+            }
+            Ok(())
+        }
+        Command::Delete { handle } => check.on_target(handle, |_| vec![Operation::DeleteHandle]),
+        Command::AddValues {
+            handle,
+            values,
+            existing,
+        } => check.on_target(handle, |old| {
+            values
+                .iter()
+                .map(|new| match (existing, find(old, new.index)) {
+                    (ExistingValue::Replace, Some(old)) => modify(old, new),
+                    _ if is_admin(new) => Operation::AddAdminValue,
+                    _ => Operation::AddValue,
+                })
+                .collect()
+        }),
+        Command::ModifyValues { handle, values } => check.on_target(handle, |old| {
+            values
+                .iter()
+                .map(|new| find(old, new.index).map_or(Operation::ModifyValue, |o| modify(o, new)))
+                .collect()
+        }),
+        Command::RemoveValues { handle, indexes } => check.on_target(handle, |old| {
+            indexes
+                .iter()
+                .map(|&index| match find(old, index) {
+                    Some(old) if is_admin(old) => Operation::RemoveAdminValue,
+                    _ => Operation::RemoveValue,
+                })
+                .collect()
+        }),
+        Command::HomePrefix { .. } | Command::UnhomePrefix { .. } => check.server_admin(),
+    }
+}
+
+/// Checks that `caller` may list the handles under `prefix`.
+pub fn listing(
+    policy: &AuthPolicy,
+    read: &ReadSnapshot,
+    caller: &Caller,
+    prefix: &str,
+) -> Result<(), Error> {
+    let identity = identity(caller)?;
+    let check = Checker {
+        policy,
+        read,
+        identity,
+    };
+    let prefix_handle =
+        Handle::parse(&format!("0.NA/{prefix}")).map_err(|_| Error::HandleNotFound)?;
+    let values = check.values(&prefix_handle)?.unwrap_or_default();
+    check.authorise(Operation::ListHandles, &[], &values)
+}
+
+/// Checks that `caller` may read the non-public values of `handle` (READ_VALUE); a
+/// missing handle is [`Error::HandleNotFound`].
+pub fn reading(
+    policy: &AuthPolicy,
+    read: &ReadSnapshot,
+    caller: &Caller,
+    handle: &Handle,
+) -> Result<(), Error> {
+    let identity = identity(caller)?;
+    let check = Checker {
+        policy,
+        read,
+        identity,
+    };
+    check.on_target(handle, |_| vec![Operation::ReadValue])
+}
+
+/// Checks that `caller` is a server administrator.
+pub fn server_admin(
+    policy: &AuthPolicy,
+    read: &ReadSnapshot,
+    caller: &Caller,
+) -> Result<(), Error> {
+    let identity = identity(caller)?;
+    let check = Checker {
+        policy,
+        read,
+        identity,
+    };
+    check.server_admin()
+}
+
+fn find(values: &[HandleValue], index: ValueIndex) -> Option<&HandleValue> {
+    values.iter().find(|value| value.index == index)
+}
+
+fn is_admin(value: &HandleValue) -> bool {
+    value.known_type() == Some(KnownType::HsAdmin)
+}
+
+/// Replacing `old` by `new`: an admin modification if either is an HS_ADMIN.
+fn modify(old: &HandleValue, new: &HandleValue) -> Operation {
+    if is_admin(old) || is_admin(new) {
+        Operation::ModifyAdminValue
+    } else {
+        Operation::ModifyValue
+    }
+}
+
+/// One identity's checks against one store snapshot.
+struct Checker<'a> {
+    policy: &'a AuthPolicy,
+    read: &'a ReadSnapshot,
+    identity: &'a Identity,
+}
+
+impl Checker<'_> {
+    /// Every value of `handle` (HS_SECKEY and non-public ones included); `None` when
+    /// it does not exist.
+    fn values(&self, handle: &Handle) -> Result<Option<Vec<HandleValue>>, Error> {
+        let record = self.read.get(handle, &ValueSelection::all())?;
+        Ok(record.map(|record| record.values))
+    }
+
+    /// The values of the handle named `text`, for group look-ups.
+    fn lookup(&self, text: &str) -> Option<Vec<HandleValue>> {
+        let handle = Handle::parse(text).ok()?;
+        self.values(&handle).ok().flatten()
+    }
+
+    fn authorise(
+        &self,
+        operation: Operation,
+        target: &[HandleValue],
+        prefix: &[HandleValue],
+    ) -> Result<(), Error> {
+        let lookup = |text: &str| self.lookup(text);
+        auth::authorise(
+            self.identity,
+            operation,
+            target,
+            prefix,
+            &self.policy.server_admins,
+            &lookup,
+        )
+        .map_err(Error::NotPermitted)
+    }
+
+    /// An operation governed by the prefix handle of `handle`.
+    fn on_prefix(&self, handle: &Handle, operation: Operation) -> Result<(), Error> {
+        let prefix_handle = prefix_admin_handle(handle);
+        let values = self.lookup(&prefix_handle).unwrap_or_default();
+        self.authorise(operation, &[], &values)
+    }
+
+    /// An operation governed by `values`, the target handle's.
+    fn on_handle(&self, values: &[HandleValue], operation: Operation) -> Result<(), Error> {
+        self.authorise(operation, values, &[])
+    }
+
+    /// The operations `operations` picks from the target's values, each checked; a
+    /// missing target is [`Error::HandleNotFound`], as J9 answers.
+    fn on_target(
+        &self,
+        handle: &Handle,
+        operations: impl FnOnce(&[HandleValue]) -> Vec<Operation>,
+    ) -> Result<(), Error> {
+        let values = self.values(handle)?.ok_or(Error::HandleNotFound)?;
+        for operation in operations(&values) {
+            self.on_handle(&values, operation)?;
+        }
+        Ok(())
+    }
+
+    /// Server administrators only.
+    fn server_admin(&self) -> Result<(), Error> {
+        // No HS_ADMIN value applies, so only the server administrators can pass.
+        self.authorise(Operation::ListHandles, &[], &[])
+    }
+}
