@@ -219,14 +219,7 @@ mod tests {
 
     #[test]
     fn documented_example_parses_with_every_default() {
-        let doc = include_str!("cluster_file.rs");
-        let example: String = doc
-            .lines()
-            .skip_while(|l| !l.starts_with("//! ```toml"))
-            .skip(1)
-            .take_while(|l| !l.starts_with("//! ```"))
-            .map(|l| format!("{}\n", l.trim_start_matches("//!").trim_start()))
-            .collect();
+        let example = crate::config::toml_example(include_str!("cluster_file.rs"));
         let file = ClusterFile::from_toml(&example).unwrap();
         assert_eq!(file, ClusterFile::from_toml(ONE).unwrap());
         assert_eq!(

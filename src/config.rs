@@ -328,6 +328,19 @@ impl Config {
     }
 }
 
+/// The first ```` ```toml ```` block of a module's `//!` doc, as TOML text: tests
+/// check that every documented example parses.
+#[cfg(test)]
+pub(crate) fn toml_example(source: &str) -> String {
+    source
+        .lines()
+        .skip_while(|l| !l.starts_with("//! ```toml"))
+        .skip(1)
+        .take_while(|l| !l.starts_with("//! ```"))
+        .map(|l| format!("{}\n", l.trim_start_matches("//!").trim_start()))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -339,14 +352,7 @@ mod tests {
 
     #[test]
     fn documented_example_parses() {
-        let doc = include_str!("config.rs");
-        let example: String = doc
-            .lines()
-            .skip_while(|l| !l.starts_with("//! ```toml"))
-            .skip(1)
-            .take_while(|l| !l.starts_with("//! ```"))
-            .map(|l| format!("{}\n", l.trim_start_matches("//!").trim_start()))
-            .collect();
+        let example = toml_example(include_str!("config.rs"));
         assert_eq!(Config::from_toml(&example).unwrap(), Config::default());
     }
 
