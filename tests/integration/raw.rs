@@ -12,8 +12,10 @@ use hdl::codec::{
     Request, ResolutionRequest, next_frame,
 };
 
-/// How long a raw exchange may take.
-pub const DEADLINE: Duration = Duration::from_secs(10);
+/// How long a raw exchange may take. An authoritative read right after a failover
+/// may wait up to 5 s for news of the new primary and 5 s more for its read index to
+/// be applied, so this leaves room above 10 s.
+pub const DEADLINE: Duration = Duration::from_secs(20);
 /// Datagrams read before giving up on a UDP answer (a 256 KiB answer is 533).
 const MAX_DATAGRAMS: usize = 600;
 /// Reads before giving up on a TCP answer.
