@@ -48,12 +48,7 @@ pub fn command(
     caller: &Caller,
     command: &Command,
 ) -> Result<(), Error> {
-    let identity = identity(caller)?;
-    let check = Checker {
-        policy,
-        read,
-        identity,
-    };
+    let check = Checker::of(policy, read, caller)?;
     match command {
         Command::Create {
             handle, existing, ..
@@ -107,12 +102,7 @@ pub fn listing(
     caller: &Caller,
     prefix: &str,
 ) -> Result<(), Error> {
-    let identity = identity(caller)?;
-    let check = Checker {
-        policy,
-        read,
-        identity,
-    };
+    let check = Checker::of(policy, read, caller)?;
     let prefix_handle =
         Handle::parse(&format!("0.NA/{prefix}")).map_err(|_| Error::HandleNotFound)?;
     let values = check.values(&prefix_handle)?.unwrap_or_default();
@@ -127,12 +117,7 @@ pub fn reading(
     caller: &Caller,
     handle: &Handle,
 ) -> Result<(), Error> {
-    let identity = identity(caller)?;
-    let check = Checker {
-        policy,
-        read,
-        identity,
-    };
+    let check = Checker::of(policy, read, caller)?;
     check.on_target(handle, |_| vec![Operation::ReadValue])
 }
 
@@ -142,12 +127,7 @@ pub fn server_admin(
     read: &ReadSnapshot,
     caller: &Caller,
 ) -> Result<(), Error> {
-    let identity = identity(caller)?;
-    let check = Checker {
-        policy,
-        read,
-        identity,
-    };
+    let check = Checker::of(policy, read, caller)?;
     check.server_admin()
 }
 
@@ -175,7 +155,20 @@ struct Checker<'a> {
     identity: &'a Identity,
 }
 
-impl Checker<'_> {
+impl<'a> Checker<'a> {
+    /// A checker for `caller`, who must be an authenticated administrator.
+    fn of(
+        policy: &'a AuthPolicy,
+        read: &'a ReadSnapshot,
+        caller: &'a Caller,
+    ) -> Result<Checker<'a>, Error> {
+        Ok(Checker {
+            policy,
+            read,
+            identity: identity(caller)?,
+        })
+    }
+
     /// Every value of `handle` (HS_SECKEY and non-public ones included); `None` when
     /// it does not exist.
     fn values(&self, handle: &Handle) -> Result<Option<Vec<HandleValue>>, Error> {
