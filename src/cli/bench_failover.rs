@@ -30,6 +30,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::admin_arg::Bootstrap;
+use super::bench_write::numbered_create;
 use super::cluster_up::{DEFAULT_FILE, GRACE, load};
 use super::local_set::LocalSet;
 
@@ -225,14 +226,8 @@ fn bench_administrator(prefix: &str) -> (Bootstrap, Credentials) {
 async fn write_until(client: &Client, prefix: &str, stop: &AtomicBool) -> anyhow::Result<()> {
     let mut n = 0u64;
     while !stop.load(Ordering::Relaxed) {
-        let handle = Handle::parse(&format!("{prefix}-{n}"))?;
+        let request = numbered_create(prefix, n)?;
         n += 1;
-        let value = HandleValue::new(1, "URL", format!("https://example.org/{handle}"));
-        let request = AdminRequest::Create {
-            handle,
-            values: vec![value],
-            overwrite: Overwrite::Refuse,
-        };
         if client.admin(request).await.is_err() {
             tokio::time::sleep(STEP).await;
         }

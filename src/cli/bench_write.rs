@@ -126,14 +126,8 @@ async fn write_until(
     let mut errors = 0;
     let mut n = 0u64;
     while Instant::now() < deadline {
-        let handle = Handle::parse(&format!("{prefix}-{n}"))?;
+        let request = numbered_create(prefix, n)?;
         n += 1;
-        let value = HandleValue::new(1, "URL", format!("https://example.org/{handle}"));
-        let request = AdminRequest::Create {
-            handle,
-            values: vec![value],
-            overwrite: Overwrite::Refuse,
-        };
         let started = Instant::now();
         match client.admin(request).await {
             Ok(_) => latencies.saturating_record(micros_since(started)),
@@ -184,4 +178,15 @@ fn print_lag(lags: &Histogram<u64>) {
         lags.value_at_quantile(0.99),
         lags.max()
     );
+}
+
+/// The create of `<prefix>-<n>` with one URL value, as both write benches send it.
+pub(super) fn numbered_create(prefix: &str, n: u64) -> anyhow::Result<AdminRequest> {
+    let handle = Handle::parse(&format!("{prefix}-{n}"))?;
+    let value = HandleValue::new(1, "URL", format!("https://example.org/{handle}"));
+    Ok(AdminRequest::Create {
+        handle,
+        values: vec![value],
+        overwrite: Overwrite::Refuse,
+    })
 }

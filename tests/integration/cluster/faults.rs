@@ -15,7 +15,7 @@ use hdl::codec::ResponseCode;
 use hdl::names::Handle;
 use serde_json::Value;
 
-use super::{Set, assert_resolves, create, receive, url, write_until};
+use super::{Set, assert_resolves, create, receive, secondary_catches_up_after, url, write_until};
 use crate::harness::{ADMIN_ARGS, admin_credentials};
 
 /// Every member of the status is caught up (lag 0) and there are `count` of them.
@@ -27,27 +27,8 @@ fn all_caught_up(status: &Value, count: usize) -> bool {
 
 #[test]
 fn a_secondary_behind_a_purged_log_catches_up_from_a_snapshot() {
-    let mut set = Set::form(3);
-    let primary = set.primary(0);
-    let lagging = (primary + 1) % 3;
-    set.members[lagging].kill();
     // Three times snapshot_every (20) with 5 kept: the entries it misses are purged.
-    let names: Vec<String> = (0..60).map(|n| format!("test/purged-{n}")).collect();
-    for name in &names {
-        assert_eq!(create(&set.members[primary], name), ResponseCode::Success);
-    }
-    set.restart(lagging);
-    let id = set.members[lagging].id;
-    set.await_status(primary, "the restarted member caught up", |s| {
-        s["members"].as_array().is_some_and(|members| {
-            members
-                .iter()
-                .any(|m| m["id"] == id && m["lag"] == 0 && m["role"] == "secondary")
-        })
-    });
-    for name in &names {
-        assert_resolves(&set.members[lagging], name);
-    }
+    secondary_catches_up_after(60, "purged");
 }
 
 #[test]

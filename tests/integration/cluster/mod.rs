@@ -377,13 +377,14 @@ fn a_new_primary_takes_writes_and_keeps_every_acknowledged_one() {
     }
 }
 
-#[test]
-fn a_restarted_secondary_catches_up_on_its_data() {
+/// Kills a secondary, makes `missed` creates `test/<label>-N` without it, restarts it
+/// on its data, and checks that it catches up and resolves every one of them.
+pub(crate) fn secondary_catches_up_after(missed: usize, label: &str) {
     let mut set = Set::form(3);
     let primary = set.primary(0);
     let lagging = (primary + 1) % 3;
     set.members[lagging].kill();
-    let names: Vec<String> = (0..10).map(|n| format!("test/missed-{n}")).collect();
+    let names: Vec<String> = (0..missed).map(|n| format!("test/{label}-{n}")).collect();
     for name in &names {
         assert_eq!(create(&set.members[primary], name), ResponseCode::Success);
     }
@@ -399,4 +400,9 @@ fn a_restarted_secondary_catches_up_on_its_data() {
     for name in &names {
         assert_resolves(&set.members[lagging], name);
     }
+}
+
+#[test]
+fn a_restarted_secondary_catches_up_on_its_data() {
+    secondary_catches_up_after(10, "missed");
 }
