@@ -85,6 +85,13 @@
 //! # Seconds a challenge (RC_AUTHEN_NEEDED) waits for its answer. Default: 20, as J9's
 //! # `max_auth_time`.
 //! challenge_lifetime_secs = 20
+//! # Seconds an authenticated session (Handle protocol OC 400, HTTP `/api/sessions`)
+//! # lives after it was opened, whatever its client asks for. Default: 86400, as J9's
+//! # `max_session_time`.
+//! session_lifetime_secs = 86400
+//! # Sessions a node holds at once, per protocol; a full table refuses new ones
+//! # (server busy) rather than forgetting live ones. Default: 10000.
+//! max_sessions = 10000
 //! ```
 
 use std::net::{IpAddr, SocketAddr};
@@ -250,6 +257,10 @@ pub struct AuthConfig {
     pub server_admins: Vec<String>,
     /// Seconds a challenge may wait for its answer.
     pub challenge_lifetime_secs: u64,
+    /// Seconds a session lives at most after it was opened.
+    pub session_lifetime_secs: u64,
+    /// Sessions held at once, per protocol.
+    pub max_sessions: usize,
 }
 
 impl Default for AuthConfig {
@@ -257,6 +268,8 @@ impl Default for AuthConfig {
         AuthConfig {
             server_admins: Vec::new(),
             challenge_lifetime_secs: 20,
+            session_lifetime_secs: 86_400,
+            max_sessions: 10_000,
         }
     }
 }
