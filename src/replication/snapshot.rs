@@ -1,8 +1,10 @@
 //! Snapshot data and the node's current snapshot file.
 //!
 //! Snapshot data, as sent to followers and as kept on disk, is
-//! `u8 format (1) ‖ postcard SnapshotMeta ‖ postcard StoreImage`: the meta comes first so
-//! that the current snapshot's meta can be read without decoding the image. The current
+//! `u8 format (2) ‖ postcard SnapshotMeta ‖ postcard StoreImage`: the meta comes first so
+//! that the current snapshot's meta can be read without decoding the image. Format 1,
+//! written before the image held the results of recent requests, is still read (as an
+//! image with none). The current
 //! snapshot lives in one file of the data directory, replaced by write-to-temporary,
 //! fsync and rename, so it survives a restart and is never seen half written.
 
@@ -18,7 +20,13 @@ use crate::storage::StoreImage;
 /// The file, inside a node's data directory, that holds its current snapshot.
 pub const SNAPSHOT_FILE: &str = "snapshot.bin";
 
-const SNAPSHOT_FORMAT: u8 = 1;
+const SNAPSHOT_FORMAT: u8 = 2;
+
+/// The format whose image had only handles and prefixes.
+const SNAPSHOT_FORMAT_WITHOUT_RECENT: u8 = 1;
+
+/// The image of format 1: handles and prefixes.
+type ImageWithoutRecent = (Vec<(String, Vec<u8>)>, Vec<(String, Vec<u8>)>);
 
 /// The snapshot data for `meta` and `image`.
 pub(super) fn encode(meta: &SnapshotMeta, image: &StoreImage) -> Result<Vec<u8>, Error> {
@@ -28,27 +36,37 @@ pub(super) fn encode(meta: &SnapshotMeta, image: &StoreImage) -> Result<Vec<u8>,
     Ok(data)
 }
 
-/// The meta at the head of snapshot `data`, and the bytes after it.
-fn decode_meta(data: &[u8]) -> Result<(SnapshotMeta, &[u8]), Error> {
+/// The format, the meta at the head of snapshot `data`, and the bytes after it.
+fn decode_meta(data: &[u8]) -> Result<(u8, SnapshotMeta, &[u8]), Error> {
     let (&format, rest) = data.split_first().ok_or(Error::SnapshotFormat {
         found: 0,
         expected: SNAPSHOT_FORMAT,
     })?;
-    if format != SNAPSHOT_FORMAT {
+    if format != SNAPSHOT_FORMAT && format != SNAPSHOT_FORMAT_WITHOUT_RECENT {
         return Err(Error::SnapshotFormat {
             found: format,
             expected: SNAPSHOT_FORMAT,
         });
     }
-    postcard::take_from_bytes(rest).map_err(|source| Error::Decode {
+    let (meta, rest) = postcard::take_from_bytes(rest).map_err(|source| Error::Decode {
         what: "snapshot meta",
         source,
-    })
+    })?;
+    Ok((format, meta, rest))
 }
 
-/// Reads snapshot `data` written by [`encode`].
+/// Reads snapshot `data` written by [`encode`] (or by a build that wrote format 1).
 pub(super) fn decode(data: &[u8]) -> Result<(SnapshotMeta, StoreImage), Error> {
-    let (meta, rest) = decode_meta(data)?;
+    let (format, meta, rest) = decode_meta(data)?;
+    if format == SNAPSHOT_FORMAT_WITHOUT_RECENT {
+        let (handles, prefixes): ImageWithoutRecent = from_bytes(rest, "snapshot image")?;
+        let image = StoreImage {
+            handles,
+            prefixes,
+            recent: Vec::new(),
+        };
+        return Ok((meta, image));
+    }
     Ok((meta, from_bytes(rest, "snapshot image")?))
 }
 
@@ -74,7 +92,7 @@ impl SnapshotFile {
     pub(super) fn open(data_dir: &Path) -> Result<SnapshotFile, Error> {
         let path = data_dir.join(SNAPSHOT_FILE);
         let current = match read(&path)? {
-            Some(data) => Some(decode_meta(&data)?.0),
+            Some(data) => Some(decode_meta(&data)?.1),
             None => None,
         };
         Ok(SnapshotFile {
@@ -89,7 +107,7 @@ impl SnapshotFile {
         let Some(data) = read(&self.path)? else {
             return Ok(None);
         };
-        let (meta, _) = decode_meta(&data)?;
+        let (_format, meta, _) = decode_meta(&data)?;
         Ok(Some((meta, data)))
     }
 
@@ -141,5 +159,33 @@ fn read(path: &Path) -> Result<Option<Vec<u8>>, Error> {
             path: path.to_owned(),
             source,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_format_1_snapshot_reads_as_an_image_without_recent_results() {
+        let meta = SnapshotMeta::default();
+        let handles = vec![("10.1/A".to_owned(), b"record".to_vec())];
+        let prefixes = vec![("10.1".to_owned(), b"prefix".to_vec())];
+        let mut data = vec![SNAPSHOT_FORMAT_WITHOUT_RECENT];
+        data.extend(to_bytes(&meta, "meta").unwrap());
+        data.extend(to_bytes(&(handles.clone(), prefixes.clone()), "image").unwrap());
+
+        let (found, image) = decode(&data).unwrap();
+        assert_eq!(found, meta);
+        let expected = StoreImage {
+            handles,
+            prefixes,
+            recent: Vec::new(),
+        };
+        assert_eq!(image, expected);
+        assert!(matches!(
+            decode(&[3]),
+            Err(Error::SnapshotFormat { found: 3, .. })
+        ));
     }
 }

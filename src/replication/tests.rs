@@ -140,6 +140,44 @@ async fn log_entries_and_vote_survive_a_reopen() {
 }
 
 #[tokio::test]
+async fn a_request_proposed_twice_is_applied_once_and_answers_alike() {
+    let (_dir, store, _log, mut sm) = open_temp();
+    let first = command_entry(1, create("10.1/once", "https://first.example/"));
+    let mut again = command_entry(3, create("10.1/once", "https://again.example/"));
+    if let EntryPayload::Normal(request) = &mut again.payload {
+        request.id = RequestId(1);
+    }
+    let other = command_entry(2, create("10.1/once", "https://other.example/"));
+    let responses = sm.apply([first, other, again]).await.unwrap();
+    let refused = Response::Command(Err(Refusal::HandleExists));
+    let created = Response::Command(Ok(Applied::Created));
+    assert_eq!(responses, vec![created.clone(), refused, created]);
+    assert_eq!(
+        url_of(&store, "10.1/once").unwrap(),
+        b"https://first.example/"
+    );
+}
+
+#[tokio::test]
+async fn results_are_forgotten_after_the_window() {
+    let (_dir, store, _log, mut sm) = open_temp();
+    sm.apply([command_entry(1, create("10.1/w", "u"))])
+        .await
+        .unwrap();
+    let delete = Command::Delete {
+        handle: Handle::parse("10.1/w").unwrap(),
+    };
+    sm.apply([command_entry(2, delete)]).await.unwrap();
+    let mut late = command_entry(2 + state_machine::RECENT_WINDOW, create("10.1/w", "v"));
+    if let EntryPayload::Normal(request) = &mut late.payload {
+        request.id = RequestId(1);
+    }
+    let responses = sm.apply([late]).await.unwrap();
+    assert_eq!(responses, vec![Response::Command(Ok(Applied::Created))]);
+    assert_eq!(url_of(&store, "10.1/w").unwrap(), b"v");
+}
+
+#[tokio::test]
 async fn a_snapshot_installs_the_same_store_elsewhere() {
     let (_leader_dir, leader_store, _log, mut leader) = open_temp();
     let membership = Entry {
@@ -179,6 +217,11 @@ async fn a_snapshot_installs_the_same_store_elsewhere() {
         leader_image
     );
     assert_eq!(leader_image.prefixes.len(), 4);
+    assert_eq!(
+        leader_image.recent.len(),
+        40,
+        "remembered results travel too"
+    );
     assert_eq!(
         follower.applied_state().await.unwrap(),
         leader.applied_state().await.unwrap()

@@ -12,16 +12,33 @@ use serde::{Deserialize, Serialize};
 use super::batch::WriteBatch;
 use super::error::StorageError;
 use super::read::{ReadSnapshot, decode_handle, decode_prefix};
+use super::recent::split_value;
 use super::tables;
 use crate::names::{Handle, fold_key};
+use crate::values::DecodeError;
 
-/// Every handle and prefix record of a store, as stored bytes, in key order.
+/// Every handle and prefix record of a store, as stored bytes, in key order, and the
+/// results of the recently applied requests.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoreImage {
     /// (folded handle, handle record bytes).
     pub handles: Vec<(String, Vec<u8>)>,
     /// (folded naming authority, prefix record bytes).
     pub prefixes: Vec<(String, Vec<u8>)>,
+    /// The results of recently applied requests, by request id.
+    pub recent: Vec<RecentResult>,
+}
+
+/// The recorded result of one recently applied request
+/// ([`WriteBatch::remember_result`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecentResult {
+    /// The request's id.
+    pub request: u64,
+    /// The log index that applied it.
+    pub index: u64,
+    /// Its result, opaque to the store.
+    pub result: Vec<u8>,
 }
 
 type RecordTable = TableDefinition<'static, &'static str, &'static [u8]>;
@@ -32,7 +49,26 @@ impl ReadSnapshot {
         Ok(StoreImage {
             handles: self.export_table(tables::HANDLES)?,
             prefixes: self.export_table(tables::PREFIXES)?,
+            recent: self.export_recent()?,
         })
+    }
+
+    fn export_recent(&self) -> Result<Vec<RecentResult>, StorageError> {
+        let table = self.txn().open_table(tables::RECENT_REQUESTS)?;
+        let mut recent = Vec::new();
+        for entry in table.iter()? {
+            let (request, value) = entry?;
+            let request = request.value();
+            let value = value.value();
+            let (index, result) =
+                split_value(value).ok_or_else(|| corrupt_request(request, value))?;
+            recent.push(RecentResult {
+                request,
+                index,
+                result: result.to_vec(),
+            });
+        }
+        Ok(recent)
     }
 
     fn export_table(&self, table: RecordTable) -> Result<Vec<(String, Vec<u8>)>, StorageError> {
@@ -80,7 +116,20 @@ impl WriteBatch {
             }
         }
         self.replace_table(tables::HANDLES, &image.handles)?;
-        self.replace_table(tables::PREFIXES, &image.prefixes)
+        self.replace_table(tables::PREFIXES, &image.prefixes)?;
+        self.replace_recent(&image.recent)
+    }
+
+    fn replace_recent(&mut self, recent: &[RecentResult]) -> Result<(), StorageError> {
+        self.txn().delete_table(tables::RECENT_REQUESTS)?;
+        self.txn().delete_table(tables::RECENT_BY_INDEX)?;
+        // Opening makes them again, empty, even when there is nothing to remember.
+        self.txn().open_table(tables::RECENT_REQUESTS)?;
+        self.txn().open_table(tables::RECENT_BY_INDEX)?;
+        for entry in recent {
+            self.remember_result(entry.request, entry.index, &entry.result)?;
+        }
+        Ok(())
     }
 
     fn replace_table(
@@ -94,6 +143,17 @@ impl WriteBatch {
             table.insert(key.as_str(), bytes.as_slice())?;
         }
         Ok(())
+    }
+}
+
+fn corrupt_request(request: u64, value: &[u8]) -> StorageError {
+    StorageError::Corrupt {
+        key: format!("recent request {request}"),
+        source: DecodeError::Truncated {
+            field: "log index",
+            offset: 0,
+            needed: 8usize.saturating_sub(value.len()),
+        },
     }
 }
 

@@ -23,6 +23,7 @@ mod error;
 mod image;
 pub mod log;
 mod read;
+mod recent;
 pub mod tables;
 
 use std::path::Path;
@@ -32,7 +33,7 @@ use redb::{Database, ReadableDatabase, ReadableTable, WriteTransaction};
 pub use batch::{CreateOutcome, ExistingHandle, ExistingValue, WriteBatch};
 pub use command::{Applied, Command, CommandResult};
 pub use error::{Refusal, StorageError};
-pub use image::StoreImage;
+pub use image::{RecentResult, StoreImage};
 pub use log::EntryLog;
 pub use read::ReadSnapshot;
 pub use tables::{HandleRecord, PrefixRecord};
@@ -59,6 +60,8 @@ impl Store {
         txn.open_table(tables::HANDLES)?;
         txn.open_table(tables::PREFIXES)?;
         txn.open_table(tables::SM_META)?;
+        txn.open_table(tables::RECENT_REQUESTS)?;
+        txn.open_table(tables::RECENT_BY_INDEX)?;
         txn.commit()?;
         Ok(())
     }

@@ -14,6 +14,11 @@
 //! - `sm_meta`: `&str → bytes`; key `applied` holds the replication layer's applied
 //!   state (last applied log position and membership), opaque to the store. It is
 //!   written in the same transaction as the handle writes it accounts for.
+//! - `recent_requests`: `u64` client request id → `u64 log index (big-endian) ‖ result
+//!   bytes`, the result of each request applied within the last stretch of the log,
+//!   opaque to the store (see [`super::WriteBatch::recall_result`]).
+//! - `recent_by_index`: `u64` log index → `u64` request id, the same requests in the
+//!   order they were applied, so the oldest are forgotten first.
 //!
 //! A folded handle key sorts the handles of one prefix together: they all start with
 //! `PREFIX/`, so listing a prefix is one range scan.
@@ -30,6 +35,12 @@ use redb::TableDefinition;
 use crate::values::{
     DecodeError, HandleValue, Reader, Writer, decode_value_list, encode_value_list,
 };
+
+/// Results of recently applied client requests, by request id.
+pub const RECENT_REQUESTS: TableDefinition<u64, &[u8]> = TableDefinition::new("recent_requests");
+
+/// Recently applied client requests, by the log index that applied them.
+pub const RECENT_BY_INDEX: TableDefinition<u64, u64> = TableDefinition::new("recent_by_index");
 
 /// The version of the layout described above, checked on every open.
 pub const FORMAT_VERSION: u64 = 1;
