@@ -68,6 +68,10 @@
 //! heartbeat_ms = 100
 //! # A secondary that hears no primary for a random time in this range (milliseconds)
 //! # stands for election. Defaults: 500 and 1000; the minimum must exceed the heartbeat.
+//! # openraft first lets the last primary's lease (the maximum) run out, so a primary
+//! # that dies is replaced after max + a time in [min, max] (1.5-2 s by default), and
+//! # 2 x max later when the first candidate's log was shorter than another's (under
+//! # write load). Lower both to fail over faster on a quiet, low-latency network.
 //! election_timeout_min_ms = 500
 //! election_timeout_max_ms = 1000
 //! # Build a snapshot of the store after this many log entries since the last one.
