@@ -96,6 +96,13 @@
 //! # Sessions a node holds at once, per protocol; a full table refuses new ones
 //! # (server busy) rather than forgetting live ones. Default: 10000.
 //! max_sessions = 10000
+//!
+//! [resolver]
+//! # Servers (HOST:PORT, TCP) of the Global Handle Registry, asked to find the service
+//! # of an administrator's identity handle that this node does not hold, so that its
+//! # HS_PUBKEY can be resolved there or its HS_SECKEY answer checked there (OC 201).
+//! # Default: none; such identities are then refused (406).
+//! ghr = []
 //! ```
 
 use std::net::{IpAddr, SocketAddr};
@@ -122,6 +129,8 @@ pub struct Config {
     pub cluster: ClusterConfig,
     /// Who administers it.
     pub auth: AuthConfig,
+    /// How it finds other services.
+    pub resolver: ResolverConfig,
 }
 
 impl Default for Config {
@@ -133,6 +142,7 @@ impl Default for Config {
             site: SiteConfig::default(),
             cluster: ClusterConfig::default(),
             auth: AuthConfig::default(),
+            resolver: ResolverConfig::default(),
         }
     }
 }
@@ -251,6 +261,14 @@ impl Default for ClusterConfig {
             keep_after_snapshot: 1000,
         }
     }
+}
+
+/// How a node finds other handle services.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ResolverConfig {
+    /// Servers of the Global Handle Registry.
+    pub ghr: Vec<SocketAddr>,
 }
 
 /// Authentication and authorisation settings.

@@ -4,6 +4,8 @@
 //! before it: [`names`] → [`values`] → [`codec`] → [`storage`] → [`replication`] →
 //! [`service`] → [`server`] and [`http`] (the edges that bind sockets). [`client`] is
 //! an edge beside the servers: it depends only on [`names`], [`values`] and [`codec`].
+//! [`resolver`] finds the service responsible for a handle through the Global Handle
+//! Registry and asks it, over [`client`]; [`service`] uses it for keys held elsewhere.
 //! [`auth`] (authentication and authorisation) is pure like the codec and depends only
 //! on [`names`], [`values`] and [`codec`]. [`restjson`] (the REST JSON shape of values,
 //! pure, over [`values`]) and [`metrics`] (the registry the edges record into) serve
@@ -18,6 +20,7 @@ pub mod http;
 pub mod metrics;
 pub mod names;
 pub mod replication;
+pub mod resolver;
 pub mod restjson;
 pub mod server;
 pub mod service;

@@ -12,6 +12,7 @@ use hdl::http::{HttpListeners, HttpState, NodeInfo};
 use hdl::metrics::Metrics;
 use hdl::replication::network::read_or_create_secret_file;
 use hdl::replication::{Bootstrap, PublicAddresses, Replica, ReplicaSettings};
+use hdl::resolver::Resolver;
 use hdl::server::{HandleListeners, advertised_handle_addr};
 use hdl::service::{AuthPolicy, Service};
 use hdl::storage::Store;
@@ -155,7 +156,10 @@ async fn serve(
     )
     .await
     .context("cannot start the replica")?;
-    let service = Service::new(store, replica.clone(), policy);
+    let mut service = Service::new(store, replica.clone(), policy);
+    if !config.resolver.ghr.is_empty() {
+        service = service.with_resolver(Resolver::new(config.resolver.ghr.clone()));
+    }
     if let Some(bootstrap) = bootstrap {
         create_bootstrap_admin(&service, &bootstrap).await?;
     }

@@ -26,6 +26,7 @@ mod error;
 mod message;
 mod tcp;
 mod udp;
+mod verify;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -157,9 +157,10 @@ impl Responder {
             }
         };
         let exchange = exchange.resuming(pending.opcode, pending.flags);
-        let identity = ChallengeAnswer::from_wire(answer)
-            .map_err(Error::Authentication)
-            .and_then(|answer| self.service.verify_answer(&challenge, &answer));
+        let identity = match ChallengeAnswer::from_wire(answer) {
+            Ok(answer) => self.service.verify_answer(&challenge, &answer).await,
+            Err(error) => Err(Error::Authentication(error)),
+        };
         match identity {
             Ok(identity) => {
                 let administrator = Caller::Administrator { identity };
@@ -201,9 +202,16 @@ impl Responder {
                 let site = site::describe(&self.site, &members, primary).encode();
                 return exchange.success(Response::SiteInfo { site });
             }
-            Request::ChallengeResponse(_) | Request::VerifyResponse(_) => {
-                let text = "verifying answers for other servers (OC 201) is not supported";
-                return exchange.error(ResponseCode::OperationNotSupported, text);
+            Request::VerifyResponse(request) => {
+                let version = exchange.version();
+                return match self.service.verify_for_other_server(&request, version) {
+                    Ok(valid) => exchange.success(Response::Verification { valid }),
+                    Err(error) => Rejection::from(error).into_message(exchange),
+                };
+            }
+            Request::ChallengeResponse(_) => {
+                let text = "a challenge answer names no pending challenge";
+                return exchange.error(ResponseCode::AuthenticationTimeout, text);
             }
             admin => match admin_command(exchange.flags(), admin) {
                 Ok(command) => self.administer(caller, command).await,

@@ -37,14 +37,20 @@ pub enum Error {
     /// The caller did not prove who they claim to be.
     #[error("authentication failed: {0}")]
     Authentication(AuthError),
-    /// The key handle of an answer is not held by this service, which cannot ask
-    /// the service that holds it.
-    #[error(
-        "cannot authenticate with {handle}: this service does not hold it and does not ask other services"
-    )]
+    /// The key handle of an answer is not held by this service, and no other service
+    /// can be asked for it (no resolver configured, or its prefix is this service's).
+    #[error("cannot authenticate with {handle}: this service does not hold it")]
     KeyNotHeld {
         /// The key handle.
         handle: String,
+    },
+    /// The service holding the key handle could not be found or asked.
+    #[error("cannot authenticate with {handle}: its service could not be asked: {reason}")]
+    KeyService {
+        /// The key handle.
+        handle: String,
+        /// Why.
+        reason: String,
     },
     /// The store failed.
     #[error("storage failure: {0}")]

@@ -1,37 +1,150 @@
-//! Checking an answer to a challenge against the key handle held by this service
-//! (digest §8.1 step 4).
+//! Checking an answer to a challenge against the key of the identity that gave it,
+//! wherever its handle lives (digest §8.1 step 4), and answering other servers' OC 201
+//! for the secret keys held here.
 //!
-//! The key handle's values are read from this member's store, HS_SECKEY included, and
-//! the answer is verified here, for both key types. A key handle this service does not
-//! hold would need a resolution (HS_PUBKEY) or an OC_VERIFY_RESPONSE (HS_SECKEY) to
-//! the service responsible for it; there is no client of other services (no GHR
-//! look-up) yet, so such an answer is refused with [`Error::KeyNotHeld`]
+//! A key handle in this member's store is checked here, for both key types. A key
+//! handle under a prefix this store knows nothing of (no handle and not homed) belongs
+//! to another service, found through the GHR by the [`Resolver`] when one is
+//! configured: its HS_PUBKEY values are resolved there and the signature checked here;
+//! an HS_SECKEY answer is sent there in an OC_VERIFY_RESPONSE, and that service says
+//! whether it is right. Without a resolver, or for an identity handle missing under a
+//! prefix of this store, the answer is refused with [`Error::KeyNotHeld`]
 //! (RC_AUTHEN_ERROR, 406).
 
-use crate::auth::{AuthError, Challenge, ChallengeAnswer, Identity, verify_answer};
+use std::time::Instant;
+
+use crate::auth::{
+    AuthError, AuthType, Challenge, ChallengeAnswer, ChallengeBody, ChallengeId, Identity,
+    verify_answer,
+};
+use crate::codec::{ProtocolVersion, VerifyRequest};
 use crate::names::Handle;
-use crate::values::{KnownType, ValueSelection};
+use crate::resolver::Resolver;
+use crate::values::{KnownType, ValueIndex, ValueSelection};
 
 use super::{Error, Service};
 
 impl Service {
     /// The identity that answered `challenge` with `answer`, if the answer verifies
-    /// against a key of the key handle in this member's store.
-    pub fn verify_answer(
+    /// against a key of the key handle, held here or at its own service.
+    pub async fn verify_answer(
         &self,
         challenge: &Challenge,
         answer: &ChallengeAnswer,
     ) -> Result<Identity, Error> {
-        let not_held = || Error::KeyNotHeld {
-            handle: answer.key_handle.clone(),
-        };
-        let handle = Handle::parse(&answer.key_handle).map_err(|_| not_held())?;
+        let handle = Handle::parse(&answer.key_handle).map_err(|_| not_held(answer))?;
+        let read = self.store.read()?;
+        if let Some(record) = read.get(&handle, &ValueSelection::all())? {
+            return verify_answer(challenge, answer, &record.values).map_err(Error::Authentication);
+        }
+        let ours = read.prefix(handle.prefix_key())?.is_some();
+        match &self.resolver {
+            Some(resolver) if !ours => verify_elsewhere(resolver, &handle, challenge, answer).await,
+            _ => Err(not_held(answer)),
+        }
+    }
+
+    /// Whether `request` (an OC 201 from another server, in a message of `version`)
+    /// holds a right answer for the HS_SECKEY it names in this member's store.
+    pub fn verify_for_other_server(
+        &self,
+        request: &VerifyRequest,
+        version: ProtocolVersion,
+    ) -> Result<bool, Error> {
+        let key_handle = String::from_utf8_lossy(&request.key_handle).into_owned();
+        let handle = Handle::parse(&key_handle).map_err(|_| Error::KeyNotHeld {
+            handle: key_handle.clone(),
+        })?;
         let record = self
             .store
             .read()?
             .get(&handle, &ValueSelection::all())?
-            .ok_or_else(not_held)?;
-        verify_answer(challenge, answer, &record.values).map_err(Error::Authentication)
+            .ok_or(Error::KeyNotHeld {
+                handle: key_handle.clone(),
+            })?;
+        let challenge = Challenge {
+            id: ChallengeId(0),
+            body: ChallengeBody {
+                request_digest: request.digest.clone(),
+                nonce: request.nonce.clone(),
+            },
+            issued_at: Instant::now(),
+            version,
+        };
+        let answer = ChallengeAnswer {
+            auth_type: AuthType::SecretKey,
+            key_handle,
+            key_index: request.key_index,
+            answer: request.answer.clone(),
+        };
+        Ok(verify_answer(&challenge, &answer, &record.values).is_ok())
+    }
+}
+
+/// Checks `answer` with the help of the service that holds `handle`.
+async fn verify_elsewhere(
+    resolver: &Resolver,
+    handle: &Handle,
+    challenge: &Challenge,
+    answer: &ChallengeAnswer,
+) -> Result<Identity, Error> {
+    let unreachable = |error| Error::KeyService {
+        handle: answer.key_handle.clone(),
+        reason: format!("{error}"),
+    };
+    match answer.auth_type {
+        AuthType::PublicKey => {
+            let selection = key_selection(answer.key_index);
+            let values = resolver
+                .resolve(handle, &selection)
+                .await
+                .map_err(unreachable)?;
+            verify_answer(challenge, answer, &values).map_err(Error::Authentication)
+        }
+        AuthType::SecretKey => {
+            let request = VerifyRequest {
+                key_handle: answer.key_handle.as_bytes().to_vec(),
+                key_index: answer.key_index,
+                nonce: challenge.body.nonce.clone(),
+                digest: challenge.body.request_digest.clone(),
+                answer: answer.answer.clone(),
+            };
+            let valid = resolver
+                .verify_secret_answer(handle, request)
+                .await
+                .map_err(unreachable)?;
+            if valid {
+                Ok(Identity {
+                    handle: answer.key_handle.clone(),
+                    index: answer.key_index,
+                })
+            } else {
+                Err(Error::Authentication(AuthError::Mismatch {
+                    handle: answer.key_handle.clone(),
+                }))
+            }
+        }
+    }
+}
+
+/// The values to resolve for a public key at `index` (0: every HS_PUBKEY).
+fn key_selection(index: u32) -> ValueSelection {
+    if index == 0 {
+        ValueSelection {
+            indexes: Vec::new(),
+            types: vec![KnownType::HsPubkey.name().to_owned()],
+        }
+    } else {
+        ValueSelection {
+            indexes: vec![ValueIndex(index)],
+            types: Vec::new(),
+        }
+    }
+}
+
+fn not_held(answer: &ChallengeAnswer) -> Error {
+    Error::KeyNotHeld {
+        handle: answer.key_handle.clone(),
     }
 }
 

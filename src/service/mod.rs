@@ -8,8 +8,9 @@
 //! store, which holds what this member has applied, after a
 //! [`Replica::ensure_fresh_read`] when the caller asks for an authoritative answer.
 //! Depends on [`crate::names`], [`crate::values`], [`crate::auth`],
-//! [`crate::storage`] and [`crate::replication`]; knows nothing of sockets, wire formats or response codes
-//! (each edge maps [`Error`] to its own codes in one function).
+//! [`crate::storage`] and [`crate::replication`], and on [`crate::resolver`] to check
+//! keys held by other services; knows nothing of sockets, wire formats or response
+//! codes (each edge maps [`Error`] to its own codes in one function).
 
 mod authorise;
 pub mod bootstrap;
@@ -27,6 +28,7 @@ use crate::auth::Identity;
 use crate::names::Handle;
 use crate::replication::admin::{Member, MemberStatus};
 use crate::replication::{NodeId, Replica};
+use crate::resolver::Resolver;
 use crate::storage::{Applied, Command, HandleRecord, PrefixRecord, Store};
 use crate::values::{HandleValue, ValueSelection};
 
@@ -67,6 +69,7 @@ pub struct Service {
     store: Arc<Store>,
     replica: Replica,
     policy: Arc<AuthPolicy>,
+    resolver: Option<Arc<Resolver>>,
 }
 
 impl Service {
@@ -77,6 +80,16 @@ impl Service {
             store,
             replica,
             policy: Arc::new(policy),
+            resolver: None,
+        }
+    }
+
+    /// This service, asking the services that `resolver` finds for the keys of
+    /// administrators whose identity handles it does not hold.
+    pub fn with_resolver(self, resolver: Resolver) -> Self {
+        Service {
+            resolver: Some(Arc::new(resolver)),
+            ..self
         }
     }
 

@@ -1,0 +1,243 @@
+//! Administrators whose identity handles live at another service. A node given a
+//! Global Handle Registry (`[resolver] ghr`) finds that service (`0.NA/<prefix>` →
+//! HS_SITE → the server the site's hash picks) and checks the key there: an HS_PUBKEY
+//! is resolved and the signature checked locally; an HS_SECKEY answer is sent to the
+//! holder in an OC_VERIFY_RESPONSE (201). Refusals leave the store unchanged.
+
+use std::sync::Arc;
+
+use hdl::auth::{SecretKey, SigningKey};
+use hdl::client::{AdminRequest, Client, Credentials, Key, Overwrite, Transport};
+use hdl::codec::ResponseCode;
+use hdl::names::Handle;
+use hdl::values::{AdminPermissions, AdminRecord, HandleValue, Permissions, ValueSelection};
+
+use crate::harness::{ADMIN_KEY, OTHER_KEY, Server};
+
+const OTHER_SECRET: &[u8] = b"the other service's secret";
+
+fn handle(text: &str) -> Handle {
+    Handle::parse(text).expect("valid handle")
+}
+
+fn signing_key(path: &str) -> Arc<SigningKey> {
+    let pem = std::fs::read_to_string(path).expect("key file");
+    Arc::new(SigningKey::from_pem(&pem).expect("PEM"))
+}
+
+fn create(name: &str, values: Vec<HandleValue>) -> AdminRequest {
+    AdminRequest::Create {
+        handle: handle(name),
+        values,
+        overwrite: Overwrite::Refuse,
+    }
+}
+
+fn admin_value(index: u32, admin_index: u32) -> HandleValue {
+    let record = AdminRecord {
+        permissions: AdminPermissions::ADD_VALUE,
+        admin_handle: "OTHER/user".into(),
+        admin_index,
+        legacy_padding: false,
+    };
+    HandleValue {
+        permissions: Permissions::ADMIN_ONLY,
+        ..HandleValue::new(index, "HS_ADMIN", record.encode())
+    }
+}
+
+/// The other service, which is also the GHR: it holds `0.NA/OTHER` (its own HS_SITE)
+/// and `OTHER/user` (OTHER_KEY at 300, a secret key at 301).
+async fn other_service() -> Server {
+    let service = Server::start();
+    let admin = service.client();
+    let site = admin.site_info().await.expect("site info").encode();
+    let prefix = vec![HandleValue::new(1, "HS_SITE", site)];
+    admin
+        .admin(create("0.NA/OTHER", prefix))
+        .await
+        .expect("prefix handle");
+    let public = signing_key(OTHER_KEY).public_key().encode();
+    let user = vec![
+        HandleValue::new(300, "HS_PUBKEY", public),
+        HandleValue {
+            permissions: Permissions::ADMIN_ONLY,
+            ..HandleValue::new(301, "HS_SECKEY", OTHER_SECRET)
+        },
+    ];
+    admin.admin(create("OTHER/user", user)).await.expect("user");
+    service
+}
+
+/// A node whose GHR is `ghr`, holding `TEST/target`, which `300:OTHER/user` and
+/// `301:OTHER/user` may add values to.
+async fn node_asking(ghr: &Server) -> Server {
+    let config = format!("[resolver]\nghr = [\"{}\"]\n", ghr.address());
+    let node = Server::start_with_config(&config);
+    let target = vec![
+        admin_value(100, 300),
+        admin_value(101, 301),
+        HandleValue::new(1, "URL", "https://a.example/"),
+    ];
+    node.client()
+        .admin(create("TEST/target", target))
+        .await
+        .expect("target");
+    node
+}
+
+fn as_other_user(node: &Server, index: u32, key: Key) -> Client {
+    let identity = hdl::config::parse_identity(&format!("{index}:OTHER/user")).expect("id");
+    node.anonymous_client()
+        .with_credentials(Credentials { identity, key })
+}
+
+fn add_url(index: u32) -> AdminRequest {
+    AdminRequest::AddValues {
+        handle: handle("TEST/target"),
+        values: vec![HandleValue::new(index, "URL", "https://b.example/")],
+        overwrite: Overwrite::Refuse,
+    }
+}
+
+async fn target_indexes(node: &Server) -> Vec<u32> {
+    let resolution = node
+        .anonymous_client()
+        .resolve(
+            &handle("TEST/target"),
+            &ValueSelection::all(),
+            Transport::Tcp,
+        )
+        .await
+        .expect("target resolves");
+    resolution
+        .values
+        .iter()
+        .map(|value| value.index.0)
+        .collect()
+}
+
+#[tokio::test]
+async fn keys_held_by_another_service_are_checked_there() {
+    let other = other_service().await;
+    let node = node_asking(&other).await;
+
+    let public = as_other_user(&node, 300, Key::Public(signing_key(OTHER_KEY)));
+    public
+        .admin(add_url(2))
+        .await
+        .expect("public key checked at its service");
+    let secret = Key::Secret(SecretKey(OTHER_SECRET.to_vec()));
+    let secret = as_other_user(&node, 301, secret);
+    secret
+        .admin(add_url(3))
+        .await
+        .expect("secret key checked by OC 201");
+    assert_eq!(target_indexes(&node).await, vec![1, 2, 3]);
+
+    let wrong_key = as_other_user(&node, 300, Key::Public(signing_key(ADMIN_KEY)));
+    let wrong_secret = as_other_user(&node, 301, Key::Secret(SecretKey(b"guess".to_vec())));
+    for (who, client) in [("wrong key", wrong_key), ("wrong secret", wrong_secret)] {
+        let error = client.admin(add_url(4)).await.expect_err(who);
+        assert_eq!(
+            error.response_code(),
+            Some(ResponseCode::AuthenticationFailed),
+            "{who}: {error}"
+        );
+    }
+    assert_eq!(
+        target_indexes(&node).await,
+        vec![1, 2, 3],
+        "refusals changed nothing"
+    );
+}
+
+#[tokio::test]
+async fn an_identity_no_service_holds_is_refused_and_changes_nothing() {
+    let other = other_service().await;
+    let node = node_asking(&other).await;
+    let identity = hdl::config::parse_identity("300:NOWHERE/user").expect("id");
+    let key = Key::Public(signing_key(OTHER_KEY));
+    let client = node
+        .anonymous_client()
+        .with_credentials(Credentials { identity, key });
+    let error = client.admin(add_url(2)).await.expect_err("no service");
+    assert_eq!(
+        error.response_code(),
+        Some(ResponseCode::AuthenticationError),
+        "{error}"
+    );
+
+    // Without a GHR the node asks nobody.
+    let alone = Server::start();
+    let error = as_other_user(&alone, 300, Key::Public(signing_key(OTHER_KEY)))
+        .admin(create(
+            "ADMIN/x",
+            vec![HandleValue::new(1, "URL", "https://c.example/")],
+        ))
+        .await
+        .expect_err("not held");
+    assert_eq!(
+        error.response_code(),
+        Some(ResponseCode::AuthenticationError),
+        "{error}"
+    );
+    assert_eq!(target_indexes(&node).await, vec![1]);
+}
+
+#[tokio::test]
+async fn a_server_answers_verify_requests_for_the_secret_keys_it_holds() {
+    let other = other_service().await;
+    let client = other.anonymous_client();
+    let challenge = hdl::auth::ChallengeBody {
+        request_digest: hdl::codec::RequestDigest::for_version(
+            hdl::codec::ProtocolVersion::new(2, 11),
+            b"some request",
+        ),
+        nonce: vec![7; 16],
+    };
+    let version = hdl::codec::ProtocolVersion::new(2, 11);
+    let answer = |secret: &[u8]| {
+        hdl::auth::answer_secret(&challenge, version, &SecretKey(secret.to_vec())).expect("answer")
+    };
+    let request = |index: u32, answer: Vec<u8>| hdl::codec::VerifyRequest {
+        key_handle: b"OTHER/user".to_vec(),
+        key_index: index,
+        nonce: challenge.nonce.clone(),
+        digest: challenge.request_digest.clone(),
+        answer,
+    };
+    assert!(
+        client
+            .verify_answer(request(301, answer(OTHER_SECRET)))
+            .await
+            .expect("201")
+    );
+    assert!(
+        client
+            .verify_answer(request(0, answer(OTHER_SECRET)))
+            .await
+            .expect("any index")
+    );
+    assert!(
+        !client
+            .verify_answer(request(301, answer(b"guess")))
+            .await
+            .expect("201")
+    );
+    assert!(
+        !client
+            .verify_answer(request(301, b"garbage".to_vec()))
+            .await
+            .expect("201")
+    );
+    let missing = hdl::codec::VerifyRequest {
+        key_handle: b"OTHER/nobody".to_vec(),
+        ..request(301, answer(OTHER_SECRET))
+    };
+    let error = client.verify_answer(missing).await.expect_err("not held");
+    assert_eq!(
+        error.response_code(),
+        Some(ResponseCode::AuthenticationError)
+    );
+}
