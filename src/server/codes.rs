@@ -16,6 +16,7 @@ pub fn response_code(error: &Error) -> ResponseCode {
         Error::NotPermitted(error) => auth::authorisation_code(error),
         Error::Authentication(error) => auth::authentication_code(error),
         Error::KeyNotHeld { .. } | Error::KeyService { .. } => ResponseCode::AuthenticationError,
+        Error::Busy => ResponseCode::ServerTooBusy,
         Error::Storage(_) => ResponseCode::Error,
         // The set is electing a primary or this member is behind: try again shortly.
         Error::Replication(error) => match **error {

@@ -204,7 +204,11 @@ impl Responder {
             }
             Request::VerifyResponse(request) => {
                 let version = exchange.version();
-                return match self.service.verify_for_other_server(&request, version) {
+                return match self
+                    .service
+                    .verify_for_other_server(&request, version)
+                    .await
+                {
                     Ok(valid) => exchange.success(Response::Verification { valid }),
                     Err(error) => Rejection::from(error).into_message(exchange),
                 };

@@ -52,6 +52,9 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// Too many key checks are waiting for a free core; try again shortly.
+    #[error("too many authentications in progress; try again")]
+    Busy,
     /// The store failed.
     #[error("storage failure: {0}")]
     Storage(StorageError),

@@ -20,7 +20,7 @@ use crate::auth::{
 use crate::codec::{ProtocolVersion, VerifyRequest};
 use crate::names::Handle;
 use crate::resolver::Resolver;
-use crate::values::{KnownType, ValueIndex, ValueSelection};
+use crate::values::{HandleValue, KnownType, ValueIndex, ValueSelection};
 
 use super::{Error, Service};
 
@@ -35,18 +35,36 @@ impl Service {
         let handle = Handle::parse(&answer.key_handle).map_err(|_| not_held(answer))?;
         let read = self.store.read()?;
         if let Some(record) = read.get(&handle, &ValueSelection::all())? {
-            return verify_answer(challenge, answer, &record.values).map_err(Error::Authentication);
+            return self.check(challenge, answer, record.values).await;
         }
         let ours = read.prefix(handle.prefix_key())?.is_some();
         match &self.resolver {
-            Some(resolver) if !ours => verify_elsewhere(resolver, &handle, challenge, answer).await,
+            Some(resolver) if !ours => {
+                self.verify_elsewhere(resolver, &handle, challenge, answer)
+                    .await
+            }
             _ => Err(not_held(answer)),
         }
     }
 
+    /// Checks `answer` against `key_values` on the [`Verifier`](super::Verifier).
+    async fn check(
+        &self,
+        challenge: &Challenge,
+        answer: &ChallengeAnswer,
+        key_values: Vec<HandleValue>,
+    ) -> Result<Identity, Error> {
+        let (challenge, answer) = (challenge.clone(), answer.clone());
+        let checked = self
+            .verifier
+            .run(move || verify_answer(&challenge, &answer, &key_values))
+            .await?;
+        checked.map_err(Error::Authentication)
+    }
+
     /// Whether `request` (an OC 201 from another server, in a message of `version`)
     /// holds a right answer for the HS_SECKEY it names in this member's store.
-    pub fn verify_for_other_server(
+    pub async fn verify_for_other_server(
         &self,
         request: &VerifyRequest,
         version: ProtocolVersion,
@@ -77,51 +95,56 @@ impl Service {
             key_index: request.key_index,
             answer: request.answer.clone(),
         };
-        Ok(verify_answer(&challenge, &answer, &record.values).is_ok())
-    }
-}
-
-/// Checks `answer` with the help of the service that holds `handle`.
-async fn verify_elsewhere(
-    resolver: &Resolver,
-    handle: &Handle,
-    challenge: &Challenge,
-    answer: &ChallengeAnswer,
-) -> Result<Identity, Error> {
-    let unreachable = |error| Error::KeyService {
-        handle: answer.key_handle.clone(),
-        reason: format!("{error}"),
-    };
-    match answer.auth_type {
-        AuthType::PublicKey => {
-            let selection = key_selection(answer.key_index);
-            let values = resolver
-                .resolve(handle, &selection)
-                .await
-                .map_err(unreachable)?;
-            verify_answer(challenge, answer, &values).map_err(Error::Authentication)
+        match self.check(&challenge, &answer, record.values).await {
+            Ok(_identity) => Ok(true),
+            Err(Error::Authentication(_)) => Ok(false),
+            Err(error) => Err(error),
         }
-        AuthType::SecretKey => {
-            let request = VerifyRequest {
-                key_handle: answer.key_handle.as_bytes().to_vec(),
-                key_index: answer.key_index,
-                nonce: challenge.body.nonce.clone(),
-                digest: challenge.body.request_digest.clone(),
-                answer: answer.answer.clone(),
-            };
-            let valid = resolver
-                .verify_secret_answer(handle, request)
-                .await
-                .map_err(unreachable)?;
-            if valid {
-                Ok(Identity {
-                    handle: answer.key_handle.clone(),
-                    index: answer.key_index,
-                })
-            } else {
-                Err(Error::Authentication(AuthError::Mismatch {
-                    handle: answer.key_handle.clone(),
-                }))
+    }
+
+    /// Checks `answer` with the help of the service that holds `handle`.
+    async fn verify_elsewhere(
+        &self,
+        resolver: &Resolver,
+        handle: &Handle,
+        challenge: &Challenge,
+        answer: &ChallengeAnswer,
+    ) -> Result<Identity, Error> {
+        let unreachable = |error| Error::KeyService {
+            handle: answer.key_handle.clone(),
+            reason: format!("{error}"),
+        };
+        match answer.auth_type {
+            AuthType::PublicKey => {
+                let selection = key_selection(answer.key_index);
+                let values = resolver
+                    .resolve(handle, &selection)
+                    .await
+                    .map_err(unreachable)?;
+                self.check(challenge, answer, values).await
+            }
+            AuthType::SecretKey => {
+                let request = VerifyRequest {
+                    key_handle: answer.key_handle.as_bytes().to_vec(),
+                    key_index: answer.key_index,
+                    nonce: challenge.body.nonce.clone(),
+                    digest: challenge.body.request_digest.clone(),
+                    answer: answer.answer.clone(),
+                };
+                let valid = resolver
+                    .verify_secret_answer(handle, request)
+                    .await
+                    .map_err(unreachable)?;
+                if valid {
+                    Ok(Identity {
+                        handle: answer.key_handle.clone(),
+                        index: answer.key_index,
+                    })
+                } else {
+                    Err(Error::Authentication(AuthError::Mismatch {
+                        handle: answer.key_handle.clone(),
+                    }))
+                }
             }
         }
     }

@@ -16,6 +16,7 @@ mod authorise;
 pub mod bootstrap;
 mod error;
 mod keys;
+mod verifier;
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -31,6 +32,7 @@ use crate::replication::{NodeId, Replica};
 use crate::resolver::Resolver;
 use crate::storage::{Applied, Command, HandleRecord, PrefixRecord, Store};
 use crate::values::{HandleValue, ValueSelection};
+use verifier::Verifier;
 
 /// Who sent a request, as far as the service can tell.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,6 +72,7 @@ pub struct Service {
     replica: Replica,
     policy: Arc<AuthPolicy>,
     resolver: Option<Arc<Resolver>>,
+    verifier: Verifier,
 }
 
 impl Service {
@@ -81,6 +84,7 @@ impl Service {
             replica,
             policy: Arc::new(policy),
             resolver: None,
+            verifier: Verifier::new(),
         }
     }
 
