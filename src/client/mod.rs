@@ -381,6 +381,7 @@ fn unexpected(expected: &'static str, response: &Response) -> ClientError {
         Response::Referral(_) => "referral",
         Response::Challenge { .. } => "challenge",
         Response::Verification { .. } => "verification",
+        Response::SessionSetup(_) => "session setup",
         Response::Error(_) => "error",
     };
     ClientError::UnexpectedResponse { expected, found }
