@@ -12,3 +12,4 @@ mod http_proxy;
 mod parse;
 mod protocol;
 mod raw;
+mod sessions;
