@@ -160,6 +160,16 @@ impl SigningKey {
         }
     }
 
+    /// Decrypts a PKCS#1 v1.5 ciphertext made with the public half (a session key,
+    /// digest §3.8 mode 1).
+    pub fn decrypt(&self, ciphertext: &[u8]) -> Result<Vec<u8>, KeyError> {
+        self.0
+            .decrypt(rsa::Pkcs1v15Encrypt, ciphertext)
+            .map_err(|_| KeyError::InvalidKey {
+                key_type: "RSA ciphertext",
+            })
+    }
+
     /// The PKCS#1 v1.5 signature of `message` with `hash`.
     pub fn sign(&self, hash: SignatureHash, message: &[u8]) -> Result<Vec<u8>, KeyError> {
         self.0

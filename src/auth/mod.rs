@@ -3,7 +3,7 @@
 //!
 //! Owns keys ([`keys`]), challenges and the book of pending ones ([`challenge`]),
 //! answers to challenges ([`answer`], [`public`], [`secret`]), the permission rules
-//! ([`permissions`]) and the errors with their one mapping to response codes
+//! ([`permissions`]), session keys and MACs ([`session`]) and the errors with their one mapping to response codes
 //! ([`error`]).
 //!
 //! May depend on [`crate::names`], [`crate::values`] and [`crate::codec`] (for
@@ -22,6 +22,7 @@ pub mod keys;
 pub mod permissions;
 pub mod public;
 pub mod secret;
+pub mod session;
 
 #[cfg(test)]
 mod proptests;
@@ -35,3 +36,7 @@ pub use keys::{KeyError, SignatureHash, SigningKey, VerifyingKey};
 pub use permissions::{Identity, Operation, authorise};
 pub use public::{PublicKeyAnswer, sign_public, verify_public};
 pub use secret::{SecretAnswer, SecretKey, answer_secret, verify_secret};
+pub use session::{
+    ClientKeyExchange, SessionError, SessionKey, server_key_exchange, session_credential,
+    verify_session_mac,
+};

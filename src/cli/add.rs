@@ -5,6 +5,7 @@ use std::ffi::OsString;
 
 use clap::Args;
 use hdl::client::{AdminRequest, Overwrite};
+use hdl::names::Handle;
 use hdl::values::HandleValue;
 
 use super::admin_arg::AuthArgs;
@@ -28,21 +29,33 @@ pub struct AddArgs {
     auth: AuthArgs,
 }
 
+impl AddArgs {
+    /// The handle argument.
+    pub fn handle(&self) -> &OsString {
+        &self.handle
+    }
+
+    /// The request for `handle`.
+    pub fn request(&self, handle: Handle) -> AdminRequest {
+        AdminRequest::AddValues {
+            handle,
+            values: self.values.clone(),
+            overwrite: if self.overwrite {
+                Overwrite::Replace
+            } else {
+                Overwrite::Refuse
+            },
+        }
+    }
+}
+
 /// Adds the values.
 pub fn run(args: &AddArgs) -> anyhow::Result<()> {
     let handle = runtime()?.block_on(async {
         let target = Target::new(&args.handle, &args.server)
             .await?
             .authenticated(&args.auth)?;
-        let request = AdminRequest::AddValues {
-            handle: target.handle.clone(),
-            values: args.values.clone(),
-            overwrite: if args.overwrite {
-                Overwrite::Replace
-            } else {
-                Overwrite::Refuse
-            },
-        };
+        let request = args.request(target.handle.clone());
         target.client.admin(request).await?;
         anyhow::Ok(target.handle)
     })?;

@@ -1,6 +1,7 @@
 //! `hdl bench auth-write`: what one authenticated create costs, over the Handle protocol
 //! (each create challenged and answered: two round trips and a signature or MAC on
-//! both sides) and over HTTP (Basic credentials checked on every request).
+//! both sides; with `--session`, inside one authenticated session: one MAC each) and
+//! over HTTP (Basic credentials checked on every request).
 //!
 //! Creates `--count` handles `<prefix>/write/<run>/<n>` one after another (a fresh
 //! random `<run>` per invocation, so runs never collide) and prints one latency line
@@ -38,6 +39,11 @@ pub struct AuthWriteBench {
     /// Creates per protocol.
     #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     count: u32,
+    /// Create over the Handle protocol inside one authenticated session (one
+    /// challenge, then requests signed with the session key) instead of answering a
+    /// challenge for each.
+    #[arg(long)]
+    session: bool,
     /// The prefix of the created handles.
     #[arg(long, default_value = "BENCH")]
     prefix: String,
@@ -49,9 +55,17 @@ pub struct AuthWriteBench {
 pub async fn run(bench: &AuthWriteBench) -> anyhow::Result<()> {
     let run: u32 = rand::random();
     if !bench.only_http {
-        let client = with_credentials(client(&bench.server).await?, &bench.auth)?;
+        let mut client = with_credentials(client(&bench.server).await?, &bench.auth)?;
+        if bench.session {
+            client = client.with_session();
+            client.open_session().await.context("opening a session")?;
+        }
         let (histogram, seconds) = handle_protocol(&client, bench, run).await?;
-        println!("create over the Handle protocol (challenge-response each):");
+        if bench.session {
+            println!("create over the Handle protocol (one session):");
+        } else {
+            println!("create over the Handle protocol (challenge-response each):");
+        }
         println!("{}", line(&histogram, seconds, CREATES));
     }
     if let Some(address) = &bench.http {

@@ -59,9 +59,7 @@ impl Target {
     /// Parses `reference` and picks the server: `--server`, or the reference's own
     /// (`hdl://server/…`), or the default; naming two different ones is an error.
     pub async fn new(reference: &OsString, server: &ServerArg) -> anyhow::Result<Target> {
-        let bytes = reference.as_bytes();
-        let parsed = HandleRef::parse(bytes)
-            .with_context(|| format!("invalid handle {:?}", String::from_utf8_lossy(bytes)))?;
+        let parsed = parse_reference(reference)?;
         let from_reference = parsed.server.map(|s| s.to_string());
         let chosen = match (&server.server, &from_reference) {
             (Some(option), Some(uri)) if option != uri => {
@@ -76,6 +74,13 @@ impl Target {
             client: client_of(chosen).await?,
         })
     }
+}
+
+/// The handle reference `reference` (a handle, `hdl:…`, `hdl://server/…`, …).
+pub fn parse_reference(reference: &OsString) -> anyhow::Result<HandleRef> {
+    let bytes = reference.as_bytes();
+    HandleRef::parse(bytes)
+        .with_context(|| format!("invalid handle {:?}", String::from_utf8_lossy(bytes)))
 }
 
 impl Target {

@@ -12,6 +12,7 @@ use clap::Args;
 use hdl::auth::Identity;
 use hdl::client::{AdminRequest, Overwrite};
 use hdl::codec::Response;
+use hdl::names::Handle;
 use hdl::values::{
     AdminPermissions, AdminRecord, HandleValue, KnownType, ValueIndex, default_permissions,
 };
@@ -40,20 +41,11 @@ pub struct CreateArgs {
 
 /// Creates the handle and prints its name as the server gave it.
 pub fn run(args: &CreateArgs) -> anyhow::Result<()> {
-    let overwrite = if args.overwrite {
-        Overwrite::Replace
-    } else {
-        Overwrite::Refuse
-    };
     let response = runtime()?.block_on(async {
         let target = Target::new(&args.handle, &args.server)
             .await?
             .authenticated(&args.auth)?;
-        let request = AdminRequest::Create {
-            handle: target.handle.clone(),
-            values: with_creator(&args.values, args.auth.identity()),
-            overwrite,
-        };
+        let request = args.request(target.handle.clone(), args.auth.identity());
         let response = target.client.admin(request).await?;
         anyhow::Ok((target.handle, response))
     })?;
@@ -65,6 +57,28 @@ pub fn run(args: &CreateArgs) -> anyhow::Result<()> {
     };
     println!("created {created}");
     Ok(())
+}
+
+impl CreateArgs {
+    /// The handle argument.
+    pub fn handle(&self) -> &OsString {
+        &self.handle
+    }
+
+    /// The create of `handle`, naming `creator` as its administrator when no
+    /// HS_ADMIN value is given.
+    pub fn request(&self, handle: Handle, creator: Option<&Identity>) -> AdminRequest {
+        let overwrite = if self.overwrite {
+            Overwrite::Replace
+        } else {
+            Overwrite::Refuse
+        };
+        AdminRequest::Create {
+            handle,
+            values: with_creator(&self.values, creator),
+            overwrite,
+        }
+    }
 }
 
 /// The J9 admin tool's default HS_ADMIN permissions: everything but listing handles

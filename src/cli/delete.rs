@@ -4,6 +4,7 @@ use std::ffi::OsString;
 
 use clap::Args;
 use hdl::client::AdminRequest;
+use hdl::names::Handle;
 
 use super::admin_arg::AuthArgs;
 use super::connect::{ServerArg, Target, runtime};
@@ -19,15 +20,25 @@ pub struct DeleteArgs {
     auth: AuthArgs,
 }
 
+impl DeleteArgs {
+    /// The handle argument.
+    pub fn handle(&self) -> &OsString {
+        &self.handle
+    }
+
+    /// The request for `handle`.
+    pub fn request(&self, handle: Handle) -> AdminRequest {
+        AdminRequest::Delete { handle }
+    }
+}
+
 /// Deletes the handle.
 pub fn run(args: &DeleteArgs) -> anyhow::Result<()> {
     let handle = runtime()?.block_on(async {
         let target = Target::new(&args.handle, &args.server)
             .await?
             .authenticated(&args.auth)?;
-        let request = AdminRequest::Delete {
-            handle: target.handle.clone(),
-        };
+        let request = args.request(target.handle.clone());
         target.client.admin(request).await?;
         anyhow::Ok(target.handle)
     })?;

@@ -6,6 +6,7 @@
 
 mod add;
 mod admin_arg;
+mod batch;
 mod bench;
 mod bench_auth;
 mod bench_failover;
@@ -61,6 +62,9 @@ enum Command {
     Remove(remove::RemoveArgs),
     /// List the handles under a prefix.
     List(list::ListArgs),
+    /// Run administrative commands from a file, one a line, in one authenticated
+    /// session.
+    Batch(batch::BatchArgs),
     /// Generate an administrator's RSA key pair: the private key to a PEM file, the
     /// HS_PUBKEY value to stdout.
     Keygen(keygen::KeygenArgs),
@@ -85,6 +89,7 @@ pub fn run() -> ExitCode {
         Command::Modify(args) => modify::run(&args),
         Command::Remove(args) => remove::run(&args),
         Command::List(args) => list::run(&args),
+        Command::Batch(args) => batch::run(&args),
         Command::Keygen(args) => keygen::run(&args),
         Command::Bench(args) => bench::run(&args),
         Command::Cluster(args) => cluster::run(&args),

@@ -5,6 +5,7 @@ use std::ffi::OsString;
 
 use clap::Args;
 use hdl::client::AdminRequest;
+use hdl::names::Handle;
 use hdl::values::HandleValue;
 
 use super::admin_arg::AuthArgs;
@@ -25,16 +26,28 @@ pub struct ModifyArgs {
     auth: AuthArgs,
 }
 
+impl ModifyArgs {
+    /// The handle argument.
+    pub fn handle(&self) -> &OsString {
+        &self.handle
+    }
+
+    /// The request for `handle`.
+    pub fn request(&self, handle: Handle) -> AdminRequest {
+        AdminRequest::ModifyValues {
+            handle,
+            values: self.values.clone(),
+        }
+    }
+}
+
 /// Replaces the values.
 pub fn run(args: &ModifyArgs) -> anyhow::Result<()> {
     let handle = runtime()?.block_on(async {
         let target = Target::new(&args.handle, &args.server)
             .await?
             .authenticated(&args.auth)?;
-        let request = AdminRequest::ModifyValues {
-            handle: target.handle.clone(),
-            values: args.values.clone(),
-        };
+        let request = args.request(target.handle.clone());
         target.client.admin(request).await?;
         anyhow::Ok(target.handle)
     })?;

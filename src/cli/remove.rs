@@ -4,6 +4,7 @@ use std::ffi::OsString;
 
 use clap::Args;
 use hdl::client::AdminRequest;
+use hdl::names::Handle;
 use hdl::values::ValueIndex;
 
 use super::admin_arg::AuthArgs;
@@ -24,16 +25,28 @@ pub struct RemoveArgs {
     auth: AuthArgs,
 }
 
+impl RemoveArgs {
+    /// The handle argument.
+    pub fn handle(&self) -> &OsString {
+        &self.handle
+    }
+
+    /// The request for `handle`.
+    pub fn request(&self, handle: Handle) -> AdminRequest {
+        AdminRequest::RemoveValues {
+            handle,
+            indexes: self.indexes.iter().copied().map(ValueIndex).collect(),
+        }
+    }
+}
+
 /// Removes the values.
 pub fn run(args: &RemoveArgs) -> anyhow::Result<()> {
     let handle = runtime()?.block_on(async {
         let target = Target::new(&args.handle, &args.server)
             .await?
             .authenticated(&args.auth)?;
-        let request = AdminRequest::RemoveValues {
-            handle: target.handle.clone(),
-            indexes: args.indexes.iter().copied().map(ValueIndex).collect(),
-        };
+        let request = args.request(target.handle.clone());
         target.client.admin(request).await?;
         anyhow::Ok(target.handle)
     })?;

@@ -58,6 +58,12 @@ pub enum ClientError {
         /// The bound.
         limit: usize,
     },
+    /// A session needs credentials to authenticate with.
+    #[error("a session needs credentials (--auth with --key or --secret-file)")]
+    NoCredentials,
+    /// The session key could not be agreed or a session message not signed.
+    #[error("session: {0}")]
+    Session(#[from] crate::auth::SessionError),
 }
 
 impl ClientError {

@@ -9,6 +9,7 @@
 //! we sent (digest §2.4). An answer's own expiry is not checked.
 
 use super::error::{ClientError, Mismatch};
+use crate::auth::{SessionError, SessionKey, session_credential};
 use crate::codec::{
     Body, CodecError, ENVELOPE_LEN, Envelope, Header, Message, OpFlags, ProtocolVersion, Request,
     Response, ResponseCode, split_datagrams,
@@ -26,6 +27,7 @@ pub struct Outgoing {
     envelope: Envelope,
     flags: OpFlags,
     bytes: Vec<u8>,
+    credential_len: usize,
 }
 
 impl Outgoing {
@@ -44,20 +46,38 @@ impl Outgoing {
         now: u32,
         session_id: u32,
     ) -> Self {
-        let envelope = Envelope {
-            session_id,
-            ..Envelope::new(ProtocolVersion::MAX_SUPPORTED, request_id)
-        };
-        let header = Header {
-            flags,
-            ..Header::request(request.opcode(), now.saturating_add(EXPIRY_SECONDS))
-        };
-        let bytes = Message::new(envelope, header, Body::Request(request)).encode();
+        let message = build(request, flags, request_id, now, session_id);
         Outgoing {
-            envelope,
+            envelope: message.envelope,
             flags,
-            bytes,
+            bytes: message.encode(),
+            credential_len: EMPTY_CREDENTIAL_LEN,
         }
+    }
+
+    /// As [`in_session`](Self::in_session), signed with the session's `key` and
+    /// `counter` (an `HS_MAC` credential, digest §2.5, §3.8).
+    pub fn signed(
+        request: Request,
+        flags: OpFlags,
+        ids: (u32, u32),
+        now: u32,
+        session: (&SessionKey, u32),
+    ) -> Result<Self, SessionError> {
+        let (request_id, session_id) = ids;
+        let (key, counter) = session;
+        let mut message = build(request, flags, request_id, now, session_id);
+        let unsigned = message.encode();
+        let header_and_body = &unsigned[ENVELOPE_LEN..unsigned.len() - EMPTY_CREDENTIAL_LEN];
+        let credential = session_credential(key, &message.envelope, counter, header_and_body)?;
+        message.credential = Some(credential);
+        let bytes = message.encode();
+        Ok(Outgoing {
+            envelope: message.envelope,
+            flags,
+            credential_len: bytes.len() - header_and_body.len() - ENVELOPE_LEN,
+            bytes,
+        })
     }
 
     /// The OpFlags it carries.
@@ -80,10 +100,10 @@ impl Outgoing {
         split_datagrams(&self.envelope, &self.bytes[ENVELOPE_LEN..])
     }
 
-    /// The header and body as sent: what a request digest covers. We never sign, so
-    /// the message ends in the 4 octets of an empty credential.
+    /// The header and body as sent: what a request digest covers (the message ends
+    /// in the credential).
     fn header_and_body(&self) -> &[u8] {
-        &self.bytes[ENVELOPE_LEN..self.bytes.len() - EMPTY_CREDENTIAL_LEN]
+        &self.bytes[ENVELOPE_LEN..self.bytes.len() - self.credential_len]
     }
 
     /// Decodes one complete answer (envelope included) and checks that it answers
@@ -107,6 +127,19 @@ impl Outgoing {
         }
         Ok(message)
     }
+}
+
+/// A request message of version 2.11 suggesting 2.11 (module doc).
+fn build(request: Request, flags: OpFlags, request_id: u32, now: u32, session_id: u32) -> Message {
+    let envelope = Envelope {
+        session_id,
+        ..Envelope::new(ProtocolVersion::MAX_SUPPORTED, request_id)
+    };
+    let header = Header {
+        flags,
+        ..Header::request(request.opcode(), now.saturating_add(EXPIRY_SECONDS))
+    };
+    Message::new(envelope, header, Body::Request(request))
 }
 
 /// Why an answer was not accepted.

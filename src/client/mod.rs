@@ -13,7 +13,9 @@
 //! - [`Transport::Auto`] asks each server over UDP first, resending on the schedule
 //!   of [`ClientConfig::udp_waits`] (J9: 500, 1000, 1500 ms), then over TCP.
 //!   Administration and listing always use TCP. A client with [`Credentials`]
-//!   answers a challenge (RC_AUTHEN_NEEDED) on the same connection (digest §8.1).
+//!   answers a challenge (RC_AUTHEN_NEEDED) on the same connection (digest §8.1);
+//!   one made [`Client::with_session`] authenticates once and sends its
+//!   administrative requests in a session, signed with the session key (§3.8).
 //! - Every request gets a fresh RequestId drawn from `rand`'s thread-local CSPRNG: a
 //!   positive 31-bit value, as J9 draws it, so that an off-path sender cannot guess
 //!   it; answers with another RequestId are dropped.
@@ -24,6 +26,7 @@ mod admin;
 mod credentials;
 mod error;
 mod message;
+mod session;
 mod tcp;
 mod udp;
 mod verify;
@@ -39,6 +42,7 @@ pub use credentials::{AnswerError, Credentials, Key};
 pub use error::{AttemptError, ClientError, Mismatch, describe};
 
 use message::{Answer, Outgoing, Problem};
+use session::SessionSlot;
 use tcp::Connection;
 
 use crate::codec::{Message, OpFlags, Request, ResolutionRequest, Response};
@@ -115,6 +119,7 @@ pub struct Client {
     servers: Vec<SocketAddr>,
     config: ClientConfig,
     credentials: Option<Arc<Credentials>>,
+    session: Option<Arc<SessionSlot>>,
 }
 
 impl Client {
@@ -129,6 +134,7 @@ impl Client {
             servers,
             config,
             credentials: None,
+            session: None,
         }
     }
 
@@ -137,6 +143,16 @@ impl Client {
     pub fn with_credentials(self, credentials: Credentials) -> Self {
         Client {
             credentials: Some(Arc::new(credentials)),
+            ..self
+        }
+    }
+
+    /// This client, sending administrative requests inside one authenticated session
+    /// (opened on first use with the credentials, opened again once if lost) instead
+    /// of answering a challenge for each (digest §3.8).
+    pub fn with_session(self) -> Self {
+        Client {
+            session: Some(Arc::new(SessionSlot::default())),
             ..self
         }
     }
@@ -191,7 +207,10 @@ impl Client {
     /// ([`Response::CreateHandle`] for a create, [`Response::Done`] otherwise).
     pub async fn admin(&self, request: AdminRequest) -> Result<Response, ClientError> {
         let (request, flags) = request.into_wire();
-        self.ask(&request, flags, Transport::Tcp).await
+        match &self.session {
+            Some(slot) => self.ask_in_session(slot, &request, flags).await,
+            None => self.ask(&request, flags, Transport::Tcp).await,
+        }
     }
 
     /// The handles under `prefix` (`10.1000` or the prefix handle `0.NA/10.1000`),
@@ -382,6 +401,7 @@ fn unexpected(expected: &'static str, response: &Response) -> ClientError {
         Response::Referral(_) => "referral",
         Response::Challenge { .. } => "challenge",
         Response::Verification { .. } => "verification",
+        Response::SessionSetup(_) => "session setup",
         Response::Error(_) => "error",
     };
     ClientError::UnexpectedResponse { expected, found }

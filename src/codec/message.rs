@@ -455,13 +455,13 @@ mod tests {
     #[test]
     fn unsupported_operation_is_distinct() {
         let mut bytes = sample_request();
-        bytes[22..24].copy_from_slice(&400u16.to_be_bytes()); // OC_SESSION_SETUP
+        bytes[22..24].copy_from_slice(&300u16.to_be_bytes()); // OC_HOME_NA
         let err = Message::decode(&bytes).unwrap_err();
         let CodecError::UnsupportedOperation { envelope, header } = err else {
             panic!("{err:?}");
         };
         assert_eq!(envelope.request_id, 7);
-        assert_eq!(header.opcode, OpCode::SessionSetup);
+        assert_eq!(header.opcode, OpCode::HomeNa);
     }
 
     #[test]

@@ -5,12 +5,13 @@
 //!
 //! Handles are kept as the octets sent (UTF-8 on the wire, but J9 reads them as bytes
 //! and the server hash works on bytes). The authentication bodies (200, 201) are in
-//! [`super::auth`]. Session operations (400–402) and CNRI's maintenance operations
-//! are not typed here: decoding them yields `None`, which the message layer reports
-//! as an unsupported operation.
+//! [`super::auth`], the session setup body (400) in [`super::session`]. CNRI's
+//! maintenance operations are not typed here: decoding them yields `None`, which the
+//! message layer reports as an unsupported operation.
 
 use super::auth::{AuthAnswer, VerifyRequest};
 use super::codes::OpCode;
+use super::session::SessionSetup;
 use crate::values::value::{HandleValue, ValueIndex, decode_value_list, encode_value_list};
 use crate::values::wire::{DecodeError, Reader, Writer};
 
@@ -86,6 +87,18 @@ pub enum Request {
     ChallengeResponse(AuthAnswer),
     /// OC 201: check a secret-key answer against a stored HS_SECKEY.
     VerifyResponse(VerifyRequest),
+    /// OC 400: set up a session.
+    SessionSetup(SessionSetup),
+    /// OC 401: end the session named by the envelope SessionId (J9's generic body).
+    SessionTerminate {
+        /// The ignored handle (J9 sends `/`).
+        handle: Vec<u8>,
+    },
+    /// OC 402: the session key, encrypted with the server's public key (mode 2).
+    SessionExchangeKey {
+        /// The encrypted key.
+        encrypted_key: Vec<u8>,
+    },
 }
 
 impl Request {
@@ -102,6 +115,9 @@ impl Request {
             Request::ListHandles { .. } => OpCode::ListHandles,
             Request::ChallengeResponse(_) => OpCode::ChallengeResponse,
             Request::VerifyResponse(_) => OpCode::VerifyResponse,
+            Request::SessionSetup(_) => OpCode::SessionSetup,
+            Request::SessionTerminate { .. } => OpCode::SessionTerminate,
+            Request::SessionExchangeKey { .. } => OpCode::SessionExchangeKey,
         }
     }
 
@@ -118,7 +134,9 @@ impl Request {
             }
             Request::GetSiteInfo { handle: h }
             | Request::DeleteHandle { handle: h }
-            | Request::ListHandles { prefix: h } => w.bytes(h),
+            | Request::ListHandles { prefix: h }
+            | Request::SessionTerminate { handle: h }
+            | Request::SessionExchangeKey { encrypted_key: h } => w.bytes(h),
             Request::CreateHandle(hv) | Request::AddValue(hv) | Request::ModifyValue(hv) => {
                 hv.encode(w);
             }
@@ -128,6 +146,7 @@ impl Request {
             }
             Request::ChallengeResponse(answer) => answer.encode(w),
             Request::VerifyResponse(verify) => verify.encode(w),
+            Request::SessionSetup(setup) => setup.encode(w),
         }
     }
 
@@ -153,6 +172,11 @@ impl Request {
             OpCode::ListHandles => Request::ListHandles { prefix: handle(r)? },
             OpCode::ChallengeResponse => Request::ChallengeResponse(AuthAnswer::decode(r)?),
             OpCode::VerifyResponse => Request::VerifyResponse(VerifyRequest::decode(r)?),
+            OpCode::SessionSetup => Request::SessionSetup(SessionSetup::decode(r)?),
+            OpCode::SessionTerminate => Request::SessionTerminate { handle: handle(r)? },
+            OpCode::SessionExchangeKey => Request::SessionExchangeKey {
+                encrypted_key: r.bytes("encrypted session key")?.to_vec(),
+            },
             _ => return Ok(None),
         };
         Ok(Some(request))
@@ -280,14 +304,20 @@ mod tests {
                 digest: crate::codec::RequestDigest::Sha256([5; 32]),
                 answer: vec![0x22],
             }),
+            Request::SessionTerminate {
+                handle: b"/".to_vec(),
+            },
+            Request::SessionExchangeKey {
+                encrypted_key: vec![7; 64],
+            },
         ] {
             assert_eq!(decode(request.opcode(), &encode(&request)), request);
         }
     }
 
     #[test]
-    fn session_and_maintenance_operations_have_no_typed_body() {
-        for opcode in [300, 400, 401, 402, 106, 1000, 0, 77] {
+    fn maintenance_operations_have_no_typed_body() {
+        for opcode in [300, 106, 1000, 0, 77] {
             let mut r = Reader::new(&[0, 0, 0, 0]);
             assert_eq!(Request::decode(OpCode::from_u32(opcode), &mut r), Ok(None));
             assert_eq!(r.offset(), 0);

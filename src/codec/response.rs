@@ -10,6 +10,7 @@
 use super::auth::decode_verification;
 use super::codes::{OpCode, ResponseCode};
 use super::request::{HandleValues, decode_indexes, decode_strings, encode_indexes};
+use super::session::SessionSetupAnswer;
 use crate::values::value::{HandleValue, ValueIndex, decode_value_list, encode_value_list};
 use crate::values::wire::{DecodeError, Reader, Writer};
 
@@ -69,6 +70,9 @@ pub enum Response {
         /// Bit 0 of the result octet.
         valid: bool,
     },
+    /// Success of OC 400: the key exchange's answer; the envelope SessionId is the
+    /// new session's id.
+    SessionSetup(SessionSetupAnswer),
     /// Any error response code.
     Error(ErrorResponse),
 }
@@ -84,6 +88,7 @@ pub(super) enum Shape {
     Referral,
     Challenge,
     Verification,
+    SessionSetup,
     Error,
 }
 
@@ -102,7 +107,10 @@ impl Shape {
                 OpCode::DeleteHandle
                 | OpCode::AddValue
                 | OpCode::RemoveValue
-                | OpCode::ModifyValue => Some(Shape::Done),
+                | OpCode::ModifyValue
+                | OpCode::SessionTerminate
+                | OpCode::SessionExchangeKey => Some(Shape::Done),
+                OpCode::SessionSetup => Some(Shape::SessionSetup),
                 OpCode::ListHandles => Some(Shape::ListHandles),
                 OpCode::VerifyResponse => Some(Shape::Verification),
                 _ => None,
@@ -135,6 +143,7 @@ impl Shape {
             Shape::Verification => Response::Verification {
                 valid: decode_verification(r)?,
             },
+            Shape::SessionSetup => Response::SessionSetup(SessionSetupAnswer::decode(r)?),
             Shape::Error => Response::Error(ErrorResponse {
                 message: r.str("error message")?.to_owned(),
                 indexes: optional(r, decode_indexes)?,
@@ -181,6 +190,7 @@ impl Response {
             }
             Response::Challenge { nonce } => w.bytes(nonce),
             Response::Verification { valid } => w.u8(u8::from(*valid)),
+            Response::SessionSetup(answer) => answer.encode(w),
             Response::Error(error) => {
                 w.str(&error.message);
                 if let Some(indexes) = &error.indexes {
@@ -350,7 +360,11 @@ mod tests {
             shape(OpCode::VerifyResponse, ResponseCode::Success),
             Some(Shape::Verification)
         );
-        assert_eq!(shape(OpCode::SessionSetup, ResponseCode::Success), None);
+        assert_eq!(
+            shape(OpCode::SessionSetup, ResponseCode::Success),
+            Some(Shape::SessionSetup)
+        );
+        assert_eq!(shape(OpCode::HomeNa, ResponseCode::Success), None);
         assert_eq!(
             shape(OpCode::ModifyValue, ResponseCode::Success),
             Some(Shape::Done)

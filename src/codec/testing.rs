@@ -2,9 +2,9 @@
 //! arbitrary, self-consistent messages (header codes matching the body).
 
 use super::{
-    Body, Credential, Envelope, ErrorResponse, HandleValues, Header, Message, MessageFlags, OpCode,
-    OpFlags, ProtocolVersion, Referral, Request, RequestDigest, ResolutionRequest, Response,
-    ResponseCode,
+    Body, Credential, Envelope, ErrorResponse, HandleValues, Header, KeyExchange, Message,
+    MessageFlags, OpCode, OpFlags, ProtocolVersion, Referral, Request, RequestDigest,
+    ResolutionRequest, Response, ResponseCode, SessionSetup, SessionSetupAnswer,
 };
 use crate::values::{HandleValue, Permissions, Ttl, ValueIndex, ValueReference};
 use proptest::collection::vec;
@@ -88,6 +88,29 @@ fn request() -> impl Strategy<Value = Request> {
             .prop_map(|(handle, indexes)| Request::RemoveValue { handle, indexes }),
         handle_values().prop_map(Request::ModifyValue),
         octets(40).prop_map(|prefix| Request::ListHandles { prefix }),
+        (any::<u32>(), octets(20), any::<u32>(), key_exchange()).prop_map(
+            |(timeout, identity_handle, identity_index, exchange)| {
+                Request::SessionSetup(SessionSetup {
+                    timeout,
+                    identity_handle,
+                    identity_index,
+                    exchange,
+                })
+            }
+        ),
+        octets(4).prop_map(|handle| Request::SessionTerminate { handle }),
+        octets(64).prop_map(|encrypted_key| Request::SessionExchangeKey { encrypted_key }),
+    ]
+}
+
+fn key_exchange() -> impl Strategy<Value = KeyExchange> {
+    prop_oneof![
+        Just(KeyExchange::None),
+        octets(64).prop_map(|public_key| KeyExchange::CipherClient { public_key }),
+        Just(KeyExchange::CipherServer),
+        (octets(20), any::<u32>())
+            .prop_map(|(handle, index)| KeyExchange::CipherHandle { handle, index }),
+        octets(64).prop_map(|public_key| KeyExchange::DiffieHellman { public_key }),
     ]
 }
 
@@ -120,6 +143,8 @@ fn response() -> impl Strategy<Value = (OpCode, ResponseCode, Response)> {
         OpCode::AddValue,
         OpCode::RemoveValue,
         OpCode::ModifyValue,
+        OpCode::SessionTerminate,
+        OpCode::SessionExchangeKey,
     ]);
     let referral = (octets(20), prop::option::of(vec(value(), 0..3)))
         .prop_map(|(handle, values)| Response::Referral(Referral { handle, values }));
@@ -137,6 +162,10 @@ fn response() -> impl Strategy<Value = (OpCode, ResponseCode, Response)> {
             success(OpCode::CreateHandle, Response::CreateHandle { handle })
         }),
         done.prop_map(move |opcode| success(opcode, Response::Done)),
+        (any::<u16>(), octets(64)).prop_map(move |(mode, data)| {
+            let answer = SessionSetupAnswer { mode, data };
+            success(OpCode::SessionSetup, Response::SessionSetup(answer))
+        }),
         vec(octets(20), 0..5).prop_map(move |handles| {
             success(OpCode::ListHandles, Response::ListHandles { handles })
         }),

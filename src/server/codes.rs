@@ -1,6 +1,7 @@
-//! The one place where service errors become RFC 3652 response codes.
+//! The one place where service and session errors become RFC 3652 response codes.
 
-use crate::auth;
+use super::sessions::SessionRefusal;
+use crate::auth::{self, SessionError};
 use crate::codec::ResponseCode;
 use crate::replication::ReplicaError;
 use crate::service::Error;
@@ -34,5 +35,28 @@ pub fn response_code(error: &Error) -> ResponseCode {
                 ResponseCode::InvalidValue
             }
         },
+    }
+}
+
+/// The response code that refuses a session message or setup (digest §4, J9 column):
+/// an unknown or expired session is RC_SESSION_TIMEOUT (500), on which J9 clients
+/// open a new session; a bad or replayed MAC is RC_SESSION_MESSAGE_REJECTED (505).
+pub fn session_code(refusal: &SessionRefusal) -> ResponseCode {
+    match refusal {
+        SessionRefusal::Unknown { .. } | SessionRefusal::Expired { .. } => {
+            ResponseCode::SessionTimeout
+        }
+        SessionRefusal::Full { .. } => ResponseCode::ServerTooBusy,
+        SessionRefusal::Mac(_) | SessionRefusal::Replay { .. } => {
+            ResponseCode::SessionMessageRejected
+        }
+    }
+}
+
+/// The response code that refuses a session setup's key exchange.
+pub fn key_exchange_code(error: &SessionError) -> ResponseCode {
+    match error {
+        SessionError::Random(_) | SessionError::Encrypt => ResponseCode::Error,
+        _ => ResponseCode::InvalidSessionSetupRequest,
     }
 }

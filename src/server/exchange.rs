@@ -22,6 +22,10 @@ pub struct ResponseSettings {
     pub validity_secs: u32,
     /// How long a challenge waits for its answer.
     pub challenge_lifetime: Duration,
+    /// How long a session lives at most.
+    pub session_lifetime: Duration,
+    /// How many sessions a node holds at once.
+    pub max_sessions: usize,
 }
 
 /// The request-side facts a response is built from.
@@ -74,6 +78,23 @@ impl Exchange {
     /// The request's flags.
     pub fn flags(&self) -> OpFlags {
         self.flags
+    }
+
+    /// The envelope SessionId the response carries (the request's).
+    pub fn session_id(&self) -> u32 {
+        self.envelope.session_id
+    }
+
+    /// This exchange, answering in session `session_id` (a session setup's answer
+    /// names the new session, digest §3.8).
+    pub fn in_session(self, session_id: u32) -> Exchange {
+        Exchange {
+            envelope: Envelope {
+                session_id,
+                ..self.envelope
+            },
+            ..self
+        }
     }
 
     /// The version the response is written in.

@@ -8,7 +8,10 @@
 mod challenges;
 mod codes;
 mod exchange;
+mod requests;
 mod responder;
+mod session_requests;
+mod sessions;
 mod site;
 mod tcp;
 mod udp;
@@ -93,6 +96,8 @@ impl HandleListeners {
             site_serial: config.site.serial,
             validity_secs: config.handle.response_validity_secs,
             challenge_lifetime: Duration::from_secs(config.auth.challenge_lifetime_secs),
+            session_lifetime: Duration::from_secs(config.auth.session_lifetime_secs),
+            max_sessions: config.auth.max_sessions,
         };
         let responder = Responder::new(service, config.site.clone(), settings, metrics);
         let idle = Duration::from_secs(config.handle.tcp_idle_timeout_secs);

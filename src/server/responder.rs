@@ -7,9 +7,12 @@
 //! Administrative requests (100–105) from a caller who has not authenticated are
 //! challenged ([`Challenges`]); the answer (200) is verified by the service and the
 //! original request carried out as the identity that answered (digest §8.1).
+//! Requests inside a session (digest §3.8) are admitted and set up in
+//! [`super::session_requests`]; what requests mean for the store is in
+//! [`super::requests`].
 
 use std::net::IpAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crate::auth::{ChallengeAnswer, authentication_code};
@@ -19,21 +22,21 @@ use crate::codec::{
 };
 use crate::config::SiteConfig;
 use crate::metrics::{Metrics, Protocol};
-use crate::names::{Handle, NameError};
+use crate::names::Handle;
 use crate::service::{Caller, Error, Freshness, Service};
-use crate::storage::{Applied, Command, ExistingHandle, ExistingValue};
-use crate::values::ValueSelection;
+use crate::storage::{Applied, Command};
 
 use super::challenges::Challenges;
-use super::codes::response_code;
 use super::exchange::{Exchange, ResponseSettings};
+use super::requests::{
+    Done, Rejection, admin_command, is_administrative, list_prefix, parse_resolution,
+};
+use super::session_requests::in_session;
+use super::sessions::SessionTable;
 use super::site;
 
 /// How many handles one message of a list answer carries, as the reference server.
 pub const LIST_PAGE_LEN: usize = 50;
-
-/// The naming authority of prefix handles (`0.NA/<prefix>`).
-const PREFIX_HANDLE_PREFIX: &str = "0.NA";
 
 /// What to send back for one request.
 #[derive(Debug)]
@@ -53,6 +56,7 @@ pub struct Responder {
     site: SiteConfig,
     settings: ResponseSettings,
     challenges: Arc<Challenges>,
+    pub(super) sessions: Arc<Mutex<SessionTable>>,
     metrics: Arc<Metrics>,
 }
 
@@ -69,6 +73,10 @@ impl Responder {
             service,
             site,
             challenges: Arc::new(Challenges::new(settings.challenge_lifetime)),
+            sessions: Arc::new(Mutex::new(SessionTable::new(
+                settings.max_sessions,
+                settings.session_lifetime,
+            ))),
             settings,
             metrics,
         }
@@ -100,29 +108,43 @@ impl Responder {
             Err(error) => return self.undecodable(&error),
         };
         let exchange = Exchange::of_request(&message, self.settings);
-        let challenge_from = match (&caller, &message.body, message.raw_header_and_body()) {
-            (Caller::Anonymous { address }, Body::Request(request), Some(raw))
-                if is_administrative(request) =>
-            {
-                Some((*address, raw.to_vec()))
-            }
-            _ => None,
+        let Body::Request(request) = &message.body else {
+            let text = "a server takes requests, not responses";
+            return Reply::One(exchange.error(ResponseCode::ProtocolError, text));
         };
-        let session_id = message.envelope.session_id;
-        let request = match message.body {
-            Body::Request(request) => request,
-            Body::Response { .. } => {
-                let text = "a server takes requests, not responses";
-                return Reply::One(exchange.error(ResponseCode::ProtocolError, text));
-            }
+        if message.envelope.session_id != 0 && in_session(request) {
+            return self.in_session(caller, exchange, message).await;
+        }
+        let raw = message.raw_header_and_body().map(<[u8]>::to_vec);
+        let Body::Request(request) = message.body else {
+            return Reply::Nothing;
         };
-        if let Some((address, raw)) = challenge_from {
-            let challenge = self.challenges.challenge(address, &exchange, &raw, request);
+        self.answer_request(caller, exchange, raw, request).await
+    }
+
+    /// Answers a request outside a session, or inside one once it is admitted: an
+    /// administrative request from an anonymous caller whose header and body were
+    /// `raw` is challenged, an answer to a challenge verified, anything else carried
+    /// out for `caller`.
+    pub(super) async fn answer_request(
+        &self,
+        caller: Caller,
+        exchange: Exchange,
+        raw: Option<Vec<u8>>,
+        request: Request,
+    ) -> Reply {
+        if let (Caller::Anonymous { address }, Some(raw)) = (&caller, raw)
+            && is_administrative(&request)
+        {
+            let challenge = self
+                .challenges
+                .challenge(*address, &exchange, &raw, request);
             return Reply::One(challenge);
         }
         match request {
             Request::ChallengeResponse(answer) => {
-                self.answered(&caller, exchange, session_id, answer).await
+                let challenge_id = exchange.session_id();
+                self.answered(&caller, exchange, challenge_id, answer).await
             }
             other => self.perform(caller, exchange, other).await,
         }
@@ -216,6 +238,13 @@ impl Responder {
             Request::ChallengeResponse(_) => {
                 let text = "a challenge answer names no pending challenge";
                 return exchange.error(ResponseCode::AuthenticationTimeout, text);
+            }
+            Request::SessionSetup(setup) => {
+                return self.set_up_session(&caller, exchange.clone(), &setup);
+            }
+            Request::SessionTerminate { .. } | Request::SessionExchangeKey { .. } => {
+                let text = "no session: the envelope SessionId names none";
+                return exchange.error(ResponseCode::SessionFailed, text);
             }
             admin => match admin_command(exchange.flags(), admin) {
                 Ok(command) => self.administer(caller, command).await,
@@ -325,165 +354,6 @@ impl ListReply {
         let response = Response::ListHandles { handles };
         Some(self.exchange.reply(ResponseCode::Success, response, flags))
     }
-}
-
-/// A successful administrative outcome.
-enum Done {
-    Plain,
-    Created(Vec<u8>, OpFlags),
-}
-
-impl Done {
-    fn into_message(self, exchange: &Exchange) -> Message {
-        match self {
-            Done::Plain => exchange.success(Response::Done),
-            Done::Created(handle, flags) => exchange.reply(
-                ResponseCode::Success,
-                Response::CreateHandle {
-                    handle: Some(handle),
-                },
-                flags,
-            ),
-        }
-    }
-}
-
-/// A request answered with an error code and a message.
-struct Rejection {
-    code: ResponseCode,
-    message: String,
-}
-
-impl Rejection {
-    fn new(code: ResponseCode, message: impl Into<String>) -> Self {
-        Rejection {
-            code,
-            message: message.into(),
-        }
-    }
-
-    fn into_message(self, exchange: &Exchange) -> Message {
-        exchange.error(self.code, self.message)
-    }
-}
-
-impl From<Error> for Rejection {
-    fn from(error: Error) -> Self {
-        Rejection::new(response_code(&error), error.to_string())
-    }
-}
-
-impl From<NameError> for Rejection {
-    fn from(error: NameError) -> Self {
-        Rejection::new(ResponseCode::InvalidHandle, error.to_string())
-    }
-}
-
-/// The handle a request names. A handle without `/` means the prefix handle
-/// `0.NA/<it>`, as the reference server reads it.
-fn parse_handle(bytes: &[u8]) -> Result<Handle, Rejection> {
-    if !bytes.contains(&b'/') && !bytes.is_empty() {
-        let mut prefixed = format!("{PREFIX_HANDLE_PREFIX}/").into_bytes();
-        prefixed.extend_from_slice(bytes);
-        return Ok(Handle::from_utf8(&prefixed)?);
-    }
-    Ok(Handle::from_utf8(bytes)?)
-}
-
-fn parse_resolution(request: &ResolutionRequest) -> Result<(Handle, ValueSelection), Rejection> {
-    let handle = parse_handle(&request.handle)?;
-    let types = request
-        .types
-        .iter()
-        .map(|t| String::from_utf8(t.clone()))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|_| Rejection::new(ResponseCode::ProtocolError, "a type is not UTF-8"))?;
-    let selection = ValueSelection {
-        indexes: request.indexes.clone(),
-        types,
-    };
-    Ok((handle, selection))
-}
-
-/// The naming authority a list request names: `0.NA/<prefix>` or the bare prefix.
-fn list_prefix(bytes: &[u8]) -> Result<String, Rejection> {
-    let text = std::str::from_utf8(bytes)
-        .map_err(|_| Rejection::new(ResponseCode::InvalidHandle, "prefix is not UTF-8"))?;
-    let prefix = match text.split_once('/') {
-        Some((na, prefix)) if na.eq_ignore_ascii_case(PREFIX_HANDLE_PREFIX) => prefix,
-        Some(_) => {
-            let message = "list takes a prefix handle 0.NA/<prefix> or a bare prefix";
-            return Err(Rejection::new(ResponseCode::InvalidHandle, message));
-        }
-        None => text,
-    };
-    if prefix.is_empty() {
-        return Err(Rejection::new(ResponseCode::InvalidHandle, "empty prefix"));
-    }
-    Ok(prefix.to_owned())
-}
-
-/// The store command an administrative request asks for.
-fn admin_command(flags: OpFlags, request: Request) -> Result<Command, Rejection> {
-    Ok(match request {
-        Request::CreateHandle(body) => {
-            if flags.contains(OpFlags::MINT) {
-                let message = "minting new suffixes is not supported; name the handle";
-                return Err(Rejection::new(ResponseCode::OperationNotSupported, message));
-            }
-            let existing = if flags.contains(OpFlags::OW) {
-                ExistingHandle::Overwrite
-            } else {
-                ExistingHandle::Refuse
-            };
-            Command::Create {
-                handle: parse_handle(&body.handle)?,
-                values: body.values,
-                existing,
-            }
-        }
-        Request::DeleteHandle { handle } => Command::Delete {
-            handle: parse_handle(&handle)?,
-        },
-        Request::AddValue(body) => Command::AddValues {
-            handle: parse_handle(&body.handle)?,
-            values: body.values,
-            existing: if flags.contains(OpFlags::OW) {
-                ExistingValue::Replace
-            } else {
-                ExistingValue::Refuse
-            },
-        },
-        Request::ModifyValue(body) => Command::ModifyValues {
-            handle: parse_handle(&body.handle)?,
-            values: body.values,
-        },
-        Request::RemoveValue { handle, indexes } => Command::RemoveValues {
-            handle: parse_handle(&handle)?,
-            indexes,
-        },
-        Request::Resolution(_)
-        | Request::GetSiteInfo { .. }
-        | Request::ListHandles { .. }
-        | Request::ChallengeResponse(_)
-        | Request::VerifyResponse(_) => {
-            let message = "not an administrative request";
-            return Err(Rejection::new(ResponseCode::ProtocolError, message));
-        }
-    })
-}
-
-/// Whether `request` needs an authenticated administrator (digest §3.4, §3.5).
-fn is_administrative(request: &Request) -> bool {
-    matches!(
-        request,
-        Request::CreateHandle(_)
-            | Request::DeleteHandle { .. }
-            | Request::AddValue(_)
-            | Request::RemoveValue { .. }
-            | Request::ModifyValue(_)
-            | Request::ListHandles { .. }
-    )
 }
 
 /// The network address of a caller who has not authenticated.

@@ -47,6 +47,8 @@ async fn responder_with(challenge_lifetime: Duration) -> (tempfile::TempDir, Res
         site_serial: 7,
         validity_secs: 60,
         challenge_lifetime,
+        session_lifetime: Duration::from_secs(60),
+        max_sessions: 4,
     };
     let policy = AuthPolicy {
         server_admins: vec![admin()],

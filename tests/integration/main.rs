@@ -13,3 +13,4 @@ mod key_services;
 mod parse;
 mod protocol;
 mod raw;
+mod sessions;

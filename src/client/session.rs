@@ -1,0 +1,170 @@
+//! Handle protocol sessions on the client (digest §3.8, §8.6): authenticate once,
+//! then send administrative requests signed with the session key and never
+//! challenged.
+//!
+//! Owns [`SessionSlot`], the session a [`Client`] holds. A session is opened with a
+//! Diffie-Hellman key exchange (J9's default) and the client's [`Credentials`]: the
+//! server challenges the setup and the client answers it on the same connection. A
+//! request the server refuses with a session error (500–505: lost, expired, or
+//! refused MAC) makes the client open a new session and send it again, once.
+
+use std::net::SocketAddr;
+use std::sync::{Mutex, PoisonError};
+
+use tokio::time::timeout;
+
+use super::message::{Answer, Outgoing};
+use super::tcp::{self, Connection};
+use super::{Client, ClientError, Credentials, Transport, new_request_id, no_answer, unix_now};
+use crate::auth::{ClientKeyExchange, SessionKey};
+use crate::client::AttemptError;
+use crate::codec::{Message, OpFlags, Request, Response, ResponseCode, SessionSetup};
+
+/// The session a client holds, if any.
+#[derive(Debug, Default)]
+pub struct SessionSlot(Mutex<Option<OpenSession>>);
+
+/// An authenticated session with one server.
+#[derive(Debug)]
+struct OpenSession {
+    server: SocketAddr,
+    id: u32,
+    key: SessionKey,
+    counter: u32,
+}
+
+impl SessionSlot {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<OpenSession>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The next message of the session, signed; `None` without a session.
+    fn next_message(
+        &self,
+        request: &Request,
+        flags: OpFlags,
+    ) -> Result<Option<(SocketAddr, Outgoing)>, ClientError> {
+        let mut slot = self.lock();
+        let Some(session) = slot.as_mut() else {
+            return Ok(None);
+        };
+        session.counter = session.counter.wrapping_add(1);
+        let outgoing = Outgoing::signed(
+            request.clone(),
+            flags,
+            (new_request_id(), session.id),
+            unix_now(),
+            (&session.key, session.counter),
+        )?;
+        Ok(Some((session.server, outgoing)))
+    }
+}
+
+/// Whether `code` says the session is gone or refused the message.
+fn is_session_error(code: ResponseCode) -> bool {
+    code.to_u32() >= ResponseCode::SessionTimeout.to_u32()
+}
+
+impl Client {
+    /// Opens an authenticated session with the first server that grants one,
+    /// replacing any session held; later [`Client::admin`] requests of a client made
+    /// [`with_session`](Client::with_session) go through it.
+    pub async fn open_session(&self) -> Result<(), ClientError> {
+        let credentials = self
+            .credentials
+            .as_deref()
+            .ok_or(ClientError::NoCredentials)?;
+        let slot = self.session.as_deref().ok_or(ClientError::NoCredentials)?;
+        let exchange = ClientKeyExchange::diffie_hellman()?;
+        let request = Request::SessionSetup(SessionSetup {
+            timeout: 0,
+            identity_handle: credentials.identity.handle.as_bytes().to_vec(),
+            identity_index: credentials.identity.index,
+            exchange: exchange.offer(),
+        });
+        let mut last = None;
+        for (attempts, &server) in (1..).zip(&self.servers) {
+            let outgoing = Outgoing::new(
+                request.clone(),
+                OpFlags::J9_DEFAULT,
+                new_request_id(),
+                unix_now(),
+            );
+            match self.setup_with(server, outgoing, credentials).await {
+                Ok(message) => {
+                    let id = message.envelope.session_id;
+                    let Response::SessionSetup(answer) = Answer::of(message)?.response else {
+                        return Err(ClientError::UnexpectedResponse {
+                            expected: "session setup",
+                            found: "another response",
+                        });
+                    };
+                    let key = exchange.finish(&answer)?;
+                    *slot.lock() = Some(OpenSession {
+                        server,
+                        id,
+                        key,
+                        counter: 0,
+                    });
+                    return Ok(());
+                }
+                Err(error) => last = Some((attempts, error)),
+            }
+        }
+        Err(no_answer(last))
+    }
+
+    async fn setup_with(
+        &self,
+        server: SocketAddr,
+        outgoing: Outgoing,
+        credentials: &Credentials,
+    ) -> Result<Message, AttemptError> {
+        let exchange = async {
+            let mut connection = Connection::open(server).await?;
+            let (message, _) = tcp::request(&mut connection, outgoing, Some(credentials)).await?;
+            Ok(message)
+        };
+        timeout(self.config.tcp_timeout, exchange)
+            .await
+            .unwrap_or(Err(AttemptError::Timeout {
+                server,
+                transport: Transport::Tcp,
+            }))
+    }
+
+    /// Sends `request` in the session, opening one first if none is held, and once
+    /// more in a new session if the server refuses it with a session error.
+    pub(super) async fn ask_in_session(
+        &self,
+        slot: &SessionSlot,
+        request: &Request,
+        flags: OpFlags,
+    ) -> Result<Response, ClientError> {
+        let mut refused = None;
+        for _ in 0..2 {
+            let (server, outgoing) = match slot.next_message(request, flags)? {
+                Some(next) => next,
+                None => {
+                    self.open_session().await?;
+                    slot.next_message(request, flags)?
+                        .ok_or(ClientError::NoCredentials)?
+                }
+            };
+            let message = self
+                .exchange(server, Transport::Tcp, outgoing)
+                .await
+                .map_err(|error| no_answer(Some((1, error))))?;
+            let code = message.header.response_code;
+            if !is_session_error(code) {
+                return Answer::of(message).map(|answer| answer.response);
+            }
+            *slot.lock() = None;
+            refused = Some(Answer::of(message));
+        }
+        match refused {
+            Some(Err(error)) => Err(error),
+            _ => Err(ClientError::NoServers),
+        }
+    }
+}

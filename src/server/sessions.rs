@@ -1,0 +1,283 @@
+//! The table of Handle protocol sessions a node holds (digest §3.8, §8.6).
+//!
+//! Owns [`SessionTable`], [`Admitted`] and [`SessionRefusal`]. Pure bookkeeping: the
+//! clock is passed in, keys and MACs come from [`crate::auth::session`]. Knows
+//! nothing of sockets or of what a request asks for.
+//!
+//! Invariants: the table never holds more than its capacity (a full table first drops
+//! expired sessions, then refuses new ones); a session lives no longer than the
+//! configured lifetime nor than its client asked; an expired session is refused and
+//! dropped; a session message is admitted only with a valid `HS_MAC` and a counter
+//! strictly above every counter admitted before in that session, and a refused
+//! message changes nothing.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use thiserror::Error;
+
+use crate::auth::{Identity, SessionError, SessionKey, verify_session_mac};
+use crate::codec::{Credential, Envelope};
+
+/// How many random ids are tried before a setup is refused (a nearly full id space).
+const ID_ATTEMPTS: usize = 16;
+/// Session ids we choose have the high bit set, so they never meet the challenge ids,
+/// which count up from 1.
+const RANDOM_ID_BIT: u32 = 0x8000_0000;
+
+/// Why a session message or setup was refused.
+#[derive(Debug, Error)]
+pub enum SessionRefusal {
+    /// No session has this id (never opened, terminated or dropped).
+    #[error("no session {id}; open a new one")]
+    Unknown {
+        /// The envelope SessionId.
+        id: u32,
+    },
+    /// The session outlived its lifetime (it is dropped now).
+    #[error("session {id} has expired; open a new one")]
+    Expired {
+        /// The envelope SessionId.
+        id: u32,
+    },
+    /// The table is full of live sessions.
+    #[error("{capacity} sessions are open; try again later")]
+    Full {
+        /// The table's capacity.
+        capacity: usize,
+    },
+    /// The message's MAC is missing, of another kind or wrong.
+    #[error("session message refused: {0}")]
+    Mac(SessionError),
+    /// The message's counter is not above the last one admitted: a replay.
+    #[error("session counter {counter} is not above {last}: replayed or out of order")]
+    Replay {
+        /// The counter sent.
+        counter: u32,
+        /// The highest counter admitted so far.
+        last: u32,
+    },
+}
+
+/// A session message that passed its checks.
+#[derive(Debug, Clone)]
+pub struct Admitted {
+    /// Who the session was authenticated as; `None` for an anonymous session.
+    pub identity: Option<Identity>,
+    /// The key, to MAC the response with.
+    pub key: SessionKey,
+    /// The message's session counter.
+    pub counter: u32,
+}
+
+#[derive(Debug)]
+struct Session {
+    key: SessionKey,
+    identity: Option<Identity>,
+    expires_at: Instant,
+    last_counter: Option<u32>,
+}
+
+/// The open sessions of a node.
+#[derive(Debug)]
+pub struct SessionTable {
+    sessions: HashMap<u32, Session>,
+    capacity: usize,
+    lifetime: Duration,
+}
+
+impl SessionTable {
+    /// An empty table of at most `capacity` sessions living at most `lifetime`.
+    pub fn new(capacity: usize, lifetime: Duration) -> Self {
+        SessionTable {
+            sessions: HashMap::new(),
+            capacity,
+            lifetime,
+        }
+    }
+
+    /// Opens a session with `key` for `identity` (anonymous when `None`), living
+    /// the shorter of the table's lifetime and `requested_secs` (0: the table's).
+    /// Its id is `preferred` when that is free and not 0, else a fresh one.
+    pub fn open(
+        &mut self,
+        preferred: u32,
+        key: SessionKey,
+        identity: Option<Identity>,
+        requested_secs: u32,
+        now: Instant,
+    ) -> Result<u32, SessionRefusal> {
+        if self.sessions.len() >= self.capacity {
+            self.sessions.retain(|_, session| session.expires_at > now);
+            if self.sessions.len() >= self.capacity {
+                return Err(SessionRefusal::Full {
+                    capacity: self.capacity,
+                });
+            }
+        }
+        let id = self.free_id(preferred)?;
+        let requested = Duration::from_secs(u64::from(requested_secs));
+        let lifetime = match requested_secs {
+            0 => self.lifetime,
+            _ => requested.min(self.lifetime),
+        };
+        let session = Session {
+            key,
+            identity,
+            expires_at: now + lifetime,
+            last_counter: None,
+        };
+        self.sessions.insert(id, session);
+        Ok(id)
+    }
+
+    fn free_id(&self, preferred: u32) -> Result<u32, SessionRefusal> {
+        if preferred != 0 && !self.sessions.contains_key(&preferred) {
+            return Ok(preferred);
+        }
+        (0..ID_ATTEMPTS)
+            .map(|_| rand::random::<u32>() | RANDOM_ID_BIT)
+            .find(|id| !self.sessions.contains_key(id))
+            .ok_or(SessionRefusal::Full {
+                capacity: self.capacity,
+            })
+    }
+
+    /// Checks a message of session `envelope.session_id` whose header and body are
+    /// `raw`: the session is live, the MAC verifies, the counter is new. Only then is
+    /// the counter recorded.
+    pub fn admit(
+        &mut self,
+        envelope: &Envelope,
+        credential: Option<&Credential>,
+        raw: &[u8],
+        now: Instant,
+    ) -> Result<Admitted, SessionRefusal> {
+        let id = envelope.session_id;
+        let session = self
+            .sessions
+            .get_mut(&id)
+            .ok_or(SessionRefusal::Unknown { id })?;
+        if session.expires_at <= now {
+            self.sessions.remove(&id);
+            return Err(SessionRefusal::Expired { id });
+        }
+        let counter = verify_session_mac(&session.key, envelope, credential, raw)
+            .map_err(SessionRefusal::Mac)?;
+        if let Some(last) = session.last_counter
+            && counter <= last
+        {
+            return Err(SessionRefusal::Replay { counter, last });
+        }
+        session.last_counter = Some(counter);
+        Ok(Admitted {
+            identity: session.identity.clone(),
+            key: session.key.clone(),
+            counter,
+        })
+    }
+
+    /// Ends session `id`.
+    pub fn terminate(&mut self, id: u32) {
+        self.sessions.remove(&id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::session_credential;
+    use crate::codec::ProtocolVersion;
+
+    const RAW: &[u8] = b"header and body";
+
+    fn key() -> SessionKey {
+        SessionKey::generate().unwrap()
+    }
+
+    fn message(table_key: &SessionKey, id: u32, counter: u32) -> (Envelope, Credential) {
+        let envelope = Envelope {
+            session_id: id,
+            ..Envelope::new(ProtocolVersion::MAX_SUPPORTED, 9)
+        };
+        let credential = session_credential(table_key, &envelope, counter, RAW).unwrap();
+        (envelope, credential)
+    }
+
+    fn admin() -> Identity {
+        Identity {
+            handle: "0.NA/TEST".into(),
+            index: 300,
+        }
+    }
+
+    #[test]
+    fn counters_must_increase_and_refusals_change_nothing() {
+        let now = Instant::now();
+        let mut table = SessionTable::new(4, Duration::from_secs(60));
+        let key = key();
+        let id = table.open(5, key.clone(), Some(admin()), 0, now).unwrap();
+        assert_eq!(id, 5);
+        let (envelope, first) = message(&key, id, 1);
+        let admitted = table.admit(&envelope, Some(&first), RAW, now).unwrap();
+        assert_eq!(admitted.identity, Some(admin()));
+        let replay = table.admit(&envelope, Some(&first), RAW, now);
+        assert!(matches!(
+            replay,
+            Err(SessionRefusal::Replay {
+                counter: 1,
+                last: 1
+            })
+        ));
+        let (_, mut forged) = message(&key, id, 7);
+        forged.signature[0] ^= 1;
+        let refused = table.admit(&envelope, Some(&forged), RAW, now);
+        assert!(matches!(refused, Err(SessionRefusal::Mac(_))));
+        let missing = table.admit(&envelope, None, RAW, now);
+        assert!(matches!(missing, Err(SessionRefusal::Mac(_))));
+        // The forged counter 7 was not recorded: 2 is still new.
+        let (_, second) = message(&key, id, 2);
+        assert_eq!(
+            table
+                .admit(&envelope, Some(&second), RAW, now)
+                .unwrap()
+                .counter,
+            2
+        );
+    }
+
+    #[test]
+    fn sessions_expire_at_the_shorter_lifetime_and_are_dropped() {
+        let now = Instant::now();
+        let mut table = SessionTable::new(4, Duration::from_secs(60));
+        let key = key();
+        let id = table.open(0, key.clone(), None, 10, now).unwrap();
+        assert_ne!(id & RANDOM_ID_BIT, 0);
+        let (envelope, credential) = message(&key, id, 1);
+        let late = now + Duration::from_secs(10);
+        let expired = table.admit(&envelope, Some(&credential), RAW, late);
+        assert!(matches!(expired, Err(SessionRefusal::Expired { .. })));
+        let gone = table.admit(&envelope, Some(&credential), RAW, now);
+        assert!(matches!(gone, Err(SessionRefusal::Unknown { .. })));
+        let long = table.open(0, key, None, u32::MAX, now).unwrap();
+        let (envelope, credential) = message(&table.sessions[&long].key, long, 1);
+        let after_a_minute = now + Duration::from_secs(60);
+        let expired = table.admit(&envelope, Some(&credential), RAW, after_a_minute);
+        assert!(matches!(expired, Err(SessionRefusal::Expired { .. })));
+    }
+
+    #[test]
+    fn a_full_table_drops_expired_sessions_then_refuses() {
+        let now = Instant::now();
+        let mut table = SessionTable::new(2, Duration::from_secs(60));
+        table.open(0, key(), None, 1, now).unwrap();
+        let kept = table.open(0, key(), None, 0, now).unwrap();
+        let full = table.open(0, key(), None, 0, now);
+        assert!(matches!(full, Err(SessionRefusal::Full { capacity: 2 })));
+        let later = now + Duration::from_secs(2);
+        table.open(kept, key(), None, 0, later).unwrap();
+        assert_eq!(table.sessions.len(), 2);
+        table.terminate(kept);
+        assert!(!table.sessions.contains_key(&kept));
+    }
+}
