@@ -342,7 +342,10 @@ mod tests {
         .unwrap();
         let expected = Sha1::digest([&b"s3cret"[..], NONCE, CNONCE, b"s3cret"].concat());
         let (alg, mac, pbkdf2) = proof.parts().unwrap();
-        assert_eq!((alg, mac, pbkdf2), (RestAlgorithm::Sha1, &expected[..], None));
+        assert_eq!(
+            (alg, mac, pbkdf2),
+            (RestAlgorithm::Sha1, &expected[..], None)
+        );
         assert_eq!(verify(&answer(proof), NONCE).unwrap(), admin(301));
     }
 
@@ -409,10 +412,7 @@ mod tests {
             vec![0; 20],
             None,
         );
-        assert!(matches!(
-            hmac,
-            Err(AuthError::UnsupportedAlgorithm { .. })
-        ));
+        assert!(matches!(hmac, Err(AuthError::UnsupportedAlgorithm { .. })));
         let missing = RestProof::new(
             AuthType::SecretKey,
             RestAlgorithm::Pbkdf2HmacSha1,

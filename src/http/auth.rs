@@ -136,9 +136,10 @@ pub async fn authenticate(
     } else if let Some(view) = credentials.answered {
         let info = format!("Handle {}", challenge_params(&view));
         if let Ok(value) = HeaderValue::from_str(&info) {
-            response
-                .headers_mut()
-                .insert(header::HeaderName::from_static("authentication-info"), value);
+            response.headers_mut().insert(
+                header::HeaderName::from_static("authentication-info"),
+                value,
+            );
         }
     }
     response
@@ -152,7 +153,10 @@ pub fn honoured(state: &HttpState, peer: SocketAddr, channel: Channel) -> bool {
 /// The session table, even if a thread panicked while holding it (its invariants
 /// hold between method calls).
 pub fn sessions(state: &HttpState) -> MutexGuard<'_, SessionTable> {
-    state.sessions.lock().unwrap_or_else(PoisonError::into_inner)
+    state
+        .sessions
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
 }
 
 async fn credentials(
@@ -268,7 +272,12 @@ fn unauthorised(state: &HttpState, refusal: &Refusal, honoured: bool) -> Respons
 /// Adds the challenges to a 401: where credentials are honoured, `Handle` with the
 /// nonce of `session` (or of a session opened now, when it is unknown and the table
 /// has room), then `Basic`.
-fn challenge(state: &HttpState, headers: &mut HeaderMap, session: Option<&SessionId>, honoured: bool) {
+fn challenge(
+    state: &HttpState,
+    headers: &mut HeaderMap,
+    session: Option<&SessionId>,
+    honoured: bool,
+) {
     if honoured {
         let now = Instant::now();
         let mut table = sessions(state);

@@ -105,7 +105,10 @@ pub fn parse_params(text: &str) -> Result<Vec<(String, String)>, ParamError> {
     let mut chars = text.chars().enumerate().peekable();
     let mut params: Vec<(String, String)> = Vec::new();
     loop {
-        while chars.next_if(|&(_, c)| c == ',' || c.is_whitespace()).is_some() {}
+        while chars
+            .next_if(|&(_, c)| c == ',' || c.is_whitespace())
+            .is_some()
+        {}
         let Some(&(at, _)) = chars.peek() else {
             return Ok(params);
         };
@@ -215,7 +218,8 @@ pub fn parse_handle(text: &str) -> Result<HandleAuthorization, ParamError> {
 
 /// The answer parameters, each required one present and bounded.
 fn answer<'a>(get: &impl Fn(&str) -> Option<&'a str>) -> Result<RestAnswer, ParamError> {
-    let required = |name: &'static str| get(&name.to_ascii_lowercase()).ok_or(ParamError::Missing(name));
+    let required =
+        |name: &'static str| get(&name.to_ascii_lowercase()).ok_or(ParamError::Missing(name));
     let identity: Identity = parse_identity(required("id")?).ok_or(ParamError::Identity)?;
     let auth_type = match required("type")? {
         "HS_PUBKEY" => AuthType::PublicKey,

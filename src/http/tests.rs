@@ -60,10 +60,7 @@ async fn state() -> (tempfile::TempDir, HttpState) {
             peer: address,
         },
         allow_plain_auth_from_loopback: true,
-        sessions: Arc::new(std::sync::Mutex::new(SessionTable::new(
-            100,
-            std::time::Duration::from_secs(60),
-        ))),
+        sessions: Arc::new(Mutex::new(SessionTable::new(100, Duration::from_secs(60)))),
     };
     (dir, state)
 }

@@ -9,6 +9,7 @@ mod commands;
 mod harness;
 mod http;
 mod http_proxy;
+mod http_sessions;
 mod parse;
 mod protocol;
 mod raw;
