@@ -82,7 +82,8 @@ impl SessionTable {
     }
 
     /// How many sessions are held (expired ones included until purged).
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.sessions.len()
     }
 
