@@ -2,8 +2,9 @@
 //! issue 6), as a pure core for the servers to call.
 //!
 //! Owns keys ([`keys`]), challenges and the book of pending ones ([`challenge`]),
-//! answers to challenges ([`answer`], [`public`], [`secret`]), the permission rules
-//! ([`permissions`]), session keys and MACs ([`session`]) and the errors with their one mapping to response codes
+//! answers to challenges ([`answer`], [`public`], [`secret`], and the REST API's
+//! [`rest`]), session keys and MACs ([`session`]), the permission rules
+//! ([`permissions`]) and the errors with their one mapping to response codes
 //! ([`error`]).
 //!
 //! May depend on [`crate::names`], [`crate::values`] and [`crate::codec`] (for
@@ -21,6 +22,7 @@ pub mod error;
 pub mod keys;
 pub mod permissions;
 pub mod public;
+pub mod rest;
 pub mod secret;
 pub mod session;
 
@@ -35,6 +37,7 @@ pub use error::{
 pub use keys::{KeyError, SignatureHash, SigningKey, VerifyingKey};
 pub use permissions::{Identity, Operation, authorise};
 pub use public::{PublicKeyAnswer, sign_public, verify_public};
+pub use rest::{Pbkdf2Params, RestAlgorithm, RestAnswer, RestProof, mac_rest, sign_rest};
 pub use secret::{SecretAnswer, SecretKey, answer_secret, verify_secret};
 pub use session::{
     ClientKeyExchange, SessionError, SessionKey, server_key_exchange, session_credential,

@@ -1,7 +1,8 @@
 //! `hdl bench auth-write`: what one authenticated create costs, over the Handle protocol
 //! (each create challenged and answered: two round trips and a signature or MAC on
 //! both sides; with `--session`, inside one authenticated session: one MAC each) and
-//! over HTTP (Basic credentials checked on every request).
+//! over HTTP (Basic credentials checked on every request, or with `--http-session` one
+//! `/api/sessions` session authenticated once, then only its id).
 //!
 //! Creates `--count` handles `<prefix>/write/<run>/<n>` one after another (a fresh
 //! random `<run>` per invocation, so runs never collide) and prints one latency line
@@ -10,8 +11,11 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use base64::Engine;
 use clap::Args;
-use hdl::client::{AdminRequest, Client, Overwrite};
+use hdl::auth::{RestAlgorithm, RestAnswer, mac_rest, sign_rest};
+use hdl::client::{AdminRequest, Client, Credentials, Key, Overwrite};
+use hdl::http::authorization::{answer_header, session_header};
 use hdl::names::Handle;
 use hdl::values::HandleValue;
 use hdrhistogram::Histogram;
@@ -36,6 +40,10 @@ pub struct AuthWriteBench {
     /// Skip the Handle protocol.
     #[arg(long, requires = "http")]
     only_http: bool,
+    /// Over HTTP, open one session (POST /api/sessions), authenticate it once with
+    /// --key or --secret-file, then send only its id, instead of Basic credentials.
+    #[arg(long, requires = "http")]
+    http_session: bool,
     /// Creates per protocol.
     #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     count: u32,
@@ -68,12 +76,17 @@ pub async fn run(bench: &AuthWriteBench) -> anyhow::Result<()> {
         }
         println!("{}", line(&histogram, seconds, CREATES));
     }
-    if let Some(address) = &bench.http {
+    if let (Some(address), true) = (&bench.http, bench.http_session) {
+        let (histogram, seconds) = http_session(address, bench, run).await?;
+        println!("create over HTTP (one session):");
+        println!("{}", line(&histogram, seconds, CREATES));
+    } else if let Some(address) = &bench.http {
         let authorization = bench
             .auth
             .basic_header()?
             .context("--http needs --auth and --secret-file")?;
-        let (histogram, seconds) = http(address, &authorization, bench, run).await?;
+        let client = reqwest::Client::new();
+        let (histogram, seconds) = http(&client, address, &authorization, bench, run).await?;
         println!("create over HTTP (Basic credentials each):");
         println!("{}", line(&histogram, seconds, CREATES));
     }
@@ -109,12 +122,12 @@ async fn handle_protocol(
 }
 
 async fn http(
+    client: &reqwest::Client,
     address: &str,
     authorization: &str,
     bench: &AuthWriteBench,
     run: u32,
 ) -> anyhow::Result<(Histogram<u64>, f64)> {
-    let client = reqwest::Client::new();
     let mut latencies = histogram()?;
     let body = json!([{"index": 1, "type": "URL", "data": "https://example.org/"}]).to_string();
     let started = Instant::now();
@@ -138,6 +151,99 @@ async fn http(
         record(&mut latencies, sent.elapsed())?;
     }
     Ok((latencies, started.elapsed().as_secs_f64()))
+}
+
+/// Opens and authenticates one session, creates as [`http`] does with only its id,
+/// then closes it.
+async fn http_session(
+    address: &str,
+    bench: &AuthWriteBench,
+    run: u32,
+) -> anyhow::Result<(Histogram<u64>, f64)> {
+    let credentials = bench
+        .auth
+        .credentials()?
+        .context("--http-session needs --auth with --key or --secret-file")?;
+    let client = reqwest::Client::new();
+    let opened = session_call(&client, reqwest::Method::POST, address, "", None).await?;
+    let session = string_field(&opened, "sessionId")?;
+    let nonce = base64::engine::general_purpose::STANDARD
+        .decode(string_field(&opened, "nonce")?)
+        .context("the session nonce is not base64")?;
+    let answer = session_answer(&credentials, &nonce)?;
+    let header = answer_header(&session, &answer).context("no REST form for this proof")?;
+    session_call(
+        &client,
+        reqwest::Method::PUT,
+        address,
+        "/this",
+        Some(&header),
+    )
+    .await?;
+    let only = session_header(&session);
+    let measured = http(&client, address, &only, bench, run).await?;
+    session_call(
+        &client,
+        reqwest::Method::DELETE,
+        address,
+        "/this",
+        Some(&only),
+    )
+    .await?;
+    Ok(measured)
+}
+
+/// The answer to `nonce`: an RSA signature with the key, or PBKDF2-HMAC-SHA1 with
+/// the secret (what J9 clients send).
+fn session_answer(credentials: &Credentials, nonce: &[u8]) -> anyhow::Result<RestAnswer> {
+    let cnonce: [u8; 16] = rand::random();
+    let proof = match &credentials.key {
+        Key::Public(key) => sign_rest(nonce, &cnonce, key)?,
+        Key::Secret(secret) => mac_rest(nonce, &cnonce, secret, RestAlgorithm::Pbkdf2HmacSha1)?,
+    };
+    Ok(RestAnswer {
+        identity: credentials.identity.clone(),
+        cnonce: cnonce.to_vec(),
+        proof,
+    })
+}
+
+/// `method /api/sessions{path}`; its JSON (null when empty), or the error.
+async fn session_call(
+    client: &reqwest::Client,
+    method: reqwest::Method,
+    address: &str,
+    path: &str,
+    authorization: Option<&str>,
+) -> anyhow::Result<serde_json::Value> {
+    let url = format!("http://{address}/api/sessions{path}");
+    let mut request = client.request(method.clone(), &url);
+    if let Some(authorization) = authorization {
+        request = request.header(reqwest::header::AUTHORIZATION, authorization);
+    }
+    let response = request
+        .send()
+        .await
+        .with_context(|| format!("{method} {url}"))?;
+    let status = response.status();
+    let text = response
+        .text()
+        .await
+        .with_context(|| format!("{method} {url}"))?;
+    if !status.is_success() {
+        bail!("{method} {url}: HTTP {status}: {text}");
+    }
+    if text.is_empty() {
+        return Ok(serde_json::Value::Null);
+    }
+    serde_json::from_str(&text).with_context(|| format!("{method} {url}: not JSON"))
+}
+
+fn string_field(json: &serde_json::Value, name: &str) -> anyhow::Result<String> {
+    json[name]
+        .as_str()
+        .map(str::to_owned)
+        .with_context(|| format!("no {name} in {json}"))
 }
 
 fn record(histogram: &mut Histogram<u64>, elapsed: Duration) -> anyhow::Result<()> {

@@ -2,13 +2,14 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
 use hdl::auth::Identity;
 use hdl::config::Config;
-use hdl::http::{HttpListeners, HttpState, NodeInfo};
+use hdl::http::{HttpListeners, HttpState, NodeInfo, SessionTable};
 use hdl::metrics::Metrics;
 use hdl::replication::network::read_or_create_secret_file;
 use hdl::replication::{Bootstrap, PublicAddresses, Replica, ReplicaSettings};
@@ -179,6 +180,10 @@ async fn serve(
         metrics: Arc::clone(&metrics),
         node,
         allow_plain_auth_from_loopback: config.http.allow_plain_auth_from_loopback,
+        sessions: Arc::new(Mutex::new(SessionTable::new(
+            config.auth.max_sessions,
+            Duration::from_secs(config.auth.session_lifetime_secs),
+        ))),
     };
     let http = tokio::spawn(http.serve(state, until(stopped.clone())));
     let signal = shutdown_signal()?;

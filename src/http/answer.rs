@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 
 use super::codes::{Operation, http_status};
 use super::query::{Query, QueryError};
+use super::sessions::SessionError;
 use crate::codec::ResponseCode;
 use crate::names::NameError;
 use crate::restjson::JsonError;
@@ -100,6 +101,17 @@ impl From<QueryError> for Failure {
         let code = match error {
             QueryError::NotUtf8(_) => ResponseCode::InvalidHandle,
             _ => ResponseCode::ProtocolError,
+        };
+        Failure::new(code, error.to_string())
+    }
+}
+
+impl From<SessionError> for Failure {
+    fn from(error: SessionError) -> Self {
+        let code = match error {
+            SessionError::Full { .. } => ResponseCode::ServerTooBusy,
+            SessionError::Unknown => ResponseCode::AuthenticationNeeded,
+            SessionError::Random(_) => ResponseCode::Error,
         };
         Failure::new(code, error.to_string())
     }

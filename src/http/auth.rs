@@ -1,20 +1,30 @@
 //! Who sends an HTTP request (Handle.Net reference §1.2, "Authentication over REST"):
 //! `Authorization: Basic` with the user `index%3Ahandle` and the HS_SECKEY secret as
-//! the password, checked against this member's store.
+//! the password, or `Authorization: Handle` naming a session of `/api/sessions` and,
+//! to authenticate it, answering its nonce (a signature or MAC of `nonce ‖ cnonce`,
+//! read by [`super::authorization`], checked by the service like a binary-protocol
+//! answer).
 //!
-//! Owns [`Channel`] and the [`authenticate`] middleware, which puts the [`Caller`] into
-//! the request's extensions for the handlers. Credentials are honoured over HTTPS, and
-//! over plain HTTP only from a loopback address when `[http]
-//! allow_plain_auth_from_loopback` is set; elsewhere they are refused (401), never
-//! silently ignored. Missing credentials make an anonymous caller, whose writes the
+//! Owns [`Channel`] and the [`authenticate`] middleware, which puts the [`Caller`] and
+//! the request's session ([`RequestSession`]) into its extensions for the handlers.
+//! Credentials (sessions included) are honoured over HTTPS, and over plain HTTP only
+//! from a loopback address when `[http] allow_plain_auth_from_loopback` is set;
+//! elsewhere they are refused (401), never silently ignored. Missing credentials, or
+//! a session nobody has authenticated, make an anonymous caller, whose writes the
 //! service refuses with RC_AUTHEN_NEEDED (HTTP 401). Every 401 carries
-//! `WWW-Authenticate: Basic realm="hdl"`. The `Handle` challenge-response scheme and
-//! `/api/sessions` are not implemented: such a header is answered 401 with a message.
+//! `WWW-Authenticate: Handle sessionId=…, nonce=…` where credentials are honoured
+//! (the request's own session, or one opened for the occasion while the table has
+//! room) and `WWW-Authenticate: Basic realm="hdl"`. A verified answer uses up the
+//! session's nonce; the response's `Authentication-Info` tells the next one. Does not
+//! touch the session table beyond [`super::sessions::SessionTable`]'s methods, and
+//! never checks a signature while holding its lock.
 
 use std::net::SocketAddr;
+use std::sync::{MutexGuard, PoisonError};
+use std::time::Instant;
 
 use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::Response;
 use base64::Engine;
@@ -22,8 +32,11 @@ use serde_json::json;
 
 use super::HttpState;
 use super::answer::Format;
+use super::authorization::{HandleAuthorization, ParamError, parse_handle};
+use super::sessions::{SessionError, SessionId, SessionTable, SessionView};
+use crate::auth::RestAnswer;
 use crate::config::parse_identity;
-use crate::service::Caller;
+use crate::service::{Caller, Error as ServiceError};
 
 /// The longest Authorization header read.
 const MAX_AUTHORIZATION_LEN: usize = 4096;
@@ -37,6 +50,11 @@ pub enum Channel {
     Https,
 }
 
+/// The session a request named in `Authorization: Handle sessionId=…`, if any (an
+/// extension set by [`authenticate`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestSession(pub Option<SessionId>);
+
 /// Why credentials were not accepted.
 #[derive(Debug, thiserror::Error)]
 enum Refusal {
@@ -44,13 +62,49 @@ enum Refusal {
     Insecure,
     #[error("malformed Authorization header: {0}")]
     Malformed(&'static str),
-    #[error("the Handle authorization scheme (sessions) is not supported; use Basic")]
-    HandleScheme,
+    #[error("malformed Authorization header: {0}")]
+    Parameters(#[from] ParamError),
     #[error("{0}")]
-    Rejected(String),
+    Session(#[from] SessionError),
+    #[error("too many authentications in progress; try again")]
+    Busy,
+    #[error("{message}")]
+    Rejected {
+        message: String,
+        /// The session whose (fresh) nonce the challenge should name.
+        session: Option<SessionId>,
+    },
 }
 
-/// Puts the request's [`Caller`] into its extensions, or answers 401.
+impl Refusal {
+    fn session(&self) -> Option<&SessionId> {
+        match self {
+            Refusal::Rejected { session, .. } => session.as_ref(),
+            _ => None,
+        }
+    }
+}
+
+/// Who a request's credentials say sent it.
+struct Credentials {
+    caller: Caller,
+    session: Option<SessionId>,
+    /// The session after an answer was verified (with its next nonce).
+    answered: Option<SessionView>,
+}
+
+impl Credentials {
+    fn plain(caller: Caller) -> Self {
+        Credentials {
+            caller,
+            session: None,
+            answered: None,
+        }
+    }
+}
+
+/// Puts the request's [`Caller`] and [`RequestSession`] into its extensions, or
+/// answers 401.
 pub async fn authenticate(
     State(state): State<HttpState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
@@ -62,33 +116,58 @@ pub async fn authenticate(
         .get::<Channel>()
         .copied()
         .unwrap_or(Channel::Http);
+    let honoured = honoured(&state, peer, channel);
     let header = request.headers().get(header::AUTHORIZATION).cloned();
-    let caller = match header {
-        None => Caller::anonymous(peer.ip()),
-        Some(value) => match caller(&state, &value, peer, channel) {
-            Ok(caller) => caller,
-            Err(refusal) => return unauthorised(&refusal.to_string()),
+    let now = Instant::now();
+    let credentials = match header {
+        None => Credentials::plain(Caller::anonymous(peer.ip())),
+        Some(_) if !honoured => return unauthorised(&state, &Refusal::Insecure, false),
+        Some(value) => match credentials(&state, &value, peer, now).await {
+            Ok(credentials) => credentials,
+            Err(Refusal::Busy) => return busy(),
+            Err(refusal) => return unauthorised(&state, &refusal, true),
         },
     };
-    request.extensions_mut().insert(caller);
+    request.extensions_mut().insert(credentials.caller);
+    let session = credentials.session;
+    request
+        .extensions_mut()
+        .insert(RequestSession(session.clone()));
     let mut response = next.run(request).await;
     if response.status() == StatusCode::UNAUTHORIZED {
-        challenge_header(&mut response);
+        challenge(&state, response.headers_mut(), session.as_ref(), honoured);
+    } else if let Some(view) = credentials.answered {
+        let info = format!("Handle {}", challenge_params(&view));
+        if let Ok(value) = HeaderValue::from_str(&info) {
+            response.headers_mut().insert(
+                header::HeaderName::from_static("authentication-info"),
+                value,
+            );
+        }
     }
     response
 }
 
-fn caller(
+/// Whether credentials from `peer` over `channel` are honoured.
+pub fn honoured(state: &HttpState, peer: SocketAddr, channel: Channel) -> bool {
+    channel == Channel::Https || (state.allow_plain_auth_from_loopback && peer.ip().is_loopback())
+}
+
+/// The session table, even if a thread panicked while holding it (its invariants
+/// hold between method calls).
+pub fn sessions(state: &HttpState) -> MutexGuard<'_, SessionTable> {
+    state
+        .sessions
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+}
+
+async fn credentials(
     state: &HttpState,
     value: &HeaderValue,
     peer: SocketAddr,
-    channel: Channel,
-) -> Result<Caller, Refusal> {
-    let secure = channel == Channel::Https
-        || (state.allow_plain_auth_from_loopback && peer.ip().is_loopback());
-    if !secure {
-        return Err(Refusal::Insecure);
-    }
+    now: Instant,
+) -> Result<Credentials, Refusal> {
     if value.len() > MAX_AUTHORIZATION_LEN {
         return Err(Refusal::Malformed("too long"));
     }
@@ -97,7 +176,13 @@ fn caller(
         .map_err(|_| Refusal::Malformed("not ASCII"))?;
     let (scheme, rest) = text.trim().split_once(' ').unwrap_or((text, ""));
     if scheme.eq_ignore_ascii_case("Handle") {
-        return Err(Refusal::HandleScheme);
+        return match parse_handle(rest)? {
+            HandleAuthorization::Nothing => Ok(Credentials::plain(Caller::anonymous(peer.ip()))),
+            HandleAuthorization::Session(session) => in_session(state, session, peer, now),
+            HandleAuthorization::Answer { session, answer } => {
+                answered(state, session, answer, now).await
+            }
+        };
     }
     if !scheme.eq_ignore_ascii_case("Basic") {
         return Err(Refusal::Malformed("unknown scheme"));
@@ -107,8 +192,59 @@ fn caller(
     let identity = state
         .service
         .verify_secret(&identity, &secret)
-        .map_err(|error| Refusal::Rejected(error.to_string()))?;
-    Ok(Caller::Administrator { identity })
+        .map_err(|error| Refusal::Rejected {
+            message: error.to_string(),
+            session: None,
+        })?;
+    Ok(Credentials::plain(Caller::Administrator { identity }))
+}
+
+/// A request in `session`: its identity, or anonymous while nobody has answered.
+fn in_session(
+    state: &HttpState,
+    session: SessionId,
+    peer: SocketAddr,
+    now: Instant,
+) -> Result<Credentials, Refusal> {
+    let view = sessions(state).view(&session, now)?;
+    let caller = match view.identity {
+        Some(identity) => Caller::Administrator { identity },
+        None => Caller::anonymous(peer.ip()),
+    };
+    Ok(Credentials {
+        caller,
+        session: Some(session),
+        answered: None,
+    })
+}
+
+/// Checks `answer` against the session's nonce (used up whatever the outcome) off
+/// the async workers, then authenticates the session.
+async fn answered(
+    state: &HttpState,
+    session: SessionId,
+    answer: RestAnswer,
+    now: Instant,
+) -> Result<Credentials, Refusal> {
+    let nonce = sessions(state).take_nonce(&session, now)?;
+    let challenge = answer.challenge(&nonce, now);
+    let claimed = answer.challenge_answer();
+    let identity = match state.service.verify_answer(&challenge, &claimed).await {
+        Ok(identity) => identity,
+        Err(ServiceError::Busy) => return Err(Refusal::Busy),
+        Err(error) => {
+            return Err(Refusal::Rejected {
+                message: error.to_string(),
+                session: Some(session.clone()),
+            });
+        }
+    };
+    let view = sessions(state).authenticate(&session, identity.clone(), now)?;
+    Ok(Credentials {
+        caller: Caller::Administrator { identity },
+        session: Some(session),
+        answered: Some(view),
+    })
 }
 
 /// The percent-decoded user and the password of Basic credentials.
@@ -127,18 +263,50 @@ fn basic(encoded: &str) -> Result<(String, Vec<u8>), Refusal> {
     Ok((user, decoded[colon + 1..].to_vec()))
 }
 
-fn unauthorised(message: &str) -> Response {
-    let body = json!({"responseCode": 402, "message": message});
+/// 503: the answer could not be checked now; the client should try again.
+fn busy() -> Response {
+    let body = json!({"responseCode": 3, "message": Refusal::Busy.to_string()});
+    Format::default().answer(StatusCode::SERVICE_UNAVAILABLE, &body)
+}
+
+fn unauthorised(state: &HttpState, refusal: &Refusal, honoured: bool) -> Response {
+    let body = json!({"responseCode": 402, "message": refusal.to_string()});
     let mut response = Format::default().answer(StatusCode::UNAUTHORIZED, &body);
-    challenge_header(&mut response);
+    challenge(state, response.headers_mut(), refusal.session(), honoured);
     response
 }
 
-fn challenge_header(response: &mut Response) {
-    response.headers_mut().insert(
+/// Adds the challenges to a 401: where credentials are honoured, `Handle` with the
+/// nonce of `session` (or of a session opened now, when it is unknown and the table
+/// has room), then `Basic`.
+fn challenge(
+    state: &HttpState,
+    headers: &mut HeaderMap,
+    session: Option<&SessionId>,
+    honoured: bool,
+) {
+    if honoured {
+        let now = Instant::now();
+        let mut table = sessions(state);
+        let view = session
+            .and_then(|id| table.view(id, now).ok())
+            .or_else(|| table.open(now).ok());
+        drop(table);
+        let handle = view.map(|view| format!("Handle {}", challenge_params(&view)));
+        if let Some(value) = handle.and_then(|text| HeaderValue::from_str(&text).ok()) {
+            headers.append(header::WWW_AUTHENTICATE, value);
+        }
+    }
+    headers.append(
         header::WWW_AUTHENTICATE,
         HeaderValue::from_static("Basic realm=\"hdl\""),
     );
+}
+
+/// `sessionId="…", nonce="…"` of a session.
+pub fn challenge_params(view: &SessionView) -> String {
+    let nonce = base64::engine::general_purpose::STANDARD.encode(&view.nonce);
+    format!("sessionId=\"{}\", nonce=\"{nonce}\"", view.id.0)
 }
 
 #[cfg(test)]

@@ -8,12 +8,16 @@
 //! `api::administer` and nowhere else. Nothing that arrives here is unwrapped: a
 //! malformed path, query or body is answered 400 and changes nothing.
 //!
+//! Sessions of the REST API (`/api/sessions`) live in this node's memory only
+//! ([`sessions`]): a client whose requests reach another member authenticates there.
+//!
 //! HTTP and HTTPS listen on separate ports (`[http] listen` and `https_listen`); the
 //! HTTPS one exists only when a certificate is configured or `self_signed` is set.
 
 mod answer;
 mod api;
 mod auth;
+pub mod authorization;
 mod codes;
 mod html;
 mod list;
@@ -21,24 +25,27 @@ mod loc;
 mod pages;
 mod proxy;
 mod query;
+mod session_api;
+pub mod sessions;
 mod tls;
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::extract::{Request, State};
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Extension, Router};
 use thiserror::Error;
 use tokio::net::TcpListener;
 use tower_http::cors::CorsLayer;
 
 pub use auth::Channel;
+pub use sessions::SessionTable;
 
 use crate::config::HttpConfig;
 use crate::metrics::{Metrics, Protocol};
@@ -73,6 +80,8 @@ pub struct HttpState {
     pub node: NodeInfo,
     /// Whether credentials over plain HTTP from loopback are honoured.
     pub allow_plain_auth_from_loopback: bool,
+    /// The sessions of `/api/sessions`.
+    pub sessions: Arc<Mutex<SessionTable>>,
 }
 
 /// The facts about the node that `/status` shows.
@@ -171,6 +180,14 @@ pub fn router(state: HttpState, channel: Channel) -> Router {
         .route("/metrics", get(pages::metrics))
         .route("/api/prefixes", get(list::prefixes))
         .route("/api/handles", get(list::handles))
+        .route("/api/sessions", post(session_api::open))
+        .route(
+            "/api/sessions/this",
+            get(session_api::show)
+                .put(session_api::confirm)
+                .post(session_api::confirm)
+                .delete(session_api::close),
+        )
         .route(
             "/api/handles/{*handle}",
             get(api::get).put(api::put).delete(api::delete),
@@ -206,6 +223,7 @@ fn operation_label(method: &str, path: &str) -> &'static str {
         (_, "/metrics") => "metrics",
         (_, "/api/prefixes") => "api_prefixes",
         (_, "/api/handles") => "api_list",
+        (_, path) if path.starts_with("/api/sessions") => "api_sessions",
         ("GET" | "HEAD", path) if path.starts_with("/api/handles/") => "api_get",
         ("PUT", path) if path.starts_with("/api/handles/") => "api_put",
         ("DELETE", path) if path.starts_with("/api/handles/") => "api_delete",

@@ -60,6 +60,7 @@ async fn state() -> (tempfile::TempDir, HttpState) {
             peer: address,
         },
         allow_plain_auth_from_loopback: true,
+        sessions: Arc::new(Mutex::new(SessionTable::new(100, Duration::from_secs(60)))),
     };
     (dir, state)
 }
@@ -197,4 +198,38 @@ async fn an_administrator_writes_over_https_or_from_loopback() {
     let (status, _, json) = call(&state, list).await;
     assert_eq!(status, StatusCode::OK, "{json}");
     assert_eq!(json["totalCount"], "3", "{json}");
+}
+
+#[tokio::test]
+async fn sessions_are_opened_over_https_from_anywhere_but_not_plain_http() {
+    let (_dir, state) = state().await;
+    let open = |from, channel| Call {
+        method: "POST",
+        path: "/api/sessions",
+        from,
+        channel,
+        authorization: None,
+    };
+    let (status, _, json) = call(&state, open(REMOTE, Channel::Https)).await;
+    assert_eq!(status, StatusCode::CREATED, "{json}");
+    assert_eq!(json["authenticated"], false, "{json}");
+    let session = json["sessionId"].as_str().unwrap().to_owned();
+    let (status, challenged, json) = call(&state, open(REMOTE, Channel::Http)).await;
+    assert_eq!(
+        (status, challenged),
+        (StatusCode::UNAUTHORIZED, true),
+        "{json}"
+    );
+    let only = authorization::session_header(&session);
+    let show = |channel| Call {
+        method: "GET",
+        path: "/api/sessions/this",
+        from: REMOTE,
+        channel,
+        authorization: Some(only.clone()),
+    };
+    let (status, _, json) = call(&state, show(Channel::Https)).await;
+    assert_eq!(json["sessionId"], session.as_str(), "{status}: {json}");
+    let (status, _, json) = call(&state, show(Channel::Http)).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{json}");
 }

@@ -9,6 +9,7 @@ mod commands;
 mod harness;
 mod http;
 mod http_proxy;
+mod http_sessions;
 mod key_services;
 mod parse;
 mod protocol;
