@@ -4,8 +4,8 @@
 //!
 //! A line is a `create`, `add`, `modify`, `remove` or `delete` command with the
 //! arguments of that subcommand (parsed by the same clap definitions; words are split
-//! at white space, without quoting); `#` starts a comment line, blank lines are
-//! skipped. Each line prints one result; the exit status is non-zero when any line
+//! as a POSIX shell splits them, so `'1:DESC:two words'` is one word); `#` starts a
+//! comment line, blank lines are skipped. Each line prints one result; the exit status is non-zero when any line
 //! failed, naming the first such line. Server and credentials come from the batch
 //! command, not from the lines.
 
@@ -106,7 +106,8 @@ async fn run_lines(client: &Client, text: &str, creator: &Identity) -> Vec<usize
 }
 
 async fn run_line(client: &Client, line: &str, creator: &Identity) -> anyhow::Result<()> {
-    let parsed = Line::try_parse_from(line.split_whitespace())?;
+    let words = shlex::split(line).context("unbalanced quotes")?;
+    let parsed = Line::try_parse_from(words)?;
     let request = parsed.request(Some(creator))?;
     client.admin(request).await?;
     Ok(())

@@ -235,6 +235,7 @@ fn batch_runs_every_line_in_one_session_and_names_the_bad_one() {
     let file = dir.path().join("commands");
     let text = "# a comment\n\ncreate ADMIN/b1 --value 1:URL:https://example.org/\n\
         add ADMIN/b1 --value 2:EMAIL:x@example.org\n\
+        add ADMIN/b1 --value '3:DESC:two words, quoted'\n\
         create ADMIN/b1 --value 1:URL:https://example.org/\n\
         modify ADMIN/b1 --value 2:EMAIL:y@example.org\n\
         remove ADMIN/b1 --index 2\n\
@@ -253,11 +254,11 @@ fn batch_runs_every_line_in_one_session_and_names_the_bad_one() {
     assert!(!output.status.success(), "{stdout}{stderr}");
     assert_eq!(
         stdout.lines().filter(|l| l.contains(": ok: ")).count(),
-        6,
+        7,
         "{stdout}"
     );
-    assert!(stdout.contains("line 5: failed"), "{stdout}");
-    assert!(stderr.contains("line 5"), "{stderr}");
+    assert!(stdout.contains("line 6: failed"), "{stdout}");
+    assert!(stderr.contains("line 6"), "{stderr}");
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     assert!(runtime.block_on(exists(&server, "ADMIN/b1")));
     assert!(!runtime.block_on(exists(&server, "ADMIN/b2")));
