@@ -169,22 +169,28 @@ impl Client {
         selection: &ValueSelection,
         transport: Transport,
     ) -> Result<Resolution, ClientError> {
-        let request = Request::Resolution(ResolutionRequest {
-            handle: handle.as_str().as_bytes().to_vec(),
-            indexes: selection.indexes.clone(),
-            types: selection
-                .types
-                .iter()
-                .map(|t| t.as_bytes().to_vec())
-                .collect(),
-        });
-        match self.ask(&request, OpFlags::J9_DEFAULT, transport).await? {
-            Response::Resolution(found) => Ok(Resolution {
-                handle: Handle::from_utf8(&found.handle).map_err(ClientError::InvalidHandle)?,
-                values: found.values,
-            }),
-            other => Err(unexpected("resolution", &other)),
-        }
+        let request = resolution_request(handle, selection);
+        let answer = self.ask(&request, OpFlags::J9_DEFAULT, transport).await?;
+        resolution_of(answer)
+    }
+
+    /// Resolves `handle` with PO clear, over TCP (in the session of a client made
+    /// [`with_session`](Client::with_session)): as an administrator allowed READ_VALUE,
+    /// every value `selection` picks, non-public and administrative ones included. A
+    /// server challenges this when a picked value is not public, so it needs
+    /// credentials then.
+    pub async fn resolve_every_value(
+        &self,
+        handle: &Handle,
+        selection: &ValueSelection,
+    ) -> Result<Resolution, ClientError> {
+        let request = resolution_request(handle, selection);
+        let flags = OpFlags::J9_DEFAULT.without(OpFlags::PO);
+        let answer = match &self.session {
+            Some(slot) => self.ask_in_session(slot, &request, flags).await?,
+            None => self.ask(&request, flags, Transport::Tcp).await?,
+        };
+        resolution_of(answer)
     }
 
     /// The HS_SITE record of the first server that answers.
@@ -388,6 +394,30 @@ fn no_answer(last: Option<(usize, AttemptError)>) -> ClientError {
             last: Box::new(last),
         },
         None => ClientError::NoServers,
+    }
+}
+
+/// The resolution request for what `selection` picks of `handle`.
+fn resolution_request(handle: &Handle, selection: &ValueSelection) -> Request {
+    Request::Resolution(ResolutionRequest {
+        handle: handle.as_str().as_bytes().to_vec(),
+        indexes: selection.indexes.clone(),
+        types: selection
+            .types
+            .iter()
+            .map(|t| t.as_bytes().to_vec())
+            .collect(),
+    })
+}
+
+/// The values of a resolution answer.
+fn resolution_of(answer: Response) -> Result<Resolution, ClientError> {
+    match answer {
+        Response::Resolution(found) => Ok(Resolution {
+            handle: Handle::from_utf8(&found.handle).map_err(ClientError::InvalidHandle)?,
+            values: found.values,
+        }),
+        other => Err(unexpected("resolution", &other)),
     }
 }
 

@@ -18,6 +18,7 @@ pub fn response_code(error: &Error) -> ResponseCode {
         Error::Authentication(error) => auth::authentication_code(error),
         Error::KeyNotHeld { .. } | Error::KeyService { .. } => ResponseCode::AuthenticationError,
         Error::Busy => ResponseCode::ServerTooBusy,
+        Error::Unreadable => ResponseCode::InsufficientPermissions,
         Error::Storage(_) => ResponseCode::Error,
         // The set is electing a primary or this member is behind: try again shortly.
         Error::Replication(error) => match **error {

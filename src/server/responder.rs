@@ -5,8 +5,9 @@
 //! hold an envelope (nobody to answer). Nothing here panics on network input.
 //!
 //! Administrative requests (100–105) from a caller who has not authenticated are
-//! challenged ([`Challenges`]); the answer (200) is verified by the service and the
-//! original request carried out as the identity that answered (digest §8.1).
+//! challenged ([`Challenges`]), and so are resolutions with PO clear that pick values
+//! that are not public (digest §3.2); the answer (200) is verified by the service and
+//! the original request carried out as the identity that answered (digest §8.1).
 //! Requests inside a session (digest §3.8) are admitted and set up in
 //! [`super::session_requests`]; what requests mean for the store is in
 //! [`super::requests`].
@@ -23,7 +24,7 @@ use crate::codec::{
 use crate::config::SiteConfig;
 use crate::metrics::{Metrics, Protocol};
 use crate::names::Handle;
-use crate::service::{Caller, Error, Freshness, Service};
+use crate::service::{Caller, Error, Freshness, PrivateRead, Service};
 use crate::storage::{Applied, Command};
 
 use super::challenges::Challenges;
@@ -133,13 +134,15 @@ impl Responder {
         raw: Option<Vec<u8>>,
         request: Request,
     ) -> Reply {
-        if let (Caller::Anonymous { address }, Some(raw)) = (&caller, raw)
-            && is_administrative(&request)
-        {
-            let challenge = self
-                .challenges
-                .challenge(*address, &exchange, &raw, request);
-            return Reply::One(challenge);
+        if let (Caller::Anonymous { address }, Some(raw)) = (&caller, &raw) {
+            match self.needs_administrator(&exchange, &request) {
+                Ok(true) => {
+                    let challenge = self.challenges.challenge(*address, &exchange, raw, request);
+                    return Reply::One(challenge);
+                }
+                Ok(false) => {}
+                Err(rejection) => return Reply::One(rejection.into_message(&exchange)),
+            }
         }
         match request {
             Request::ChallengeResponse(answer) => {
@@ -147,6 +150,28 @@ impl Responder {
                 self.answered(&caller, exchange, challenge_id, answer).await
             }
             other => self.perform(caller, exchange, other).await,
+        }
+    }
+
+    /// Whether `request` from an anonymous caller must be challenged: administration
+    /// always, a resolution with PO clear when it selects values that are not public
+    /// (digest §3.2); or why it is refused outright.
+    fn needs_administrator(
+        &self,
+        exchange: &Exchange,
+        request: &Request,
+    ) -> Result<bool, Rejection> {
+        match request {
+            request if is_administrative(request) => Ok(true),
+            Request::Resolution(resolution) if !exchange.flags().contains(OpFlags::PO) => {
+                // A malformed request is refused by the resolution itself.
+                let Ok((handle, selection)) = parse_resolution(resolution) else {
+                    return Ok(false);
+                };
+                let needed = self.service.private_read(&handle, &selection)?;
+                Ok(needed == PrivateRead::Administrator)
+            }
+            _ => Ok(false),
         }
     }
 
@@ -218,7 +243,9 @@ impl Responder {
 
     async fn answer(&self, caller: Caller, exchange: &Exchange, request: Request) -> Message {
         let result = match request {
-            Request::Resolution(resolution) => return self.resolve(exchange, resolution).await,
+            Request::Resolution(resolution) => {
+                return self.resolve(&caller, exchange, resolution).await;
+            }
             Request::GetSiteInfo { .. } => {
                 let (members, primary) = self.service.replica_set();
                 let site = site::describe(&self.site, &members, primary).encode();
@@ -258,14 +285,28 @@ impl Responder {
     }
 
     /// Resolution from this member's applied state; with the AT flag, only after it
-    /// has applied every write acknowledged before the request.
-    async fn resolve(&self, exchange: &Exchange, request: ResolutionRequest) -> Message {
-        let freshness = if exchange.flags().contains(OpFlags::AT) {
+    /// has applied every write acknowledged before the request. With PO clear an
+    /// administrator allowed READ_VALUE gets every selected value; anyone else (or PO
+    /// set) the public ones.
+    async fn resolve(
+        &self,
+        caller: &Caller,
+        exchange: &Exchange,
+        request: ResolutionRequest,
+    ) -> Message {
+        let flags = exchange.flags();
+        let freshness = if flags.contains(OpFlags::AT) {
             Freshness::Authoritative
         } else {
             Freshness::Local
         };
+        let every_value = !flags.contains(OpFlags::PO) && address(caller).is_none();
         let outcome = match parse_resolution(&request) {
+            Ok((handle, selection)) if every_value => self
+                .service
+                .resolve_all(caller, &handle, &selection, freshness)
+                .await
+                .map_err(Rejection::from),
             Ok((handle, selection)) => self
                 .service
                 .resolve(&handle, &selection, freshness)

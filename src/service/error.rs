@@ -52,6 +52,9 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// A selected value may be read by no one: neither public nor admin read.
+    #[error("a selected value is readable by no one (neither public nor admin read)")]
+    Unreadable,
     /// Too many key checks are waiting for a free core; try again shortly.
     #[error("too many authentications in progress; try again")]
     Busy,

@@ -31,7 +31,7 @@ use crate::replication::admin::{Member, MemberStatus};
 use crate::replication::{NodeId, Replica};
 use crate::resolver::Resolver;
 use crate::storage::{Applied, Command, HandleRecord, PrefixRecord, Store};
-use crate::values::{HandleValue, ValueSelection};
+use crate::values::{HandleValue, Permissions, ValueSelection};
 use verifier::Verifier;
 
 /// Who sent a request, as far as the service can tell.
@@ -63,6 +63,15 @@ pub enum Freshness {
     Local,
     /// Every write acknowledged before the read (the Handle protocol's AT flag).
     Authoritative,
+}
+
+/// What an anonymous resolution of more than public values needs first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PrivateRead {
+    /// Nothing: every selected value is public.
+    Public,
+    /// An authenticated administrator allowed READ_VALUE.
+    Administrator,
 }
 
 /// The handle operations of one node, shared by every connection.
@@ -119,6 +128,33 @@ impl Service {
             return Err(Error::ValuesNotFound);
         }
         Ok(record)
+    }
+
+    /// What an anonymous resolution asking for more than public values (the Handle
+    /// protocol's PO flag clear) needs first (digest §3.2, J9 `checkReadAccess`):
+    /// nothing when every selected value is public (or the handle is missing, which
+    /// the resolution itself reports), an administrator otherwise, and
+    /// [`Error::Unreadable`] when a selected value lacks admin read as well.
+    pub fn private_read(
+        &self,
+        handle: &Handle,
+        selection: &ValueSelection,
+    ) -> Result<PrivateRead, Error> {
+        let Some(record) = self.store.read()?.get(handle, selection)? else {
+            return Ok(PrivateRead::Public);
+        };
+        let mut private = record
+            .values
+            .iter()
+            .filter(|value| !value.is_public())
+            .peekable();
+        if private.peek().is_none() {
+            return Ok(PrivateRead::Public);
+        }
+        if private.any(|value| !value.permissions.contains(Permissions::ADMIN_READ)) {
+            return Err(Error::Unreadable);
+        }
+        Ok(PrivateRead::Administrator)
     }
 
     /// Resolution by an administrator allowed READ_VALUE on the handle: every selected

@@ -329,3 +329,69 @@ async fn a_public_key_bootstrap_administers_a_lone_server() {
     made.expect("the prefix administrator creates");
     assert_eq!(listed.expect("and lists"), ["SEC/1"]);
 }
+
+/// Digest §3.2: a resolution with PO clear that picks non-public values is challenged,
+/// then answered in full to an administrator allowed READ_VALUE and refused (401) to
+/// one without it; one that picks public values only is answered to anyone, and a
+/// value nobody may read is refused outright.
+#[tokio::test]
+async fn non_public_values_are_read_only_by_administrators_allowed_read_value() {
+    let server = Server::start();
+    world(&server).await;
+    let admin = server.client();
+    let secret_email = HandleValue {
+        permissions: Permissions::ADMIN_ONLY,
+        ..HandleValue::new(2, "EMAIL", "hidden@example.org")
+    };
+    let nobody_reads = HandleValue {
+        permissions: Permissions::ADMIN_WRITE,
+        ..HandleValue::new(3, "DESC", "write-only")
+    };
+    let values = vec![
+        HandleValue::new(1, "URL", "https://p.example/"),
+        secret_email,
+        nobody_reads,
+    ];
+    admin
+        .admin(create("TEST/private", values))
+        .await
+        .expect("create");
+    let private = handle("TEST/private");
+    let only = |indexes: &[u32]| ValueSelection {
+        indexes: indexes.iter().copied().map(ValueIndex).collect(),
+        types: Vec::new(),
+    };
+    let indexes = |resolution: hdl::client::Resolution| -> Vec<u32> {
+        resolution.values.iter().map(|v| v.index.0).collect()
+    };
+
+    let anonymous = server.anonymous_client();
+    let public = anonymous
+        .resolve(&private, &only(&[1, 2]), Transport::Tcp)
+        .await;
+    assert_eq!(indexes(public.expect("PO set")), vec![1]);
+    let every = anonymous.resolve_every_value(&private, &only(&[1])).await;
+    assert_eq!(indexes(every.expect("public values need no one")), vec![1]);
+    let challenged = anonymous
+        .resolve_every_value(&private, &only(&[1, 2]))
+        .await;
+    let code = challenged.expect_err("challenged").response_code();
+    assert_eq!(code, Some(ResponseCode::AuthenticationNeeded));
+    let unreadable = anonymous.resolve_every_value(&private, &only(&[3])).await;
+    let code = unreadable.expect_err("readable by no one").response_code();
+    assert_eq!(code, Some(ResponseCode::InsufficientPermissions));
+
+    let every = admin.resolve_every_value(&private, &only(&[1, 2])).await;
+    assert_eq!(indexes(every.expect("server administrator")), vec![1, 2]);
+    let in_session = server.client().with_session();
+    let every = in_session.resolve_every_value(&private, &only(&[2])).await;
+    assert_eq!(indexes(every.expect("in a session")), vec![2]);
+
+    let user = as_identity(&server, "300:TEST/user", key(OTHER_KEY));
+    let target = handle("TEST/target");
+    let refused = user
+        .resolve_every_value(&target, &ValueSelection::all())
+        .await;
+    let code = refused.expect_err("no READ_VALUE").response_code();
+    assert_eq!(code, Some(ResponseCode::InsufficientPermissions));
+}
