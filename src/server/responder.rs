@@ -53,7 +53,7 @@ pub enum Reply {
 /// Answers requests for one node.
 #[derive(Debug, Clone)]
 pub struct Responder {
-    service: Service,
+    pub(super) service: Service,
     site: SiteConfig,
     settings: ResponseSettings,
     challenges: Arc<Challenges>,
@@ -267,7 +267,7 @@ impl Responder {
                 return exchange.error(ResponseCode::AuthenticationTimeout, text);
             }
             Request::SessionSetup(setup) => {
-                return self.set_up_session(&caller, exchange.clone(), &setup);
+                return self.set_up_session(&caller, exchange.clone(), &setup).await;
             }
             Request::SessionTerminate { .. } | Request::SessionExchangeKey { .. } => {
                 let text = "no session: the envelope SessionId names none";

@@ -24,7 +24,7 @@ use crate::codec::{
 };
 use crate::service::Caller;
 
-use super::codes::{key_exchange_code, session_code};
+use super::codes::{key_exchange_code, response_code, session_code};
 use super::exchange::Exchange;
 use super::responder::{Reply, Responder};
 use super::sessions::Admitted;
@@ -41,7 +41,7 @@ pub(super) fn in_session(request: &Request) -> bool {
 impl Responder {
     /// Answers a session setup from `caller` (an administrator when the setup was
     /// challenged and answered): agrees the key and opens the session.
-    pub(super) fn set_up_session(
+    pub(super) async fn set_up_session(
         &self,
         caller: &Caller,
         exchange: Exchange,
@@ -51,9 +51,15 @@ impl Responder {
             Caller::Administrator { identity } => Some(identity.clone()),
             Caller::Anonymous { .. } => None,
         };
-        let (key, data) = match server_key_exchange(&setup.exchange) {
-            Ok(agreed) => agreed,
-            Err(error) => return exchange.error(key_exchange_code(&error), error.to_string()),
+        let key_exchange = setup.exchange.clone();
+        let agreed = self
+            .service
+            .authentication_work(move || server_key_exchange(&key_exchange))
+            .await;
+        let (key, data) = match agreed {
+            Ok(Ok(agreed)) => agreed,
+            Ok(Err(error)) => return exchange.error(key_exchange_code(&error), error.to_string()),
+            Err(busy) => return exchange.error(response_code(&busy), busy.to_string()),
         };
         let opened = self.sessions().open(
             exchange.session_id(),

@@ -47,6 +47,16 @@ impl Service {
         }
     }
 
+    /// Runs `work`, CPU-heavy authentication work of an edge (a session's key
+    /// exchange), where key checks run: off the async workers, one per core, refused
+    /// as [`Error::Busy`] when no core frees up in time.
+    pub async fn authentication_work<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, Error> {
+        self.verifier.run(work).await
+    }
+
     /// Checks `answer` against `key_values` on the [`Verifier`](super::Verifier).
     async fn check(
         &self,
