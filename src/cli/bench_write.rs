@@ -4,7 +4,9 @@
 //! value each, `<run>` random so runs never collide) over TCP for `--duration`
 //! seconds. A server acknowledges a create only once the primary has committed it with
 //! a quorum and applied it, so every success is durable; failures count as errors,
-//! never as latencies. With `--lag-peer` and `--secret-file`, a sampler asks every
+//! never as latencies. With `--session` they go in one authenticated session (one
+//! challenge in all), so the figure is the write path's, not the authentication's.
+//! With `--lag-peer` and `--secret-file`, a sampler asks every
 //! member for its applied index every [`LAG_EVERY`] meanwhile and records each
 //! secondary's lag behind the primary's log (entries), as `hdl cluster status` shows it.
 
@@ -57,15 +59,21 @@ pub struct WriteBench {
     /// or `--secret-file`).
     #[command(flatten)]
     auth: AuthArgs,
+    /// Make the creates inside one authenticated session (one challenge in all)
+    /// rather than answering a challenge for each.
+    #[arg(long)]
+    session: bool,
 }
 
 /// Runs the benchmark and prints its figures.
 pub async fn run(bench: &WriteBench) -> anyhow::Result<()> {
     Handle::parse(&format!("{}/w", bench.prefix)).context("invalid --prefix")?;
-    let client = Arc::new(with_credentials(
-        Client::new(bench.server.clone()),
-        &bench.auth,
-    )?);
+    let mut client = with_credentials(Client::new(bench.server.clone()), &bench.auth)?;
+    if bench.session {
+        client = client.with_session();
+        client.open_session().await.context("opening a session")?;
+    }
+    let client = Arc::new(client);
     let deadline = Instant::now() + Duration::from_secs(bench.duration);
     let sampler = match (bench.lag_peer, &bench.cluster_secret_file) {
         (Some(peer), Some(file)) => {

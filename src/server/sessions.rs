@@ -8,8 +8,13 @@
 //! expired sessions, then refuses new ones); a session lives no longer than the
 //! configured lifetime nor than its client asked; an expired session is refused and
 //! dropped; a session message is admitted only with a valid `HS_MAC` and a counter
-//! strictly above every counter admitted before in that session, and a refused
-//! message changes nothing.
+//! never admitted before in that session, and a refused message changes nothing.
+//!
+//! Counters: a client with several requests in flight (on several connections) may
+//! have them arrive out of order, so, as IPsec does against replays (RFC 4303
+//! §3.4.3), a session remembers its highest counter and which of the
+//! [`REPLAY_WINDOW`] counters below it were seen: a counter above the highest, or
+//! within the window and unseen, is admitted once; anything older is refused.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -24,6 +29,9 @@ const ID_ATTEMPTS: usize = 16;
 /// Session ids we choose have the high bit set, so they never meet the challenge ids,
 /// which count up from 1.
 const RANDOM_ID_BIT: u32 = 0x8000_0000;
+
+/// How many counters below the highest admitted one may still arrive late.
+pub const REPLAY_WINDOW: u32 = 128;
 
 /// Why a session message or setup was refused.
 #[derive(Debug, Error)]
@@ -49,8 +57,12 @@ pub enum SessionRefusal {
     /// The message's MAC is missing, of another kind or wrong.
     #[error("session message refused: {0}")]
     Mac(SessionError),
-    /// The message's counter is not above the last one admitted: a replay.
-    #[error("session counter {counter} is not above {last}: replayed or out of order")]
+    /// The message's counter was admitted before, or is too far below the highest
+    /// one admitted to tell: a replay.
+    #[error(
+        "session counter {counter} was seen before or is older than the {REPLAY_WINDOW} \
+         below {last}: replayed"
+    )]
     Replay {
         /// The counter sent.
         counter: u32,
@@ -75,7 +87,58 @@ struct Session {
     key: SessionKey,
     identity: Option<Identity>,
     expires_at: Instant,
-    last_counter: Option<u32>,
+    counters: SeenCounters,
+}
+
+/// The counters a session has admitted: the highest, and which of the
+/// [`REPLAY_WINDOW`] below it (bit `n` of `below`: counter `highest - 1 - n`).
+#[derive(Debug, Default)]
+struct SeenCounters {
+    highest: Option<u32>,
+    below: u128,
+}
+
+impl SeenCounters {
+    /// Whether `counter` may be admitted now.
+    fn check(&self, counter: u32) -> Result<(), SessionRefusal> {
+        let Some(highest) = self.highest else {
+            return Ok(());
+        };
+        let replay = || SessionRefusal::Replay {
+            counter,
+            last: highest,
+        };
+        if counter > highest {
+            return Ok(());
+        }
+        let behind = highest - counter;
+        if behind == 0 || behind > REPLAY_WINDOW {
+            return Err(replay());
+        }
+        if self.below & (1 << (behind - 1)) != 0 {
+            return Err(replay());
+        }
+        Ok(())
+    }
+
+    /// Records `counter`, which [`SeenCounters::check`] allowed.
+    fn record(&mut self, counter: u32) {
+        match self.highest {
+            Some(highest) if counter <= highest => {
+                self.below |= 1 << (highest - counter - 1);
+            }
+            Some(highest) => {
+                // The old highest becomes bit `ahead - 1`; shifted past the window,
+                // a bit is forgotten.
+                let ahead = counter - highest;
+                let shifted = self.below.checked_shl(ahead).unwrap_or(0);
+                let old_highest = 1u128.checked_shl(ahead - 1).unwrap_or(0);
+                self.below = shifted | old_highest;
+                self.highest = Some(counter);
+            }
+            None => self.highest = Some(counter),
+        }
+    }
 }
 
 /// The open sessions of a node.
@@ -125,7 +188,7 @@ impl SessionTable {
             key,
             identity,
             expires_at: now + lifetime,
-            last_counter: None,
+            counters: SeenCounters::default(),
         };
         self.sessions.insert(id, session);
         Ok(id)
@@ -164,12 +227,8 @@ impl SessionTable {
         }
         let counter = verify_session_mac(&session.key, envelope, credential, raw)
             .map_err(SessionRefusal::Mac)?;
-        if let Some(last) = session.last_counter
-            && counter <= last
-        {
-            return Err(SessionRefusal::Replay { counter, last });
-        }
-        session.last_counter = Some(counter);
+        session.counters.check(counter)?;
+        session.counters.record(counter);
         Ok(Admitted {
             identity: session.identity.clone(),
             key: session.key.clone(),
@@ -244,6 +303,29 @@ mod tests {
                 .counter,
             2
         );
+    }
+
+    #[test]
+    fn late_counters_within_the_window_are_admitted_once() {
+        let mut seen = SeenCounters::default();
+        let mut admit = |counter| seen.check(counter).map(|()| seen.record(counter));
+        for counter in [5, 3, 4, 9, 1, 2, 6, 8, 7] {
+            admit(counter).unwrap_or_else(|_| panic!("{counter} is new"));
+        }
+        for counter in 1..=9 {
+            assert!(admit(counter).is_err(), "{counter} was seen");
+        }
+        admit(9 + REPLAY_WINDOW).unwrap();
+        assert!(
+            admit(9).is_err(),
+            "9 is the last counter of the window, seen"
+        );
+        assert!(admit(8).is_err(), "8 fell out of the window");
+        admit(10).unwrap();
+        admit(9 + 2 * REPLAY_WINDOW + 5).unwrap();
+        assert!(admit(11).is_err(), "too old to tell");
+        admit(u32::MAX).unwrap();
+        assert!(admit(u32::MAX).is_err());
     }
 
     #[test]

@@ -95,6 +95,11 @@ impl Failure {
 }
 
 impl NetworkConnection {
+    /// The addresses of the peer this connection goes to.
+    pub fn node(&self) -> &Node {
+        &self.node
+    }
+
     /// Asks the peer, as the leader, to propose `request`, waiting at most `timeout`.
     /// The outer error is the transport's; the inner one is the peer's answer.
     pub async fn forward(

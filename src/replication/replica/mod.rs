@@ -13,6 +13,7 @@
 mod admin_client;
 mod error;
 mod leader;
+mod pool;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -34,6 +35,7 @@ use super::network::{ClusterSecret, Network, PeerServer};
 use super::{LogStore, Node, NodeId, Request, Response, StateMachine, TypeConfig};
 use crate::storage::{Command, CommandResult, Store};
 use leader::{ReadIndex, Write};
+use pool::ForwardPool;
 
 /// How long a write or a fresh read waits for a reachable leader, retries included.
 pub const LEADER_PATIENCE: Duration = Duration::from_secs(5);
@@ -86,6 +88,7 @@ struct Inner {
     me: Node,
     raft: Raft<TypeConfig>,
     network: Network,
+    forward_pool: ForwardPool,
     next_request: AtomicU64,
     stop_peers: Arc<Notify>,
 }
@@ -140,6 +143,7 @@ impl Replica {
             me,
             raft,
             network,
+            forward_pool: ForwardPool::default(),
             next_request,
             stop_peers,
         };
