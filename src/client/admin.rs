@@ -30,6 +30,15 @@ pub enum AdminRequest {
         /// What to do if it exists.
         overwrite: Overwrite,
     },
+    /// OC 100 with MINT: create `base` followed by a random suffix the server picks
+    /// (`P/<uuid>` for a bare prefix `P`) with `values`; the success response names
+    /// the handle created.
+    Mint {
+        /// The prefix, or `prefix/start`.
+        base: String,
+        /// The values.
+        values: Vec<HandleValue>,
+    },
     /// OC 101: delete a handle.
     Delete {
         /// The handle.
@@ -62,7 +71,7 @@ pub enum AdminRequest {
 
 impl AdminRequest {
     /// The request body and its OpFlags: J9's defaults, plus OW for a create that
-    /// replaces.
+    /// replaces and MINT for a mint.
     pub fn into_wire(self) -> (Request, OpFlags) {
         let values = |handle: Handle, values| HandleValues {
             handle: handle.as_str().as_bytes().to_vec(),
@@ -79,6 +88,13 @@ impl AdminRequest {
                     flags = flags | OpFlags::OW;
                 }
                 Request::CreateHandle(values(handle, list))
+            }
+            AdminRequest::Mint { base, values } => {
+                flags = flags | OpFlags::MINT;
+                Request::CreateHandle(HandleValues {
+                    handle: base.into_bytes(),
+                    values,
+                })
             }
             AdminRequest::Delete { handle } => Request::DeleteHandle {
                 handle: handle.as_str().as_bytes().to_vec(),

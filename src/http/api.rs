@@ -21,15 +21,11 @@ use crate::codec::ResponseCode;
 use crate::names::{Handle, fold_key};
 use crate::restjson::{parse_body, resolution_json};
 use crate::service::{Caller, Error, Freshness};
-use crate::storage::{Applied, Command, ExistingHandle, ExistingValue, Refusal};
+use crate::storage::{Applied, Command, ExistingHandle, ExistingValue};
 use crate::values::HandleValue;
 
 /// The path before the handle.
 const API_PREFIX: &str = "/api/handles/";
-
-/// Attempts at minting a suffix that is not taken (a clash of 122 random bits is
-/// not expected even once).
-const MINT_ATTEMPTS: usize = 3;
 
 /// Applies an administrative command for `caller` through the replica set: the HTTP
 /// edge's one way to write.
@@ -171,24 +167,11 @@ impl ApiRequest {
         state: &HttpState,
         values: Vec<HandleValue>,
     ) -> Result<(String, Applied), Failure> {
-        let separator = if self.spelled.contains('/') { "" } else { "/" };
-        let mut last = None;
-        for _ in 0..MINT_ATTEMPTS {
-            let minted = format!("{}{separator}{}", self.spelled, uuid());
-            let command = Command::Create {
-                handle: Handle::parse(&minted)?,
-                values: values.clone(),
-                existing: ExistingHandle::Refuse,
-            };
-            match administer(state, &self.caller, command).await {
-                Ok(applied) => return Ok((minted, applied)),
-                Err(failure) if failure.code == ResponseCode::HandleAlreadyExists => {
-                    last = Some(failure);
-                }
-                Err(failure) => return Err(failure),
-            }
-        }
-        Err(last.unwrap_or_else(|| Failure::from(Error::Refused(Refusal::HandleExists))))
+        let (handle, applied) = state
+            .service
+            .mint(&self.caller, &self.spelled, values)
+            .await?;
+        Ok((handle.as_str().to_owned(), applied))
     }
 
     async fn delete(&self, state: &HttpState) -> Result<(), Failure> {
@@ -214,21 +197,6 @@ pub fn freshness(query: &Query) -> Result<Freshness, QueryError> {
     } else {
         Freshness::Local
     })
-}
-
-/// A random (version 4) UUID, lower-case and hyphenated.
-fn uuid() -> String {
-    let bits =
-        rand::random::<u128>() & !(0xf000 << 64) & !(0xc << 60) | (0x4000 << 64) | (0x8 << 60);
-    let hex = format!("{bits:032x}");
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..]
-    )
 }
 
 /// `GET /api/handles/{handle}`.
@@ -306,18 +274,4 @@ fn is_json(headers: &HeaderMap) -> bool {
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.split(';').next())
         .is_some_and(|media| media.trim().eq_ignore_ascii_case("application/json"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn minted_suffixes_are_version_4_uuids() {
-        let id = uuid();
-        assert_eq!(id.len(), 36);
-        assert_eq!(&id[14..15], "4");
-        assert!(matches!(&id[19..20], "8" | "9" | "a" | "b"), "{id}");
-        assert_ne!(uuid(), id);
-    }
 }

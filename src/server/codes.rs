@@ -19,6 +19,7 @@ pub fn response_code(error: &Error) -> ResponseCode {
         Error::KeyNotHeld { .. } | Error::KeyService { .. } => ResponseCode::AuthenticationError,
         Error::Busy => ResponseCode::ServerTooBusy,
         Error::Unreadable => ResponseCode::InsufficientPermissions,
+        Error::InvalidHandle(_) => ResponseCode::InvalidHandle,
         Error::Storage(_) => ResponseCode::Error,
         // The set is electing a primary or this member is behind: try again shortly.
         Error::Replication(error) => match **error {

@@ -120,10 +120,6 @@ pub(super) fn list_prefix(bytes: &[u8]) -> Result<String, Rejection> {
 pub(super) fn admin_command(flags: OpFlags, request: Request) -> Result<Command, Rejection> {
     Ok(match request {
         Request::CreateHandle(body) => {
-            if flags.contains(OpFlags::MINT) {
-                let message = "minting new suffixes is not supported; name the handle";
-                return Err(Rejection::new(ResponseCode::OperationNotSupported, message));
-            }
             let existing = if flags.contains(OpFlags::OW) {
                 ExistingHandle::Overwrite
             } else {

@@ -26,6 +26,7 @@ use crate::metrics::{Metrics, Protocol};
 use crate::names::Handle;
 use crate::service::{Caller, Error, Freshness, PrivateRead, Service};
 use crate::storage::{Applied, Command};
+use crate::values::HandleValue;
 
 use super::challenges::Challenges;
 use super::exchange::{Exchange, ResponseSettings};
@@ -273,6 +274,9 @@ impl Responder {
                 let text = "no session: the envelope SessionId names none";
                 return exchange.error(ResponseCode::SessionFailed, text);
             }
+            Request::CreateHandle(body) if exchange.flags().contains(OpFlags::MINT) => {
+                self.mint(&caller, &body.handle, body.values).await
+            }
             admin => match admin_command(exchange.flags(), admin) {
                 Ok(command) => self.administer(caller, command).await,
                 Err(rejection) => Err(rejection),
@@ -334,6 +338,22 @@ impl Responder {
             (Applied::Created, Some(handle)) => Done::Created(handle, OpFlags::NONE),
             (Applied::Replaced, Some(handle)) => Done::Created(handle, OpFlags::OW),
         })
+    }
+
+    /// A create with MINT: the handle `base` names followed by a random UUID.
+    async fn mint(
+        &self,
+        caller: &Caller,
+        base: &[u8],
+        values: Vec<HandleValue>,
+    ) -> Result<Done, Rejection> {
+        let base = std::str::from_utf8(base)
+            .map_err(|_| Rejection::new(ResponseCode::InvalidHandle, "handle is not UTF-8"))?;
+        let (handle, _created) = self.service.mint(caller, base, values).await?;
+        Ok(Done::Created(
+            handle.as_str().as_bytes().to_vec(),
+            OpFlags::NONE,
+        ))
     }
 
     fn list(&self, caller: Caller, exchange: Exchange, prefix: &[u8]) -> Reply {

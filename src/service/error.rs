@@ -3,6 +3,7 @@
 use thiserror::Error;
 
 use crate::auth::{AuthError, AuthzError};
+use crate::names::NameError;
 use crate::replication::ReplicaError;
 use crate::storage::{Refusal, StorageError};
 use crate::values::ValueIndex;
@@ -55,6 +56,9 @@ pub enum Error {
     /// A selected value may be read by no one: neither public nor admin read.
     #[error("a selected value is readable by no one (neither public nor admin read)")]
     Unreadable,
+    /// A handle the operation would make is not a valid handle.
+    #[error("invalid handle: {0}")]
+    InvalidHandle(NameError),
     /// Too many key checks are waiting for a free core; try again shortly.
     #[error("too many authentications in progress; try again")]
     Busy,

@@ -16,6 +16,7 @@ mod authorise;
 pub mod bootstrap;
 mod error;
 mod keys;
+mod mint;
 mod verifier;
 
 use std::net::IpAddr;

@@ -442,3 +442,44 @@ async fn garbage_tcp_messages_do_not_harm_the_next_request() {
         .expect("a valid request after garbage");
     assert_eq!(resolution.values[0].data, b"ok");
 }
+
+/// OC 100 with MINT: the server picks a UUID suffix under the base, answers with the
+/// handle it created, and a second mint gets another; anonymous mints are challenged.
+#[tokio::test]
+async fn a_create_with_mint_makes_a_fresh_handle_under_the_base() {
+    let server = Server::start();
+    let admin = server.client();
+    let url = vec![HandleValue::new(1, "URL", "https://minted.example/")];
+    let mint = |base: &str| AdminRequest::Mint {
+        base: base.to_owned(),
+        values: url.clone(),
+    };
+    let mut minted = Vec::new();
+    for base in ["TEST", "TEST/batch-"] {
+        let created = match admin.admin(mint(base)).await.expect("minted") {
+            Response::CreateHandle { handle: Some(name) } => {
+                String::from_utf8(name).expect("UTF-8")
+            }
+            other => panic!("unexpected answer {other:?}"),
+        };
+        let prefix = if base.contains('/') {
+            base.to_owned()
+        } else {
+            format!("{base}/")
+        };
+        assert!(
+            created.starts_with(&prefix) && created.len() == prefix.len() + 36,
+            "{created}"
+        );
+        let resolved = admin
+            .resolve(&handle(&created), &ValueSelection::all(), Transport::Tcp)
+            .await
+            .expect("the minted handle resolves");
+        assert_eq!(resolved.values[0].data, b"https://minted.example/");
+        minted.push(created);
+    }
+    assert_ne!(minted[0], minted[1]);
+    let anonymous = server.anonymous_client().admin(mint("TEST")).await;
+    let code = anonymous.expect_err("challenged").response_code();
+    assert_eq!(code, Some(ResponseCode::AuthenticationNeeded));
+}
