@@ -1,5 +1,7 @@
-//! `hdl resolve REF [--server ADDR] [--type T]... [--index I]... [--json] [--udp|--tcp]`:
-//! asks a handle server for a handle's values.
+//! `hdl resolve REF [--server ADDR] [--type T]... [--index I]... [--json] [--udp|--tcp]
+//! [--every-value --auth INDEX:HANDLE --key FILE | --secret-file FILE]`: asks a handle
+//! server for a handle's values; with `--every-value`, non-public and administrative
+//! ones too (PO clear over TCP, answered to an administrator allowed READ_VALUE).
 
 use std::ffi::OsString;
 
@@ -7,6 +9,7 @@ use clap::Args;
 use hdl::client::Transport;
 use hdl::values::{ValueIndex, ValueSelection};
 
+use super::admin_arg::AuthArgs;
 use super::connect::{ServerArg, Target, TransportArg, runtime};
 use super::output::{resolution_json, value_line};
 use super::value_arg::parse_index;
@@ -30,6 +33,12 @@ pub struct ResolveArgs {
     json: bool,
     #[command(flatten)]
     transport: TransportArg,
+    /// Ask for every selected value, non-public and administrative ones included
+    /// (needs an administrator allowed READ_VALUE when one of them is not public).
+    #[arg(long)]
+    every_value: bool,
+    #[command(flatten)]
+    auth: AuthArgs,
 }
 
 /// Resolves and prints the values.
@@ -40,11 +49,20 @@ pub fn run(args: &ResolveArgs) -> anyhow::Result<()> {
     };
     let transport = args.transport.transport(Transport::Auto);
     let resolution = runtime()?.block_on(async {
-        let target = Target::new(&args.reference, &args.server).await?;
-        let resolution = target
-            .client
-            .resolve(&target.handle, &selection, transport)
-            .await?;
+        let target = Target::new(&args.reference, &args.server)
+            .await?
+            .authenticated(&args.auth)?;
+        let resolution = if args.every_value {
+            target
+                .client
+                .resolve_every_value(&target.handle, &selection)
+                .await?
+        } else {
+            target
+                .client
+                .resolve(&target.handle, &selection, transport)
+                .await?
+        };
         anyhow::Ok(resolution)
     })?;
     if args.json {

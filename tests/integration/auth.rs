@@ -394,4 +394,21 @@ async fn non_public_values_are_read_only_by_administrators_allowed_read_value() 
         .await;
     let code = refused.expect_err("no READ_VALUE").response_code();
     assert_eq!(code, Some(ResponseCode::InsufficientPermissions));
+
+    let server_arg = server.server_arg();
+    let every = [
+        "resolve",
+        "TEST/private",
+        "--server",
+        &server_arg,
+        "--index",
+        "2",
+        "--every-value",
+    ];
+    let shown = succeeds(&[&every[..], &ADMIN_ARGS[..]].concat());
+    assert!(shown.contains("hidden@example.org"), "{shown}");
+    let anonymous = hdl(&every);
+    assert!(!anonymous.status.success());
+    let stderr = String::from_utf8_lossy(&anonymous.stderr);
+    assert!(stderr.contains("402"), "{stderr}");
 }
