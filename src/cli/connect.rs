@@ -8,7 +8,8 @@ use std::os::unix::ffi::OsStrExt;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use hdl::client::{Client, DEFAULT_PORT, Transport};
+use hdl::client::{AdminRequest, Client, DEFAULT_PORT, Transport};
+use hdl::codec::Response;
 
 use super::admin_arg::AuthArgs;
 use hdl::names::{Handle, HandleRef};
@@ -91,6 +92,22 @@ impl Target {
             ..self
         })
     }
+}
+
+/// Sends the administrative request `request` makes for the handle `reference` names,
+/// to the server `server` picks, as the administrator of `auth`; the handle and the
+/// server's answer.
+pub fn send_admin(
+    reference: &OsString,
+    server: &ServerArg,
+    auth: &AuthArgs,
+    request: impl FnOnce(Handle) -> AdminRequest,
+) -> anyhow::Result<(Handle, Response)> {
+    runtime()?.block_on(async {
+        let target = Target::new(reference, server).await?.authenticated(auth)?;
+        let response = target.client.admin(request(target.handle.clone())).await?;
+        anyhow::Ok((target.handle, response))
+    })
 }
 
 /// `client`, answering challenges with the credentials of `auth` if any.

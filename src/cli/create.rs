@@ -18,7 +18,7 @@ use hdl::values::{
 };
 
 use super::admin_arg::AuthArgs;
-use super::connect::{ServerArg, Target, runtime};
+use super::connect::{ServerArg, send_admin};
 use super::value_arg::parse_value;
 
 /// Arguments of `hdl create`.
@@ -41,13 +41,8 @@ pub struct CreateArgs {
 
 /// Creates the handle and prints its name as the server gave it.
 pub fn run(args: &CreateArgs) -> anyhow::Result<()> {
-    let response = runtime()?.block_on(async {
-        let target = Target::new(&args.handle, &args.server)
-            .await?
-            .authenticated(&args.auth)?;
-        let request = args.request(target.handle.clone(), args.auth.identity());
-        let response = target.client.admin(request).await?;
-        anyhow::Ok((target.handle, response))
+    let response = send_admin(&args.handle, &args.server, &args.auth, |handle| {
+        args.request(handle, args.auth.identity())
     })?;
     let created = match response {
         (_, Response::CreateHandle { handle: Some(name) }) => {

@@ -7,7 +7,7 @@ use hdl::client::AdminRequest;
 use hdl::names::Handle;
 
 use super::admin_arg::AuthArgs;
-use super::connect::{ServerArg, Target, runtime};
+use super::connect::{ServerArg, send_admin};
 
 /// Arguments of `hdl delete`.
 #[derive(Debug, Args)]
@@ -34,13 +34,8 @@ impl DeleteArgs {
 
 /// Deletes the handle.
 pub fn run(args: &DeleteArgs) -> anyhow::Result<()> {
-    let handle = runtime()?.block_on(async {
-        let target = Target::new(&args.handle, &args.server)
-            .await?
-            .authenticated(&args.auth)?;
-        let request = args.request(target.handle.clone());
-        target.client.admin(request).await?;
-        anyhow::Ok(target.handle)
+    let (handle, _) = send_admin(&args.handle, &args.server, &args.auth, |handle| {
+        args.request(handle)
     })?;
     println!("deleted {handle}");
     Ok(())

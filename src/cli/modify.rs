@@ -9,7 +9,7 @@ use hdl::names::Handle;
 use hdl::values::HandleValue;
 
 use super::admin_arg::AuthArgs;
-use super::connect::{ServerArg, Target, runtime};
+use super::connect::{ServerArg, send_admin};
 use super::value_arg::parse_value;
 
 /// Arguments of `hdl modify`.
@@ -43,13 +43,8 @@ impl ModifyArgs {
 
 /// Replaces the values.
 pub fn run(args: &ModifyArgs) -> anyhow::Result<()> {
-    let handle = runtime()?.block_on(async {
-        let target = Target::new(&args.handle, &args.server)
-            .await?
-            .authenticated(&args.auth)?;
-        let request = args.request(target.handle.clone());
-        target.client.admin(request).await?;
-        anyhow::Ok(target.handle)
+    let (handle, _) = send_admin(&args.handle, &args.server, &args.auth, |handle| {
+        args.request(handle)
     })?;
     println!("modified {} values of {handle}", args.values.len());
     Ok(())

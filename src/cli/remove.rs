@@ -8,7 +8,7 @@ use hdl::names::Handle;
 use hdl::values::ValueIndex;
 
 use super::admin_arg::AuthArgs;
-use super::connect::{ServerArg, Target, runtime};
+use super::connect::{ServerArg, send_admin};
 use super::value_arg::parse_index;
 
 /// Arguments of `hdl remove`.
@@ -42,13 +42,8 @@ impl RemoveArgs {
 
 /// Removes the values.
 pub fn run(args: &RemoveArgs) -> anyhow::Result<()> {
-    let handle = runtime()?.block_on(async {
-        let target = Target::new(&args.handle, &args.server)
-            .await?
-            .authenticated(&args.auth)?;
-        let request = args.request(target.handle.clone());
-        target.client.admin(request).await?;
-        anyhow::Ok(target.handle)
+    let (handle, _) = send_admin(&args.handle, &args.server, &args.auth, |handle| {
+        args.request(handle)
     })?;
     println!("removed {} values from {handle}", args.indexes.len());
     Ok(())
