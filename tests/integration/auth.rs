@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 
-use hdl::auth::{Identity, SigningKey};
+use hdl::auth::SigningKey;
 use hdl::client::{AdminRequest, Client, Credentials, Key, Overwrite, Transport};
 use hdl::codec::ResponseCode;
 use hdl::names::Handle;
@@ -15,7 +15,7 @@ use hdl::values::{
     AdminPermissions, AdminRecord, HandleValue, Permissions, ValueIndex, ValueSelection,
 };
 
-use crate::harness::{ADMIN_ARGS, ADMIN_KEY, OTHER_KEY, Server};
+use crate::harness::{ADMIN_ARGS, ADMIN_KEY, KEYED_ADMIN, OTHER_KEY, Server};
 
 fn handle(text: &str) -> Handle {
     Handle::parse(text).expect("valid handle")
@@ -297,23 +297,9 @@ fn keys_from_keygen_and_secrets_authenticate_on_the_command_line() {
 
 #[tokio::test]
 async fn a_public_key_bootstrap_administers_a_lone_server() {
-    let dir = tempfile::tempdir().expect("temporary directory");
-    let args: Vec<std::ffi::OsString> = vec![
-        "--data-dir".into(),
-        dir.path().join("data").into(),
-        "--listen".into(),
-        "127.0.0.1:0".into(),
-        "--admin-key".into(),
-        ADMIN_KEY.into(),
-        "--prefix".into(),
-        "SEC".into(),
-    ];
-    let (mut child, listening) = crate::harness::spawn_serve(&args, &dir.path().join("stderr"));
-    let identity = Identity {
-        handle: "0.NA/SEC".into(),
-        index: 300,
-    };
-    let client = Client::new(vec![listening.handle]).with_credentials(Credentials {
+    let server = Server::start_keyed(false);
+    let identity = hdl::config::parse_identity(KEYED_ADMIN).expect("identity");
+    let client = server.anonymous_client().with_credentials(Credentials {
         identity,
         key: key(ADMIN_KEY),
     });
@@ -324,8 +310,6 @@ async fn a_public_key_bootstrap_administers_a_lone_server() {
         ))
         .await;
     let listed = client.list_handles("SEC", 10).await;
-    let _ = child.kill();
-    let _ = child.wait();
     made.expect("the prefix administrator creates");
     assert_eq!(listed.expect("and lists"), ["SEC/1"]);
 }

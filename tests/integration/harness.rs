@@ -44,6 +44,8 @@ pub const ADMIN_BASIC: &str = "300%3A0.NA/ADMIN";
 pub const OTHER_KEY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/other.pem");
 /// The bootstrap administrator's identity.
 pub const ADMIN: &str = "300:0.NA/ADMIN";
+/// The bootstrap administrator of [`Server::start_keyed`], holding [`ADMIN_KEY`].
+pub const KEYED_ADMIN: &str = "300:0.NA/SEC";
 /// The options authenticating a client command as the bootstrap administrator.
 pub const ADMIN_ARGS: [&str; 4] = ["--auth", ADMIN, "--secret-file", ADMIN_SECRET];
 
@@ -96,9 +98,23 @@ impl Server {
     /// Starts a server with the TOML configuration `config` (its listeners still on
     /// `127.0.0.1:0`) and waits for its addresses.
     pub fn start_with_config(config: &str) -> Server {
+        Server::spawn(&with_plain_auth(config), bootstrap_args())
+    }
+
+    /// Starts a server whose bootstrap administrator [`KEYED_ADMIN`] holds the public
+    /// half of [`ADMIN_KEY`]; credentials over plain HTTP from loopback are honoured
+    /// when `plain_auth` is set.
+    pub fn start_keyed(plain_auth: bool) -> Server {
+        let config = format!("[http]\nallow_plain_auth_from_loopback = {plain_auth}\n");
+        let bootstrap = ["--admin-key", ADMIN_KEY, "--prefix", "SEC"];
+        Server::spawn(&config, bootstrap.map(OsString::from).to_vec())
+    }
+
+    /// Starts `hdl serve` with the TOML `config` and the bootstrap options `bootstrap`.
+    fn spawn(config: &str, bootstrap: Vec<OsString>) -> Server {
         let dir = tempfile::tempdir().expect("temporary directory");
         let config_path = dir.path().join("hdl.toml");
-        std::fs::write(&config_path, with_plain_auth(config)).expect("config file");
+        std::fs::write(&config_path, config).expect("config file");
         let mut args: Vec<OsString> = vec![
             "--config".into(),
             config_path.into(),
@@ -107,7 +123,7 @@ impl Server {
             "--listen".into(),
             "127.0.0.1:0".into(),
         ];
-        args.extend(bootstrap_args());
+        args.extend(bootstrap);
         let (child, listening) = spawn_serve(&args, &dir.path().join("stderr"));
         Server {
             child,

@@ -4,10 +4,6 @@
 //! replays, wrong keys, unknown or deleted sessions and garbage refused with a fresh
 //! challenge.
 
-use std::ffi::OsString;
-use std::net::SocketAddr;
-use std::process::Child;
-
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use hdl::auth::{
@@ -17,69 +13,9 @@ use hdl::http::authorization::{answer_header, session_header};
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
 use reqwest::{Client, StatusCode};
 use serde_json::{Value, json};
-use tempfile::TempDir;
 
-use crate::harness::{ADMIN, ADMIN_KEY, ADMIN_SECRET_TEXT, OTHER_KEY, Server, spawn_serve};
+use crate::harness::{ADMIN, ADMIN_KEY, ADMIN_SECRET_TEXT, KEYED_ADMIN, OTHER_KEY, Server};
 use crate::http::{client, json_of};
-
-/// A server whose `300:0.NA/SEC` holds the public half of [`ADMIN_KEY`], killed and
-/// reaped when dropped.
-struct KeyedServer {
-    child: Child,
-    http: SocketAddr,
-    _dir: TempDir,
-}
-
-/// Whether credentials over plain HTTP from loopback are honoured.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum PlainAuth {
-    Allowed,
-    Refused,
-}
-
-impl KeyedServer {
-    fn start(plain: PlainAuth) -> KeyedServer {
-        let dir = tempfile::tempdir().expect("temporary directory");
-        let config = dir.path().join("hdl.toml");
-        let allowed = plain == PlainAuth::Allowed;
-        std::fs::write(
-            &config,
-            format!("[http]\nallow_plain_auth_from_loopback = {allowed}\n"),
-        )
-        .expect("config file");
-        let args: Vec<OsString> = vec![
-            "--config".into(),
-            config.into(),
-            "--data-dir".into(),
-            dir.path().join("data").into(),
-            "--listen".into(),
-            "127.0.0.1:0".into(),
-            "--admin-key".into(),
-            ADMIN_KEY.into(),
-            "--prefix".into(),
-            "SEC".into(),
-        ];
-        let (child, listening) = spawn_serve(&args, &dir.path().join("stderr"));
-        KeyedServer {
-            child,
-            http: listening.http,
-            _dir: dir,
-        }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.http)
-    }
-}
-
-impl Drop for KeyedServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-const SEC_ADMIN: &str = "300:0.NA/SEC";
 
 fn identity(text: &str) -> Identity {
     hdl::config::parse_identity(text).expect("identity")
@@ -222,15 +158,15 @@ async fn resolves(http: &Client, url: String) -> StatusCode {
 
 #[tokio::test]
 async fn a_public_key_session_creates_with_the_session_id_alone() {
-    let server = KeyedServer::start(PlainAuth::Allowed);
-    let base = server.url("");
+    let server = Server::start_keyed(true);
+    let base = server.http_url();
     let http = client();
     let session = open(&http, &base).await;
     let answered = session.signed("0:0.NA/SEC", ADMIN_KEY);
     let (status, json, _) = this(&http, &base, reqwest::Method::PUT, &answered).await;
     assert_eq!(status, StatusCode::OK, "{json}");
     assert_eq!(json["authenticated"], true, "{json}");
-    assert_eq!(json["id"], SEC_ADMIN, "index 0 finds the key at 300");
+    assert_eq!(json["id"], KEYED_ADMIN, "index 0 finds the key at 300");
     assert_eq!(json["sessionId"], session.id.as_str());
     assert_ne!(
         Session::of(&json).nonce,
@@ -242,7 +178,7 @@ async fn a_public_key_session_creates_with_the_session_id_alone() {
         assert_eq!(created.0, StatusCode::CREATED, "{:?}", created.1);
     }
     let (status, json, _) = this(&http, &base, reqwest::Method::GET, &session.only()).await;
-    assert_eq!((status, &json["id"]), (StatusCode::OK, &json!(SEC_ADMIN)));
+    assert_eq!((status, &json["id"]), (StatusCode::OK, &json!(KEYED_ADMIN)));
 }
 
 #[tokio::test]
@@ -287,14 +223,18 @@ async fn a_replayed_answer_is_refused() {
 
 #[tokio::test]
 async fn a_wrong_key_is_refused_and_changes_nothing() {
-    let server = KeyedServer::start(PlainAuth::Allowed);
-    let base = server.url("");
+    let server = Server::start_keyed(true);
+    let base = server.http_url();
     let http = client();
     let session = open(&http, &base).await;
-    let wrong = session.signed(SEC_ADMIN, OTHER_KEY);
+    let wrong = session.signed(KEYED_ADMIN, OTHER_KEY);
     let refused = create(&http, &base, "SEC/wrong", &wrong).await;
     assert_challenged(&refused, Some(&session.id));
-    let gone = resolves(&http, server.url("/api/handles/SEC/wrong")).await;
+    let gone = resolves(
+        &http,
+        format!("{}/api/handles/SEC/wrong", server.http_url()),
+    )
+    .await;
     assert_eq!(gone, StatusCode::NOT_FOUND);
     let (status, json, _) = this(&http, &base, reqwest::Method::GET, &session.only()).await;
     assert_eq!(
@@ -379,8 +319,8 @@ async fn unknown_deleted_and_garbage_sessions_get_a_fresh_challenge() {
 
 #[tokio::test]
 async fn sessions_over_plain_http_are_refused_unless_allowed() {
-    let server = KeyedServer::start(PlainAuth::Refused);
-    let base = server.url("");
+    let server = Server::start_keyed(false);
+    let base = server.http_url();
     let http = client();
     let response = http
         .post(format!("{base}/api/sessions"))
@@ -401,6 +341,10 @@ async fn sessions_over_plain_http_are_refused_unless_allowed() {
         !challenges.iter().any(|c| c.starts_with("Handle")),
         "no session is offered where it would not be honoured: {challenges:?}"
     );
-    let gone = resolves(&http, server.url("/api/handles/SEC/plain")).await;
+    let gone = resolves(
+        &http,
+        format!("{}/api/handles/SEC/plain", server.http_url()),
+    )
+    .await;
     assert_eq!(gone, StatusCode::NOT_FOUND);
 }
