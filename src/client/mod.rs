@@ -273,9 +273,20 @@ impl Client {
         if wire == Transport::Udp {
             return udp::exchange(server, &outgoing, &self.config.udp_waits).await;
         }
+        self.tcp_exchange(server, outgoing, self.credentials.as_deref())
+            .await
+    }
+
+    /// One request to one server over a new TCP connection, answering a challenge
+    /// with `credentials`, within the TCP timeout.
+    async fn tcp_exchange(
+        &self,
+        server: SocketAddr,
+        outgoing: Outgoing,
+        credentials: Option<&Credentials>,
+    ) -> Result<Message, AttemptError> {
         let exchange = async {
             let mut connection = Connection::open(server).await?;
-            let credentials = self.credentials.as_deref();
             let (message, _) = tcp::request(&mut connection, outgoing, credentials).await?;
             Ok(message)
         };

@@ -11,10 +11,7 @@
 use std::net::SocketAddr;
 use std::sync::{Mutex, PoisonError};
 
-use tokio::time::timeout;
-
 use super::message::{Answer, Outgoing};
-use super::tcp::{self, Connection};
 use super::{Client, ClientError, Credentials, Transport, new_request_id, no_answer, unix_now};
 use crate::auth::{ClientKeyExchange, SessionKey};
 use crate::client::AttemptError;
@@ -120,17 +117,7 @@ impl Client {
         outgoing: Outgoing,
         credentials: &Credentials,
     ) -> Result<Message, AttemptError> {
-        let exchange = async {
-            let mut connection = Connection::open(server).await?;
-            let (message, _) = tcp::request(&mut connection, outgoing, Some(credentials)).await?;
-            Ok(message)
-        };
-        timeout(self.config.tcp_timeout, exchange)
-            .await
-            .unwrap_or(Err(AttemptError::Timeout {
-                server,
-                transport: Transport::Tcp,
-            }))
+        self.tcp_exchange(server, outgoing, Some(credentials)).await
     }
 
     /// Sends `request` in the session, opening one first if none is held, and once
