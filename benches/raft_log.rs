@@ -4,13 +4,14 @@
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use hdl::names::Handle;
-use hdl::replication::types::Entry;
-use hdl::replication::{LogStore, Request, RequestId};
-use hdl::storage::{Command, ExistingHandle};
+use hdl::replication::{HandleCommand, HandleSet, LogStore, Request, RequestId};
+use hdl::storage::ExistingHandle;
 use hdl::values::HandleValue;
 use openraft::EntryPayload;
 use openraft::storage::RaftLogStorageExt;
 use openraft::testing::log_id;
+
+type Entry = hdl::replication::types::Entry<HandleSet>;
 
 fn entry(index: u64) -> Entry {
     let handle = Handle::parse(&format!("10.5555/bench-{index}")).expect("valid handle");
@@ -22,7 +23,7 @@ fn entry(index: u64) -> Entry {
         log_id: log_id(1, 1, index),
         payload: EntryPayload::Normal(Request {
             id: RequestId(index),
-            command: Command::Create {
+            command: HandleCommand::Create {
                 handle,
                 values,
                 existing: ExistingHandle::Refuse,
@@ -37,7 +38,7 @@ fn append(c: &mut Criterion) {
     group.sample_size(20);
     for per_commit in [1_u64, 64] {
         let dir = tempfile::tempdir().expect("temp dir");
-        let mut log = LogStore::open(dir.path()).expect("open log");
+        let mut log = LogStore::<HandleSet>::open(dir.path()).expect("open log");
         let mut next = 1_u64;
         group.throughput(Throughput::Elements(per_commit));
         group.bench_function(format!("{per_commit} entries per commit"), |b| {

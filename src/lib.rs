@@ -19,6 +19,8 @@ pub mod config;
 pub mod http;
 pub mod metrics;
 pub mod names;
+pub mod node;
+pub mod placement;
 pub mod replication;
 pub mod resolver;
 pub mod restjson;

@@ -185,10 +185,10 @@ async fn await_caught_up(set: &LocalSet, index: usize) -> anyhow::Result<()> {
     let deadline = Instant::now() + PATIENCE;
     let primary = set.primary_id().await?;
     let primary_peer = set.nodes[set.index_of(primary)?].plan.peer;
-    let target = set.admin.status(primary_peer).await?.applied;
+    let target = set.set_status(primary_peer).await?.applied;
     let peer = set.nodes[index].plan.peer;
     while Instant::now() < deadline {
-        if let Ok(status) = set.admin.status(peer).await
+        if let Ok(status) = set.set_status(peer).await
             && status.role == Role::Secondary
             && status.applied >= target
         {

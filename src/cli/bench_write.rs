@@ -19,6 +19,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 use hdl::client::{AdminRequest, Client, Overwrite};
 use hdl::names::Handle;
+use hdl::placement::FIRST_SET_GROUP;
 use hdl::replication::AdminClient;
 use hdl::replication::network::read_secret_file;
 use hdl::values::HandleValue;
@@ -156,12 +157,12 @@ async fn sample_lag(
     let mut ticks = tokio::time::interval(LAG_EVERY);
     while Instant::now() < deadline {
         ticks.tick().await;
-        let Ok(asked) = admin.status(peer).await else {
+        let Ok(asked) = admin.status(peer, FIRST_SET_GROUP).await else {
             continue;
         };
         let mut statuses = Vec::new();
         for member in &asked.members {
-            statuses.extend(admin.status(member.node.peer).await.ok());
+            statuses.extend(admin.status(member.node.peer, FIRST_SET_GROUP).await.ok());
         }
         let leader = statuses.iter().find(|s| Some(s.id) == s.leader);
         let Some(last_log) = leader.and_then(|l| l.last_log) else {

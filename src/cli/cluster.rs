@@ -2,18 +2,17 @@
 //! authenticated with the cluster secret; `hdl cluster up` (in `cluster_up`) runs a
 //! local one.
 
-use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use hdl::replication::admin::{AdminRequest, Member, MemberStatus, Role};
+use hdl::node::calls::{NodeAnswer, NodeCall, call_node};
+use hdl::placement::{ClusterAdmin, ClusterMap, FIRST_SET_GROUP};
+use hdl::replication::admin::{Member, MemberStatus};
 use hdl::replication::network::read_secret_file;
-use hdl::replication::{AdminClient, Node, NodeId};
-use hdl::service::bootstrap::prefix_handle;
-use hdl::storage::{Command, ExistingHandle, Refusal};
+use hdl::replication::{AdminClient, GroupId, Node, NodeId};
 use serde_json::{Value, json};
 
 use super::admin_arg::{Bootstrap, BootstrapArgs};
@@ -98,48 +97,50 @@ pub fn run(args: &ClusterArgs) -> anyhow::Result<()> {
     runtime.block_on(command(&args.command))
 }
 
-/// Creates the bootstrap administrator's prefix handles through the new set's log.
+/// Has the node at `peer` create the bootstrap administrator's prefix handles that do
+/// not exist yet, through its service's one write path.
 pub(super) async fn create_admin(
     client: &AdminClient,
     peer: SocketAddr,
     bootstrap: &Bootstrap,
 ) -> anyhow::Result<()> {
-    let now = hdl::service::unix_now();
-    for prefix in &bootstrap.prefixes {
-        let handle = prefix_handle(prefix).context("invalid --prefix")?;
-        let mut values = bootstrap.admin.values(&handle);
-        for value in &mut values {
-            value.timestamp = now;
+    let call = NodeCall::Bootstrap {
+        admin: bootstrap.admin.clone(),
+        prefixes: bootstrap.prefixes.clone(),
+    };
+    match call_node(client, peer, &call).await? {
+        NodeAnswer::Bootstrapped { created } => {
+            for handle in created {
+                println!("created {handle} for the bootstrap administrator");
+            }
+            Ok(())
         }
-        let command = Command::Create {
-            handle: handle.clone(),
-            values,
-            existing: ExistingHandle::Refuse,
-        };
-        match client.write(peer, command).await? {
-            Ok(_) => println!("created {handle} for the bootstrap administrator"),
-            Err(Refusal::HandleExists) => println!("{handle} exists already; left as it is"),
-            Err(refusal) => anyhow::bail!("cannot create {handle}: {refusal}"),
+        NodeAnswer::Failed(reason) => {
+            anyhow::bail!("cannot create the bootstrap administrator: {reason}")
         }
+        NodeAnswer::ClusterMap(_) => anyhow::bail!("the node answered another call"),
     }
-    Ok(())
 }
 
-fn client(target: &Target, timeout: Duration) -> anyhow::Result<AdminClient> {
+fn admin(target: &Target, timeout: Duration) -> anyhow::Result<ClusterAdmin> {
     let secret = read_secret_file(&target.secret_file)?;
-    Ok(AdminClient::new(secret, timeout))
+    Ok(ClusterAdmin::new(AdminClient::new(secret, timeout)))
 }
 
 async fn command(command: &ClusterCommand) -> anyhow::Result<()> {
     match command {
-        ClusterCommand::Init { target, admin } => {
-            let bootstrap = admin.bootstrap()?;
-            let client = client(target, CHANGE_TIMEOUT)?;
-            client.call(target.peer, &AdminRequest::Init).await?;
-            let id = await_primary(&client, target.peer).await?;
+        ClusterCommand::Init { target, admin: args } => {
+            let bootstrap = args.bootstrap()?;
+            let admin = admin(target, CHANGE_TIMEOUT)?;
+            anyhow::ensure!(
+                admin.init(target.peer).await?,
+                "the node at {} belongs to a replica set already",
+                target.peer
+            );
+            let id = admin.await_leader(target.peer, FIRST_SET_GROUP).await?;
             println!("initialised a replica set; node {id} is its primary");
             if let Some(bootstrap) = bootstrap {
-                create_admin(&client, target.peer, &bootstrap).await?;
+                create_admin(admin.client(), target.peer, &bootstrap).await?;
             }
         }
         ClusterCommand::AddSecondary {
@@ -150,10 +151,8 @@ async fn command(command: &ClusterCommand) -> anyhow::Result<()> {
             voter,
         } => add_secondary(target, *id, *node_peer, *node_handle, *voter).await?,
         ClusterCommand::Remove { target, id } => {
-            let client = client(target, CHANGE_TIMEOUT)?;
-            client
-                .call(target.peer, &AdminRequest::Remove { id: *id })
-                .await?;
+            let admin = admin(target, CHANGE_TIMEOUT)?;
+            admin.remove(target.peer, *id).await?;
             println!("removed node {id}");
         }
         ClusterCommand::Status { target, json } => status(target, *json).await?,
@@ -169,13 +168,16 @@ async fn add_secondary(
     handle: SocketAddr,
     voter: bool,
 ) -> anyhow::Result<()> {
-    let client = client(target, CHANGE_TIMEOUT)?;
+    let admin = admin(target, CHANGE_TIMEOUT)?;
     let node = Node {
         handle,
         peer,
         http: None,
     };
-    join(&client, target.peer, id, node, voter).await?;
+    admin
+        .join(target.peer, id, &node, voter)
+        .await
+        .with_context(|| format!("cannot add node {id}"))?;
     println!("node {id} joined as a learner and caught up");
     if voter {
         println!("node {id} is a secondary");
@@ -183,64 +185,14 @@ async fn add_secondary(
     Ok(())
 }
 
-/// Adds `node` as a learner through the member at `via`, waits until it has caught
-/// up, and with `voter` makes it a voter.
-pub(super) async fn join(
-    client: &AdminClient,
-    via: SocketAddr,
-    id: NodeId,
-    node: Node,
-    voter: bool,
-) -> anyhow::Result<()> {
-    anyhow::ensure!(
-        u32::try_from(id).is_ok_and(|id| id > 0),
-        "node id {id} is out of range: it must be 1 to 4294967295"
-    );
-    client
-        .call(via, &AdminRequest::AddLearner { id, node })
-        .await
-        .with_context(|| format!("cannot add node {id} as a learner"))?;
-    if voter {
-        let status = client.status(via).await?;
-        let mut voters: BTreeSet<NodeId> = voter_ids(&status.members).collect();
-        voters.insert(id);
-        let request = AdminRequest::ChangeMembership { voters };
-        client
-            .call(via, &request)
-            .await
-            .with_context(|| format!("cannot make node {id} a voter"))?;
-    }
-    Ok(())
-}
-
-/// Waits (bounded) until the node at `peer` has elected itself primary; its id.
-pub(super) async fn await_primary(
-    client: &AdminClient,
-    peer: SocketAddr,
-) -> anyhow::Result<NodeId> {
-    const POLLS: usize = 100;
-    const STEP: Duration = Duration::from_millis(100);
-    for _ in 0..POLLS {
-        let status = client.status(peer).await?;
-        if status.role == Role::Primary {
-            return Ok(status.id);
-        }
-        tokio::time::sleep(STEP).await;
-    }
-    anyhow::bail!("the node at {peer} did not become primary")
-}
-
-fn voter_ids(members: &[Member]) -> impl Iterator<Item = NodeId> + '_ {
-    members.iter().filter(|m| m.voter).map(|m| m.id)
-}
-
 /// Asks the node at `--peer` for the membership, then every member for its own status.
 async fn status(target: &Target, as_json: bool) -> anyhow::Result<()> {
-    let client = client(target, STATUS_TIMEOUT)?;
-    let asked = client.status(target.peer).await?;
+    let admin = admin(target, STATUS_TIMEOUT)?;
+    let asked = admin.status(target.peer, FIRST_SET_GROUP).await?;
     let mut answers = Vec::new();
     for member in &asked.members {
-        answers.push((member, client.status(member.node.peer).await.ok()));
+        let status = admin.status(member.node.peer, FIRST_SET_GROUP).await.ok();
+        answers.push((member, status));
     }
     let leader_last_log = answers
         .iter()
@@ -252,12 +204,48 @@ async fn status(target: &Target, as_json: bool) -> anyhow::Result<()> {
         .map(|(member, status)| row(member, status.as_ref(), leader_last_log))
         .collect();
     if as_json {
-        let report = json!({ "leader": asked.leader, "members": rows });
+        let map = cluster_map(admin.client(), target.peer).await?;
+        let sets: Vec<Value> = map
+            .sets
+            .iter()
+            .map(|(id, set)| json!({"id": id.0, "members": set.members.keys().collect::<Vec<_>>()}))
+            .collect();
+        let report = json!({
+            "leader": asked.leader,
+            "members": rows,
+            "epoch": map.epoch,
+            "map": { "sets": sets },
+            "metadata": metadata(&admin, &asked.members).await,
+        });
         println!("{report}");
     } else {
         print_table(&rows);
     }
     Ok(())
+}
+
+/// The cluster map as the node at `peer` has applied it.
+async fn cluster_map(client: &AdminClient, peer: SocketAddr) -> anyhow::Result<ClusterMap> {
+    match call_node(client, peer, &NodeCall::ClusterMap).await? {
+        NodeAnswer::ClusterMap(map) => Ok(map),
+        NodeAnswer::Failed(reason) => anyhow::bail!("cannot read the cluster map: {reason}"),
+        NodeAnswer::Bootstrapped { .. } => anyhow::bail!("the node answered another call"),
+    }
+}
+
+/// The metadata group as each of `members` sees it: its role there and its leader.
+async fn metadata(admin: &ClusterAdmin, members: &[Member]) -> Value {
+    let mut rows = Vec::new();
+    for member in members {
+        let status = admin.status(member.node.peer, GroupId::Map).await.ok();
+        rows.push(json!({
+            "id": member.id,
+            "role": status.as_ref().map_or("unreachable", |s| s.role.name()),
+            "leader": status.as_ref().and_then(|s| s.leader),
+            "applied": status.as_ref().and_then(|s| s.applied),
+        }));
+    }
+    Value::Array(rows)
 }
 
 fn row(member: &Member, status: Option<&MemberStatus>, leader_last_log: Option<u64>) -> Value {

@@ -17,7 +17,8 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use hdl::cluster_file::{ClusterFile, NodePlan};
-use hdl::replication::admin::{AdminRequest, Role};
+use hdl::placement::{ClusterAdmin, FIRST_SET_GROUP};
+use hdl::replication::admin::MemberStatus;
 use hdl::replication::network::read_or_create_secret_file;
 use hdl::replication::{AdminClient, Node, NodeId};
 use rustix::process::{Pid, Signal, kill_process};
@@ -26,7 +27,6 @@ use tokio::process::{Child, Command};
 use tokio::time::{Instant, timeout};
 
 use super::admin_arg::Bootstrap;
-use super::cluster::{await_primary, join};
 
 /// How long a node may take to print its `listening` line.
 const STARTUP: Duration = Duration::from_secs(30);
@@ -54,8 +54,8 @@ pub struct LocalSet {
     file: ClusterFile,
     /// The nodes, in the cluster file's order.
     pub nodes: Vec<LocalNode>,
-    /// A client for membership and status calls, with the set's secret.
-    pub admin: AdminClient,
+    /// Membership and status calls, with the set's secret.
+    pub admin: ClusterAdmin,
 }
 
 impl LocalSet {
@@ -69,7 +69,7 @@ impl LocalSet {
         let nodes = nodes.map(|plan| LocalNode { plan, child: None });
         let mut set = LocalSet {
             nodes: nodes.collect(),
-            admin: AdminClient::new(secret, ADMIN_TIMEOUT),
+            admin: ClusterAdmin::new(AdminClient::new(secret, ADMIN_TIMEOUT)),
             file,
         };
         for index in 0..set.nodes.len() {
@@ -144,24 +144,29 @@ impl LocalSet {
     /// Returns the primary's id once there is one.
     pub async fn form(&self, bootstrap: Option<&Bootstrap>) -> anyhow::Result<NodeId> {
         let first = self.nodes[0].plan.peer;
-        let status = self.admin.status(first).await?;
-        if status.role == Role::Unjoined {
-            self.admin.call(first, &AdminRequest::Init).await?;
-            println!("node {} formed a new replica set", status.id);
+        if self.admin.init(first).await? {
+            println!("node {} formed a new replica set", self.nodes[0].plan.id);
         }
-        await_primary(&self.admin, first).await?;
         for node in &self.nodes[1..] {
-            let members = self.admin.status(first).await?.members;
+            let members = self.set_status(first).await?.members;
             let voter = members.iter().any(|m| m.id == node.plan.id && m.voter);
+            self.admin
+                .join(first, node.plan.id, &self.member(node), true)
+                .await
+                .with_context(|| format!("cannot add node {}", node.plan.id))?;
             if !voter {
-                join(&self.admin, first, node.plan.id, self.member(node), true).await?;
                 println!("node {} joined as a secondary", node.plan.id);
             }
         }
         if let Some(bootstrap) = bootstrap {
-            super::cluster::create_admin(&self.admin, first, bootstrap).await?;
+            super::cluster::create_admin(self.admin.client(), first, bootstrap).await?;
         }
         self.primary_id().await
+    }
+
+    /// What the node at `peer` says about itself and its replica set.
+    pub async fn set_status(&self, peer: SocketAddr) -> anyhow::Result<MemberStatus> {
+        Ok(self.admin.status(peer, FIRST_SET_GROUP).await?)
     }
 
     fn member(&self, node: &LocalNode) -> Node {
@@ -177,7 +182,7 @@ impl LocalSet {
         let deadline = Instant::now() + STARTUP;
         while Instant::now() < deadline {
             for peer in self.running_peers() {
-                if let Ok(Some(leader)) = self.admin.status(peer).await.map(|s| s.leader) {
+                if let Ok(Some(leader)) = self.set_status(peer).await.map(|s| s.leader) {
                     return Ok(leader);
                 }
             }

@@ -11,12 +11,14 @@ use hdl::auth::Identity;
 use hdl::config::Config;
 use hdl::http::{HttpListeners, HttpState, NodeInfo, SessionTable};
 use hdl::metrics::Metrics;
-use hdl::replication::network::read_or_create_secret_file;
-use hdl::replication::{Bootstrap, PublicAddresses, Replica, ReplicaSettings};
+use hdl::node::calls::NodeEndpoint;
+use hdl::node::groups::{settings, start_groups};
+use hdl::placement::FIRST_SET;
+use hdl::replication::network::{Dispatch, Links, Registry, read_or_create_secret_file, serve as serve_peers};
+use hdl::replication::{GroupHost, Node};
 use hdl::resolver::Resolver;
 use hdl::server::{HandleListeners, advertised_handle_addr};
 use hdl::service::{AuthPolicy, Service};
-use hdl::storage::Store;
 use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
@@ -69,8 +71,6 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     }
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create data directory {}", config.data_dir.display()))?;
-    let store = Store::open(&config.store_path())
-        .with_context(|| format!("cannot open store {}", config.store_path().display()))?;
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     let mut policy = AuthPolicy {
         server_admins: config.auth.server_admin_identities()?,
@@ -78,7 +78,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     policy
         .server_admins
         .extend(args.server_admins.iter().cloned());
-    runtime.block_on(serve(config, Arc::new(store), policy, bootstrap))
+    runtime.block_on(serve(config, policy, bootstrap))
 }
 
 fn load_config(args: &ServeArgs) -> anyhow::Result<Config> {
@@ -110,26 +110,8 @@ fn load_config(args: &ServeArgs) -> anyhow::Result<Config> {
     Ok(config)
 }
 
-fn replica_settings(config: &Config) -> ReplicaSettings {
-    let cluster = &config.cluster;
-    ReplicaSettings {
-        id: cluster.node_id,
-        bootstrap: if cluster.bootstrap {
-            Bootstrap::Alone
-        } else {
-            Bootstrap::Wait
-        },
-        heartbeat_ms: cluster.heartbeat_ms,
-        election_min_ms: cluster.election_timeout_min_ms,
-        election_max_ms: cluster.election_timeout_max_ms,
-        snapshot_every: cluster.snapshot_every,
-        keep_after_snapshot: cluster.keep_after_snapshot,
-    }
-}
-
 async fn serve(
     config: Config,
-    store: Arc<Store>,
     policy: AuthPolicy,
     bootstrap: Option<super::admin_arg::Bootstrap>,
 ) -> anyhow::Result<()> {
@@ -141,26 +123,34 @@ async fn serve(
         .with_context(|| format!("cannot listen for peers on {}", config.cluster.peer_listen))?;
     let peer = peers.local_addr()?;
     let advertised = advertised_handle_addr(&config.site, handle);
-    let settings = replica_settings(&config);
+    let settings = settings(&config);
     let http = HttpListeners::bind(&config.http, &config.data_dir).await?;
-    let public = PublicAddresses {
+    let me = Node {
         handle: advertised,
+        peer,
         http: Some(http.local_addr()?),
     };
-    let replica = Replica::start(
-        &settings,
-        Arc::clone(&store),
-        &config.data_dir,
-        peers,
-        public,
-        secret,
-    )
-    .await
-    .context("cannot start the replica")?;
-    let mut service = Service::new(store, replica.clone(), policy);
+    let registry = Arc::new(Registry::default());
+    let dispatch: Arc<dyn Dispatch> = registry.clone();
+    let (stop_peers, peers_stopped) = watch::channel(false);
+    let peer_server = tokio::spawn(serve_peers(peers, secret.clone(), dispatch, until(peers_stopped)));
+    let host = GroupHost {
+        me,
+        links: Links::new(settings.id, secret),
+        registry: Arc::clone(&registry),
+    };
+    let groups = start_groups(&settings, &config.data_dir, &host)
+        .await
+        .context("cannot start the node's groups")?;
+    let mut service = Service::new(Arc::clone(&groups.store), groups.set.clone(), policy);
     if !config.resolver.ghr.is_empty() {
         service = service.with_resolver(Resolver::new(config.resolver.ghr.clone()));
     }
+    registry.set_node(Arc::new(NodeEndpoint::new(service.clone(), groups.map.clone())));
+    let follower = {
+        let (map, set) = (groups.map.clone(), groups.set.clone());
+        tokio::spawn(async move { map.follow(FIRST_SET, set).await })
+    };
     if let Some(bootstrap) = bootstrap {
         create_bootstrap_admin(&service, &bootstrap).await?;
     }
@@ -195,7 +185,11 @@ async fn serve(
         .serve(service, &config, metrics, until(stopped))
         .await?;
     http.await??;
-    replica.shutdown().await?;
+    groups.set.shutdown().await?;
+    groups.map.group().shutdown().await?;
+    follower.abort();
+    let _ = stop_peers.send(true);
+    peer_server.await??;
     Ok(())
 }
 

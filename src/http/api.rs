@@ -21,7 +21,8 @@ use crate::codec::ResponseCode;
 use crate::names::{Handle, fold_key};
 use crate::restjson::{parse_body, resolution_json};
 use crate::service::{Caller, Error, Freshness};
-use crate::storage::{Applied, Command, ExistingHandle, ExistingValue};
+use crate::replication::HandleCommand as Command;
+use crate::storage::{Applied, ExistingHandle, ExistingValue};
 use crate::values::HandleValue;
 
 /// The path before the handle.

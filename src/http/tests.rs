@@ -14,7 +14,8 @@ use super::*;
 use crate::auth::Identity;
 use crate::service::AuthPolicy;
 use crate::service::bootstrap::BootstrapAdmin;
-use crate::storage::{Command, ExistingHandle, Store};
+use crate::replication::HandleCommand as Command;
+use crate::storage::{ExistingHandle, Store};
 use crate::values::HandleValue;
 
 const REMOTE: &str = "192.0.2.7:5000";

@@ -1,4 +1,4 @@
-//! Membership and status calls of a replica set, as the `hdl cluster` command sends
+//! Membership and status calls of a group (a replica set or the metadata group), as the `hdl cluster` command sends
 //! them over the peer protocol and as the node that receives them carries them out.
 //!
 //! Membership changes need the leader: a node that is not the leader answers
@@ -11,7 +11,8 @@ use openraft::{ChangeMembers, Raft, RaftMetrics, ServerState};
 use serde::{Deserialize, Serialize};
 
 use super::network::ForwardError;
-use super::types::{Node, NodeId, TypeConfig};
+use super::machine::Machine;
+use super::types::{GroupConfig, Node, NodeId};
 
 /// A membership or status call.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -117,8 +118,8 @@ impl Role {
 }
 
 /// Carries out `request` on the node of `raft`, whose own addresses are `me`.
-pub(super) async fn carry_out(
-    raft: &Raft<TypeConfig>,
+pub(super) async fn carry_out<M: Machine>(
+    raft: &Raft<GroupConfig<M>>,
     me: &Node,
     request: AdminRequest,
 ) -> Result<AdminAnswer, ForwardError> {
@@ -149,7 +150,7 @@ pub(super) async fn carry_out(
 }
 
 /// Every member of the set in the node's latest membership, by id.
-pub(super) fn members(raft: &Raft<TypeConfig>) -> Vec<Member> {
+pub(super) fn members<M: Machine>(raft: &Raft<GroupConfig<M>>) -> Vec<Member> {
     let metrics = raft.metrics();
     let metrics = metrics.borrow();
     let membership = &metrics.membership_config;
@@ -165,7 +166,7 @@ pub(super) fn members(raft: &Raft<TypeConfig>) -> Vec<Member> {
 }
 
 /// The node's status from its Raft metrics.
-pub(super) fn status(raft: &Raft<TypeConfig>, me: &Node) -> MemberStatus {
+pub(super) fn status<M: Machine>(raft: &Raft<GroupConfig<M>>, me: &Node) -> MemberStatus {
     let members = members(raft);
     let metrics = raft.metrics().borrow().clone();
     let voter = members.iter().any(|m| m.id == metrics.id && m.voter);

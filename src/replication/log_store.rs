@@ -6,8 +6,9 @@
 //! for all its entries (group commit), and its callback runs only after that
 //! transaction is durable; the vote is durable before `save_vote` returns.
 
-use std::fmt::Debug;
+use std::fmt::{self, Debug};
 use std::io;
+use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds};
 use std::path::Path;
 use std::sync::Arc;
@@ -17,28 +18,48 @@ use openraft::{ErrorSubject, ErrorVerb, LogState, OptionalSend, RaftLogReader, V
 
 use super::blocking;
 use super::error::Error;
-use super::types::{Entry, LogId, NodeId, RaftStorageError, TypeConfig, from_bytes, to_bytes};
+use super::machine::Machine;
+use super::types::{Entry, GroupConfig, LogId, NodeId, RaftStorageError, from_bytes, to_bytes};
 use crate::storage::{EntryLog, StorageError};
 
 /// The file, inside a node's data directory, that holds its log.
 pub const LOG_FILE: &str = "raft-log.redb";
 
-/// A node's Raft log and vote; clones share the same file (a clone is the log reader).
-#[derive(Debug, Clone)]
-pub struct LogStore {
+/// A group's Raft log and vote, holding entries of `M`; clones share the same file (a
+/// clone is the log reader).
+pub struct LogStore<M> {
     log: Arc<EntryLog>,
+    machine: PhantomData<fn() -> M>,
+}
+
+impl<M> Clone for LogStore<M> {
+    fn clone(&self) -> Self {
+        LogStore {
+            log: Arc::clone(&self.log),
+            machine: PhantomData,
+        }
+    }
+}
+
+impl<M> Debug for LogStore<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LogStore").field("log", &self.log).finish()
+    }
 }
 
 type Bounds = (Bound<u64>, Bound<u64>);
 
-impl LogStore {
+impl<M: Machine> LogStore<M> {
     /// Opens (or creates) the log in `data_dir`. Blocks on the disk.
-    pub fn open(data_dir: &Path) -> Result<LogStore, Error> {
+    pub fn open(data_dir: &Path) -> Result<LogStore<M>, Error> {
         let log = EntryLog::open(&data_dir.join(LOG_FILE))?;
-        Ok(LogStore { log: Arc::new(log) })
+        Ok(LogStore {
+            log: Arc::new(log),
+            machine: PhantomData,
+        })
     }
 
-    async fn entries(&self, range: Bounds) -> Result<Vec<Entry>, Error> {
+    async fn entries(&self, range: Bounds) -> Result<Vec<Entry<M>>, Error> {
         let log = Arc::clone(&self.log);
         let records = blocking(move || Ok(log.read_range(range)?)).await?;
         records
@@ -47,13 +68,13 @@ impl LogStore {
             .collect()
     }
 
-    async fn state(&self) -> Result<LogState<TypeConfig>, Error> {
+    async fn state(&self) -> Result<LogState<GroupConfig<M>>, Error> {
         let log = Arc::clone(&self.log);
         let (last, purged) = blocking(move || Ok((log.last()?, log.last_purged()?))).await?;
         let last_purged_log_id: Option<LogId> =
             decode_opt(purged.as_deref(), "last purged log id")?;
         let last_entry = last
-            .map(|(index, bytes)| decode_entry(index, &bytes).map(|entry| entry.log_id))
+            .map(|(index, bytes)| decode_entry::<M>(index, &bytes).map(|entry| entry.log_id))
             .transpose()?;
         Ok(LogState {
             last_log_id: last_entry.max(last_purged_log_id),
@@ -78,8 +99,8 @@ impl LogStore {
     }
 }
 
-fn decode_entry(index: u64, bytes: &[u8]) -> Result<Entry, Error> {
-    let entry: Entry = from_bytes(bytes, "log entry")?;
+fn decode_entry<M: Machine>(index: u64, bytes: &[u8]) -> Result<Entry<M>, Error> {
+    let entry: Entry<M> = from_bytes(bytes, "log entry")?;
     if entry.log_id.index == index {
         Ok(entry)
     } else {
@@ -105,11 +126,11 @@ fn vote_error(verb: ErrorVerb) -> impl FnOnce(Error) -> RaftStorageError {
     move |error| error.into_raft(ErrorSubject::Vote, verb)
 }
 
-impl RaftLogReader<TypeConfig> for LogStore {
+impl<M: Machine> RaftLogReader<GroupConfig<M>> for LogStore<M> {
     async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
         &mut self,
         range: RB,
-    ) -> Result<Vec<Entry>, RaftStorageError> {
+    ) -> Result<Vec<Entry<M>>, RaftStorageError> {
         let bounds = (range.start_bound().cloned(), range.end_bound().cloned());
         self.entries(bounds)
             .await
@@ -117,14 +138,14 @@ impl RaftLogReader<TypeConfig> for LogStore {
     }
 }
 
-impl RaftLogStorage<TypeConfig> for LogStore {
-    type LogReader = LogStore;
+impl<M: Machine> RaftLogStorage<GroupConfig<M>> for LogStore<M> {
+    type LogReader = LogStore<M>;
 
-    async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, RaftStorageError> {
+    async fn get_log_state(&mut self) -> Result<LogState<GroupConfig<M>>, RaftStorageError> {
         self.state().await.map_err(logs_error(ErrorVerb::Read))
     }
 
-    async fn get_log_reader(&mut self) -> LogStore {
+    async fn get_log_reader(&mut self) -> LogStore<M> {
         self.clone()
     }
 
@@ -161,10 +182,10 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn append<I>(
         &mut self,
         entries: I,
-        callback: LogFlushed<TypeConfig>,
+        callback: LogFlushed<GroupConfig<M>>,
     ) -> Result<(), RaftStorageError>
     where
-        I: IntoIterator<Item = Entry> + OptionalSend,
+        I: IntoIterator<Item = Entry<M>> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
         let records: Result<Vec<(u64, Vec<u8>)>, Error> = entries

@@ -1,18 +1,28 @@
-//! Replication of a replica set's admin writes with openraft (0.9, storage v2).
+//! Replication with openraft (0.9, storage v2): one process is a member of several
+//! Raft groups — its replica set, whose machine holds handles, and the metadata group,
+//! whose machine (in [`crate::placement`]) holds the cluster map — over one peer port.
 //!
-//! Owns the seams between openraft and the rest of hdl:
-//! - command types ([`types`]): [`Request`] in the log, [`Response`] from applying it,
-//!   [`Node`] addresses, and the [`TypeConfig`] binding them;
+//! Owns the seams between openraft and the rest of hdl, generic over the [`Machine`] a
+//! group drives:
+//! - the machine seam ([`Machine`]): what a group's log carries and how an entry is
+//!   applied to a [`crate::storage::WriteBatch`]; [`HandleSet`] is the replica set's,
+//!   with its versioned log command [`HandleCommand`];
+//! - shared types ([`types`]): [`GroupId`], [`Request`] in the log, [`Response`] from
+//!   applying it, [`Node`] addresses, and [`GroupConfig`], the openraft type
+//!   configuration of a group of a machine;
 //! - the log store ([`LogStore`]): the Raft log and vote in `raft-log.redb`;
-//! - the state machine ([`StateMachine`], [`SnapshotBuilder`]): applies commands to the
-//!   handle [`crate::storage::Store`] and builds and installs snapshots;
-//! - the peer network ([`network`]): authenticated TCP between the nodes for Raft RPCs
-//!   forwarded writes, read indexes and admin calls;
-//! - the application API ([`Replica`]): a running member of a replica set, which writes
-//!   through the leader and reads fresh on demand, and [`AdminClient`] with the
-//!   membership calls ([`admin`]) of `hdl cluster`.
+//! - the state machine ([`StateMachine`], [`SnapshotBuilder`]): applies entries to the
+//!   group's [`crate::storage::Store`] through its machine, remembers results so a
+//!   request applies once, and builds and installs snapshots;
+//! - the peer network ([`network`]): authenticated TCP between the nodes, one
+//!   connection per peer carrying every group's Raft RPCs, forwarded writes, read
+//!   indexes and admin calls;
+//! - the application API ([`Group`]): a running member of a group, which writes through
+//!   the leader and reads fresh on demand, and [`AdminClient`] with the membership
+//!   calls ([`admin`]) of `hdl cluster`.
 //!
-//! The only module that imports openraft. Depends on [`crate::storage`] (which stays
+//! Each group keeps its files in a directory of its own. The only module that imports
+//! openraft. Depends on [`crate::storage`] (which stays
 //! library-agnostic: it stores the bytes this module encodes with postcard) and, through
 //! the commands, on [`crate::names`] and [`crate::values`]. Invariants: an applied
 //! entry and the applied marker commit in one transaction; an append is acknowledged
@@ -20,24 +30,28 @@
 
 pub mod admin;
 mod error;
+mod group;
+mod handle_set;
 mod log_store;
+mod machine;
 pub mod network;
-mod replica;
 mod snapshot;
 mod state_machine;
 pub mod types;
 
 pub use error::Error;
-pub use log_store::{LOG_FILE, LogStore};
 #[cfg(test)]
-pub(crate) use replica::start_alone;
-pub use replica::{
-    AdminClient, Bootstrap, LEADER_PATIENCE, PublicAddresses, Replica, ReplicaError,
-    ReplicaSettings,
+pub(crate) use group::start_alone;
+pub use group::{
+    AdminClient, Bootstrap, Group, GroupError, GroupHost, GroupSettings, GroupWatch,
+    LEADER_PATIENCE,
 };
+pub use handle_set::{HandleCommand, HandleResult, HandleSet};
+pub use log_store::{LOG_FILE, LogStore};
+pub use machine::Machine;
 pub use snapshot::SNAPSHOT_FILE;
 pub use state_machine::{SnapshotBuilder, StateMachine};
-pub use types::{Node, NodeId, Request, RequestId, Response, TypeConfig};
+pub use types::{GroupConfig, GroupId, Node, NodeId, Request, RequestId, Response, SetId};
 
 /// Runs blocking disk work (redb commits fsync) on tokio's blocking pool.
 async fn blocking<T, F>(work: F) -> Result<T, Error>

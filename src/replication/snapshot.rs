@@ -1,10 +1,11 @@
 //! Snapshot data and the node's current snapshot file.
 //!
 //! Snapshot data, as sent to followers and as kept on disk, is
-//! `u8 format (2) ‖ postcard SnapshotMeta ‖ postcard StoreImage`: the meta comes first so
-//! that the current snapshot's meta can be read without decoding the image. Format 1,
-//! written before the image held the results of recent requests, is still read (as an
-//! image with none). The current
+//! `u8 format (3) ‖ postcard SnapshotMeta ‖ postcard StoreImage`: the meta comes first so
+//! that the current snapshot's meta can be read without decoding the image. Older
+//! formats are still read: format 2, written before the image held documents, as an
+//! image with none, and format 1, written before it held the results of recent
+//! requests, as an image with neither. The current
 //! snapshot lives in one file of the data directory, replaced by write-to-temporary,
 //! fsync and rename, so it survives a restart and is never seen half written.
 
@@ -15,18 +16,27 @@ use std::sync::{Mutex, PoisonError};
 
 use super::error::Error;
 use super::types::{SnapshotMeta, from_bytes, to_bytes};
-use crate::storage::StoreImage;
+use crate::storage::{RecentResult, StoreImage};
 
 /// The file, inside a node's data directory, that holds its current snapshot.
 pub const SNAPSHOT_FILE: &str = "snapshot.bin";
 
-const SNAPSHOT_FORMAT: u8 = 2;
+const SNAPSHOT_FORMAT: u8 = 3;
+
+/// The format whose image had handles, prefixes and recent results, but no documents.
+const SNAPSHOT_FORMAT_WITHOUT_DOCUMENTS: u8 = 2;
 
 /// The format whose image had only handles and prefixes.
 const SNAPSHOT_FORMAT_WITHOUT_RECENT: u8 = 1;
 
+/// Records as stored: (key, bytes).
+type Records = Vec<(String, Vec<u8>)>;
+
 /// The image of format 1: handles and prefixes.
-type ImageWithoutRecent = (Vec<(String, Vec<u8>)>, Vec<(String, Vec<u8>)>);
+type ImageWithoutRecent = (Records, Records);
+
+/// The image of format 2: handles, prefixes and recent results.
+type ImageWithoutDocuments = (Records, Records, Vec<RecentResult>);
 
 /// The snapshot data for `meta` and `image`.
 pub(super) fn encode(meta: &SnapshotMeta, image: &StoreImage) -> Result<Vec<u8>, Error> {
@@ -42,7 +52,12 @@ fn decode_meta(data: &[u8]) -> Result<(u8, SnapshotMeta, &[u8]), Error> {
         found: 0,
         expected: SNAPSHOT_FORMAT,
     })?;
-    if format != SNAPSHOT_FORMAT && format != SNAPSHOT_FORMAT_WITHOUT_RECENT {
+    let known = [
+        SNAPSHOT_FORMAT,
+        SNAPSHOT_FORMAT_WITHOUT_DOCUMENTS,
+        SNAPSHOT_FORMAT_WITHOUT_RECENT,
+    ];
+    if !known.contains(&format) {
         return Err(Error::SnapshotFormat {
             found: format,
             expected: SNAPSHOT_FORMAT,
@@ -55,19 +70,32 @@ fn decode_meta(data: &[u8]) -> Result<(u8, SnapshotMeta, &[u8]), Error> {
     Ok((format, meta, rest))
 }
 
-/// Reads snapshot `data` written by [`encode`] (or by a build that wrote format 1).
+/// Reads snapshot `data` written by [`encode`] (or by a build that wrote an older
+/// format).
 pub(super) fn decode(data: &[u8]) -> Result<(SnapshotMeta, StoreImage), Error> {
     let (format, meta, rest) = decode_meta(data)?;
-    if format == SNAPSHOT_FORMAT_WITHOUT_RECENT {
-        let (handles, prefixes): ImageWithoutRecent = from_bytes(rest, "snapshot image")?;
-        let image = StoreImage {
-            handles,
-            prefixes,
-            recent: Vec::new(),
-        };
-        return Ok((meta, image));
-    }
-    Ok((meta, from_bytes(rest, "snapshot image")?))
+    let image = match format {
+        SNAPSHOT_FORMAT_WITHOUT_RECENT => {
+            let (handles, prefixes): ImageWithoutRecent = from_bytes(rest, "snapshot image")?;
+            StoreImage {
+                handles,
+                prefixes,
+                ..StoreImage::default()
+            }
+        }
+        SNAPSHOT_FORMAT_WITHOUT_DOCUMENTS => {
+            let (handles, prefixes, recent): ImageWithoutDocuments =
+                from_bytes(rest, "snapshot image")?;
+            StoreImage {
+                handles,
+                prefixes,
+                recent,
+                documents: Vec::new(),
+            }
+        }
+        _ => from_bytes(rest, "snapshot image")?,
+    };
+    Ok((meta, image))
 }
 
 /// When a new snapshot replaces the current one.
@@ -167,6 +195,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_format_2_snapshot_reads_as_an_image_without_documents() {
+        let meta = SnapshotMeta::default();
+        let handles = vec![("10.1/A".to_owned(), b"record".to_vec())];
+        let recent = vec![RecentResult {
+            request: 7,
+            index: 3,
+            result: b"ok".to_vec(),
+        }];
+        let mut data = vec![SNAPSHOT_FORMAT_WITHOUT_DOCUMENTS];
+        data.extend(to_bytes(&meta, "meta").unwrap());
+        let image: ImageWithoutDocuments = (handles.clone(), Vec::new(), recent.clone());
+        data.extend(to_bytes(&image, "image").unwrap());
+        let (found, image) = decode(&data).unwrap();
+        assert_eq!(found, meta);
+        let expected = StoreImage {
+            handles,
+            recent,
+            ..StoreImage::default()
+        };
+        assert_eq!(image, expected);
+    }
+
+    #[test]
     fn a_format_1_snapshot_reads_as_an_image_without_recent_results() {
         let meta = SnapshotMeta::default();
         let handles = vec![("10.1/A".to_owned(), b"record".to_vec())];
@@ -180,12 +231,12 @@ mod tests {
         let expected = StoreImage {
             handles,
             prefixes,
-            recent: Vec::new(),
+            ..StoreImage::default()
         };
         assert_eq!(image, expected);
         assert!(matches!(
-            decode(&[3]),
-            Err(Error::SnapshotFormat { found: 3, .. })
+            decode(&[9]),
+            Err(Error::SnapshotFormat { found: 9, .. })
         ));
     }
 }

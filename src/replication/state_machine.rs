@@ -1,8 +1,8 @@
 //! The state machine seam: openraft's `RaftStateMachine` and `RaftSnapshotBuilder` on
-//! the handle [`Store`].
+//! a group's [`Store`], for any [`Machine`].
 //!
 //! One call to `apply` is one [`crate::storage::WriteBatch`]: every command of the
-//! entries, then the applied state (last applied log id and membership), then one
+//! entries (applied by the machine), then the applied state (last applied log id and membership), then one
 //! durable commit, so the store and its applied marker never disagree. A refused
 //! command is a result, replicated like any other; a storage failure is returned to
 //! openraft, which stops the node before its replica can diverge.
@@ -14,11 +14,12 @@
 //! remembered result. The remembered results are part of the replicated state: they
 //! commit with the writes and travel in snapshots, so every replica decides alike.
 //!
-//! A snapshot is every handle and prefix record plus its meta, read from one
+//! A snapshot is every record of the store plus its meta, read from one
 //! [`crate::storage::ReadSnapshot`]; installing one replaces the store's contents and
 //! applied state in one batch. The current snapshot is kept in the data directory.
 
 use std::io::Cursor;
+use std::marker::PhantomData;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -29,12 +30,13 @@ use serde::{Deserialize, Serialize};
 
 use super::blocking;
 use super::error::Error;
+use super::machine::Machine;
 use super::snapshot::{self, Replace, SnapshotFile};
 use super::types::{
-    Entry, LogId, RaftStorageError, Request, Response, Snapshot, SnapshotMeta, StoredMembership,
-    TypeConfig, from_bytes, to_bytes,
+    Entry, GroupConfig, LogId, RaftStorageError, Request, Response, Snapshot, SnapshotMeta,
+    StoredMembership, from_bytes, to_bytes,
 };
-use crate::storage::{CommandResult, ReadSnapshot, Store, WriteBatch};
+use crate::storage::{ReadSnapshot, Store, WriteBatch};
 
 /// How many log entries a request's result is remembered for. A write is retried only
 /// within the replica's patience for a leader (five seconds); at the thousand writes a
@@ -58,41 +60,44 @@ impl AppliedState {
     }
 }
 
-/// A replica's state machine: the handle store and the current snapshot.
+/// A group's state machine: its store, applied by `M`, and the current snapshot.
 #[derive(Debug)]
-pub struct StateMachine {
+pub struct StateMachine<M> {
     store: Arc<Store>,
     applied: AppliedState,
     snapshots: Arc<SnapshotFile>,
+    machine: PhantomData<fn() -> M>,
 }
 
 /// Builds snapshots of a [`StateMachine`]'s store, concurrently with its applies.
 #[derive(Debug)]
-pub struct SnapshotBuilder {
+pub struct SnapshotBuilder<M> {
     store: Arc<Store>,
     snapshots: Arc<SnapshotFile>,
+    machine: PhantomData<fn() -> M>,
 }
 
-impl StateMachine {
+impl<M: Machine> StateMachine<M> {
     /// The state machine over `store`, keeping its current snapshot in `data_dir`
     /// ([`super::SNAPSHOT_FILE`]). Blocks on the disk.
-    pub fn open(store: Arc<Store>, data_dir: &Path) -> Result<StateMachine, Error> {
+    pub fn open(store: Arc<Store>, data_dir: &Path) -> Result<StateMachine<M>, Error> {
         let applied = AppliedState::read(&store.read()?)?;
         let snapshots = Arc::new(SnapshotFile::open(data_dir)?);
         Ok(StateMachine {
             store,
             applied,
             snapshots,
+            machine: PhantomData,
         })
     }
 }
 
 /// Applies `entries` to `store` in one durable batch, starting from `applied`.
-fn apply_entries(
+fn apply_entries<M: Machine>(
     store: &Store,
     mut applied: AppliedState,
-    entries: Vec<Entry>,
-) -> Result<(AppliedState, Vec<Response>), Error> {
+    entries: Vec<Entry<M>>,
+) -> Result<(AppliedState, Vec<Response<M::Output>>), Error> {
     let mut batch = store.write()?;
     let mut responses = Vec::with_capacity(entries.len());
     for entry in entries {
@@ -100,7 +105,7 @@ fn apply_entries(
         let response = match entry.payload {
             EntryPayload::Blank => Response::NoCommand,
             EntryPayload::Normal(request) => {
-                Response::Command(apply_once(&mut batch, entry.log_id.index, request)?)
+                Response::Command(apply_once::<M>(&mut batch, entry.log_id.index, request)?)
             }
             EntryPayload::Membership(membership) => {
                 applied.membership = StoredMembership::new(Some(entry.log_id), membership);
@@ -117,17 +122,17 @@ fn apply_entries(
 /// Applies `request` at log `index` unless it was applied within the window before
 /// it; either way, its result. What is forgotten depends on the entry alone, never on
 /// how entries were grouped into calls, so every replica decides alike.
-fn apply_once(
+fn apply_once<M: Machine>(
     batch: &mut WriteBatch,
     index: u64,
-    request: Request,
-) -> Result<CommandResult, Error> {
+    request: Request<M::Command>,
+) -> Result<M::Output, Error> {
     batch.forget_results_before(index.saturating_sub(RECENT_WINDOW))?;
     let id = request.id.0;
     if let Some(bytes) = batch.recall_result(id)? {
         return from_bytes(&bytes, "remembered result");
     }
-    let result = batch.apply(request.command)?;
+    let result = M::apply(batch, request.command)?;
     batch.remember_result(id, index, &to_bytes(&result, "result")?)?;
     Ok(result)
 }
@@ -153,7 +158,7 @@ fn install(store: &Store, meta: &SnapshotMeta, data: &[u8]) -> Result<AppliedSta
 }
 
 /// Exports the store from one read snapshot and makes it the current snapshot.
-fn build(store: &Store, snapshots: &SnapshotFile) -> Result<Snapshot, Error> {
+fn build<M: Machine>(store: &Store, snapshots: &SnapshotFile) -> Result<Snapshot<M>, Error> {
     let read = store.read()?;
     let applied = AppliedState::read(&read)?;
     let image = read.export()?;
@@ -195,8 +200,8 @@ fn snapshot_error(verb: ErrorVerb) -> impl FnOnce(Error) -> RaftStorageError {
     move |error| error.into_raft(ErrorSubject::Snapshot(None), verb)
 }
 
-impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
-    async fn build_snapshot(&mut self) -> Result<Snapshot, RaftStorageError> {
+impl<M: Machine> RaftSnapshotBuilder<GroupConfig<M>> for SnapshotBuilder<M> {
+    async fn build_snapshot(&mut self) -> Result<Snapshot<M>, RaftStorageError> {
         let store = Arc::clone(&self.store);
         let snapshots = Arc::clone(&self.snapshots);
         blocking(move || build(&store, &snapshots))
@@ -205,8 +210,8 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     }
 }
 
-impl RaftStateMachine<TypeConfig> for StateMachine {
-    type SnapshotBuilder = SnapshotBuilder;
+impl<M: Machine> RaftStateMachine<GroupConfig<M>> for StateMachine<M> {
+    type SnapshotBuilder = SnapshotBuilder<M>;
 
     async fn applied_state(
         &mut self,
@@ -214,28 +219,32 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         Ok((self.applied.last_applied, self.applied.membership.clone()))
     }
 
-    async fn apply<I>(&mut self, entries: I) -> Result<Vec<Response>, RaftStorageError>
+    async fn apply<I>(
+        &mut self,
+        entries: I,
+    ) -> Result<Vec<Response<M::Output>>, RaftStorageError>
     where
-        I: IntoIterator<Item = Entry> + OptionalSend,
+        I: IntoIterator<Item = Entry<M>> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let entries: Vec<Entry> = entries.into_iter().collect();
+        let entries: Vec<Entry<M>> = entries.into_iter().collect();
         if entries.is_empty() {
             return Ok(Vec::new());
         }
         let store = Arc::clone(&self.store);
         let applied = self.applied.clone();
-        let (applied, responses) = blocking(move || apply_entries(&store, applied, entries))
+        let (applied, responses) = blocking(move || apply_entries::<M>(&store, applied, entries))
             .await
             .map_err(sm_error(ErrorVerb::Write))?;
         self.applied = applied;
         Ok(responses)
     }
 
-    async fn get_snapshot_builder(&mut self) -> SnapshotBuilder {
+    async fn get_snapshot_builder(&mut self) -> SnapshotBuilder<M> {
         SnapshotBuilder {
             store: Arc::clone(&self.store),
             snapshots: Arc::clone(&self.snapshots),
+            machine: PhantomData,
         }
     }
 
@@ -263,7 +272,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         Ok(())
     }
 
-    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot>, RaftStorageError> {
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<M>>, RaftStorageError> {
         let snapshots = Arc::clone(&self.snapshots);
         let current = blocking(move || snapshots.load())
             .await

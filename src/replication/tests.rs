@@ -10,9 +10,14 @@ use openraft::{EntryPayload, Membership, RaftLogReader, RaftSnapshotBuilder, Vot
 use tempfile::TempDir;
 
 use super::types::{Entry, RaftStorageError};
+
+type Command = HandleCommand;
+type TypeConfig = GroupConfig<HandleSet>;
+type LogStore = super::LogStore<HandleSet>;
+type StateMachine = super::StateMachine<HandleSet>;
 use super::*;
 use crate::names::Handle;
-use crate::storage::{Applied, Command, ExistingHandle, Refusal, Store};
+use crate::storage::{Applied, ExistingHandle, Refusal, Store};
 use crate::values::{HandleValue, ValueSelection};
 
 struct TempStores;
@@ -37,7 +42,7 @@ fn open_temp() -> (TempDir, Arc<Store>, LogStore, StateMachine) {
     (dir, store, log, sm)
 }
 
-fn command_entry(index: u64, command: Command) -> Entry {
+fn command_entry(index: u64, command: Command) -> Entry<HandleSet> {
     Entry {
         log_id: log_id(1, 1, index),
         payload: EntryPayload::Normal(Request {
@@ -119,7 +124,7 @@ async fn a_refused_command_is_a_result_and_changes_nothing() {
 #[tokio::test]
 async fn log_entries_and_vote_survive_a_reopen() {
     let (dir, _store, mut log, _sm) = open_temp();
-    let entries: Vec<Entry> = (1..=3)
+    let entries: Vec<Entry<HandleSet>> = (1..=3)
         .map(|i| command_entry(i, create(&format!("10.1/{i}"), "https://x.example/")))
         .collect();
     log.blocking_append(entries.clone()).await.unwrap();

@@ -1,69 +1,146 @@
-//! The command types: what the replicated log carries and what applying it returns, the
-//! node identity, and the openraft type configuration that binds them.
+//! The types every group shares: node and group identity, node addresses, what a log
+//! entry carries and what applying it returns, and the openraft type configuration of a
+//! group, generic over its [`Machine`].
 //!
 //! Every type here crosses the network or the disk in postcard form (`to_bytes`,
 //! `from_bytes`); their serde shape is part of the log and snapshot formats.
 
+use std::cmp::Ordering;
+use std::fmt;
 use std::io::Cursor;
+use std::marker::PhantomData;
 use std::net::{Ipv4Addr, SocketAddr};
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::error::Error;
-use crate::storage::{Command, CommandResult};
+use super::machine::Machine;
 
-/// A node's id within its replica set.
+/// A node's id, the same in every group it belongs to.
 pub type NodeId = u64;
 
-openraft::declare_raft_types!(
-    /// The openraft type configuration of a replica set: [`Request`] in the log,
-    /// [`Response`] out of the state machine, [`Node`] addresses in the membership.
-    pub TypeConfig:
-        D = Request,
-        R = Response,
-        NodeId = NodeId,
-        Node = Node,
-        SnapshotData = Cursor<Vec<u8>>,
-);
+/// Names one Raft group of a cluster; every peer frame carries it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum GroupId {
+    /// The metadata group: it holds the cluster map.
+    Map,
+    /// A replica set holding handles.
+    Set(SetId),
+}
 
-/// A log entry of this configuration.
-pub type Entry = openraft::Entry<TypeConfig>;
+impl GroupId {
+    /// The directory, under a node's data directory, that holds this group's files.
+    pub fn dir_name(self) -> String {
+        match self {
+            GroupId::Map => "map".to_owned(),
+            GroupId::Set(set) => format!("set-{}", set.0),
+        }
+    }
+}
+
+impl fmt::Display for GroupId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GroupId::Map => f.write_str("the metadata group"),
+            GroupId::Set(set) => write!(f, "replica set {}", set.0),
+        }
+    }
+}
+
+/// A replica set's id within its cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct SetId(pub u32);
+
+/// The openraft type configuration of a group whose state machine is `M`:
+/// [`Request`]s of `M`'s commands in the log, [`Response`]s of its outputs, [`Node`]
+/// addresses in the membership.
+pub struct GroupConfig<M>(PhantomData<fn() -> M>);
+
+/// A log entry of a group of `M`.
+pub type Entry<M> = openraft::Entry<GroupConfig<M>>;
 /// A position in the log: leader term and node, and index.
 pub type LogId = openraft::LogId<NodeId>;
 /// A membership with the log position that introduced it.
 pub type StoredMembership = openraft::StoredMembership<NodeId, Node>;
 /// What a snapshot covers: last log position, membership and id.
 pub type SnapshotMeta = openraft::SnapshotMeta<NodeId, Node>;
-/// A snapshot with its data.
-pub type Snapshot = openraft::Snapshot<TypeConfig>;
+/// A snapshot of a group of `M`, with its data.
+pub type Snapshot<M> = openraft::Snapshot<GroupConfig<M>>;
 /// The error every storage seam returns to openraft; it stops the node.
 pub type RaftStorageError = openraft::StorageError<NodeId>;
+
+impl<M: Machine> openraft::RaftTypeConfig for GroupConfig<M> {
+    type D = Request<M::Command>;
+    type R = Response<M::Output>;
+    type NodeId = NodeId;
+    type Node = Node;
+    type Entry = openraft::Entry<Self>;
+    type SnapshotData = Cursor<Vec<u8>>;
+    type AsyncRuntime = openraft::TokioRuntime;
+    type Responder = openraft::impls::OneshotResponder<Self>;
+}
+
+// openraft asks its type configuration for the traits of a marker type; `M` itself
+// need not have them, so they are written out rather than derived.
+impl<M> fmt::Debug for GroupConfig<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("GroupConfig")
+    }
+}
+impl<M> Clone for GroupConfig<M> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<M> Copy for GroupConfig<M> {}
+impl<M> Default for GroupConfig<M> {
+    fn default() -> Self {
+        GroupConfig(PhantomData)
+    }
+}
+impl<M> PartialEq for GroupConfig<M> {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+impl<M> Eq for GroupConfig<M> {}
+impl<M> PartialOrd for GroupConfig<M> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl<M> Ord for GroupConfig<M> {
+    fn cmp(&self, _: &Self) -> Ordering {
+        Ordering::Equal
+    }
+}
 
 /// Identifies one client request, so that a response (or a retried request) can be
 /// matched to it; the proposing node chooses it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct RequestId(pub u64);
 
-/// A client write as it is replicated: one store command and the request it came from.
+/// A client write as it is replicated: one command of the group's machine and the
+/// request it came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Request {
+pub struct Request<C> {
     /// The client request this command serves.
     pub id: RequestId,
     /// The change to apply.
-    pub command: Command,
+    pub command: C,
 }
 
 /// What applying one log entry produced, the same on every replica.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Response {
+pub enum Response<O> {
     /// A client command was applied or deterministically refused.
-    Command(CommandResult),
+    Command(O),
     /// The entry carried no command (a new leader's blank entry or a membership change).
     NoCommand,
 }
 
-/// The addresses of a node, as recorded in the replica set's membership.
+/// The addresses of a node, as recorded in a group's membership.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Node {
     /// Where it serves the Handle protocol (TCP and UDP).

@@ -3,7 +3,7 @@
 use super::sessions::SessionRefusal;
 use crate::auth::{self, SessionError};
 use crate::codec::ResponseCode;
-use crate::replication::ReplicaError;
+use crate::replication::GroupError;
 use crate::service::Error;
 use crate::storage::Refusal;
 
@@ -23,7 +23,7 @@ pub fn response_code(error: &Error) -> ResponseCode {
         Error::Storage(_) => ResponseCode::Error,
         // The set is electing a primary or this member is behind: try again shortly.
         Error::Replication(error) => match **error {
-            ReplicaError::NoLeader { .. } | ReplicaError::Behind { .. } => {
+            GroupError::NoLeader { .. } | GroupError::Behind { .. } => {
                 ResponseCode::ServerTooBusy
             }
             _ => ResponseCode::Error,

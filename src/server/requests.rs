@@ -7,7 +7,8 @@
 use crate::codec::{Message, OpFlags, Request, ResolutionRequest, Response, ResponseCode};
 use crate::names::{Handle, NameError};
 use crate::service::Error;
-use crate::storage::{Command, ExistingHandle, ExistingValue};
+use crate::replication::HandleCommand as Command;
+use crate::storage::{ExistingHandle, ExistingValue};
 use crate::values::ValueSelection;
 
 use super::codes::response_code;

@@ -25,7 +25,8 @@ use crate::config::SiteConfig;
 use crate::metrics::{Metrics, Protocol};
 use crate::names::Handle;
 use crate::service::{Caller, Error, Freshness, PrivateRead, Service};
-use crate::storage::{Applied, Command};
+use crate::replication::HandleCommand as Command;
+use crate::storage::Applied;
 use crate::values::HandleValue;
 
 use super::challenges::Challenges;

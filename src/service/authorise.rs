@@ -20,7 +20,8 @@
 use crate::auth::permissions::prefix_admin_handle;
 use crate::auth::{self, Identity, Operation};
 use crate::names::Handle;
-use crate::storage::{Command, ExistingHandle, ExistingValue, ReadSnapshot};
+use crate::replication::HandleCommand as Command;
+use crate::storage::{ExistingHandle, ExistingValue, ReadSnapshot};
 use crate::values::{HandleValue, KnownType, ValueIndex, ValueSelection};
 
 use super::{Caller, Error};

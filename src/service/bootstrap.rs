@@ -8,9 +8,12 @@
 
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
+
 use crate::names::Handle;
-use crate::replication::ReplicaError;
-use crate::storage::{Command, ExistingHandle, Refusal};
+use crate::replication::GroupError;
+use crate::replication::HandleCommand as Command;
+use crate::storage::{ExistingHandle, Refusal};
 use crate::values::{AdminPermissions, AdminRecord, HandleValue, default_permissions};
 
 use super::{Error, Service};
@@ -23,7 +26,7 @@ pub const KEY_VALUE_INDEX: u32 = 300;
 const LEADER_PATIENCE: Duration = Duration::from_secs(30);
 
 /// The key of the first administrator, as its value's data.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum BootstrapAdmin {
     /// HS_PUBKEY data (the public half of the administrator's key pair).
     PublicKey(Vec<u8>),
@@ -105,7 +108,7 @@ impl Service {
         loop {
             match self.write(command.clone()).await {
                 Err(Error::Replication(error))
-                    if matches!(*error, ReplicaError::NoLeader { .. })
+                    if matches!(*error, GroupError::NoLeader { .. })
                         && tokio::time::Instant::now() < deadline =>
                 {
                     tokio::time::sleep(Duration::from_millis(50)).await;

@@ -4,7 +4,7 @@ use thiserror::Error;
 
 use crate::auth::{AuthError, AuthzError};
 use crate::names::NameError;
-use crate::replication::ReplicaError;
+use crate::replication::GroupError;
 use crate::storage::{Refusal, StorageError};
 use crate::values::ValueIndex;
 use crate::values::types::InvalidValue;
@@ -67,11 +67,11 @@ pub enum Error {
     Storage(StorageError),
     /// The replica set could not carry out the write or the fresh read.
     #[error("replication: {0}")]
-    Replication(Box<ReplicaError>),
+    Replication(Box<GroupError>),
 }
 
-impl From<ReplicaError> for Error {
-    fn from(error: ReplicaError) -> Self {
+impl From<GroupError> for Error {
+    fn from(error: GroupError) -> Self {
         Error::Replication(Box::new(error))
     }
 }

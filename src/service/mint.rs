@@ -7,7 +7,8 @@
 //! ordinary one, authorised and replicated like any other.
 
 use crate::names::Handle;
-use crate::storage::{Applied, Command, ExistingHandle, Refusal};
+use crate::replication::HandleCommand as Command;
+use crate::storage::{Applied, ExistingHandle, Refusal};
 use crate::values::HandleValue;
 
 use super::{Caller, Error, Service};

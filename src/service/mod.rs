@@ -3,10 +3,10 @@
 //! Owns the rules every edge (the Handle protocol, HTTP) shares: which values an
 //! anonymous resolution may see, value validation, server-assigned timestamps, and who
 //! may administer (an authenticated administrator whom the target handle, its prefix
-//! handle or the server configuration allows the exact change, module `authorise`). Writes go through the replica set ([`Replica::client_write`]: the
+//! handle or the server configuration allows the exact change, module `authorise`). Writes go through the replica set ([`Group::client_write`]: the
 //! primary proposes them, any other member forwards them); reads come from the local
 //! store, which holds what this member has applied, after a
-//! [`Replica::ensure_fresh_read`] when the caller asks for an authoritative answer.
+//! [`Group::ensure_fresh_read`] when the caller asks for an authoritative answer.
 //! Depends on [`crate::names`], [`crate::values`], [`crate::auth`],
 //! [`crate::storage`] and [`crate::replication`], and on [`crate::resolver`] to check
 //! keys held by other services; knows nothing of sockets, wire formats or response
@@ -29,9 +29,10 @@ pub use error::Error;
 use crate::auth::Identity;
 use crate::names::Handle;
 use crate::replication::admin::{Member, MemberStatus};
-use crate::replication::{NodeId, Replica};
+use crate::replication::{Group, HandleSet, NodeId};
 use crate::resolver::Resolver;
-use crate::storage::{Applied, Command, HandleRecord, PrefixRecord, Store};
+use crate::replication::HandleCommand as Command;
+use crate::storage::{Applied, HandleRecord, PrefixRecord, Store};
 use crate::values::{HandleValue, Permissions, ValueSelection};
 use verifier::Verifier;
 
@@ -79,7 +80,7 @@ pub enum PrivateRead {
 #[derive(Debug, Clone)]
 pub struct Service {
     store: Arc<Store>,
-    replica: Replica,
+    replica: Group<HandleSet>,
     policy: Arc<AuthPolicy>,
     resolver: Option<Arc<Resolver>>,
     verifier: Verifier,
@@ -88,7 +89,7 @@ pub struct Service {
 impl Service {
     /// A service reading `store`, which `replica` keeps up to date and writes through,
     /// allowing administration as `policy` says.
-    pub fn new(store: Arc<Store>, replica: Replica, policy: AuthPolicy) -> Self {
+    pub fn new(store: Arc<Store>, replica: Group<HandleSet>, policy: AuthPolicy) -> Self {
         Service {
             store,
             replica,

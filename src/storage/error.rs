@@ -61,6 +61,14 @@ pub enum StorageError {
         /// What was wrong with it.
         source: DecodeError,
     },
+    /// A stored document could not be read by the state it belongs to.
+    #[error("stored document {name:?} is corrupt: {reason}")]
+    CorruptDocument {
+        /// The document's name.
+        name: String,
+        /// What was wrong with it.
+        reason: String,
+    },
     /// An imported record sits under a key that is not its own.
     #[error("imported record {key:?} does not belong under that key")]
     MisplacedRecord {

@@ -1,6 +1,6 @@
 //! Whole-store images and the replicated applied state: what snapshots are made of.
 //!
-//! An image is every handle and prefix record as stored bytes, taken from one
+//! An image is every handle, prefix and document record as stored bytes, taken from one
 //! [`ReadSnapshot`]; importing one replaces both tables inside one [`WriteBatch`], so a
 //! reader sees the old store or the new one, never a mix. The applied state is opaque
 //! bytes owned by the replication layer, written in the same batch as the handle writes
@@ -17,8 +17,8 @@ use super::tables;
 use crate::names::{Handle, fold_key};
 use crate::values::DecodeError;
 
-/// Every handle and prefix record of a store, as stored bytes, in key order, and the
-/// results of the recently applied requests.
+/// Every handle, prefix and document record of a store, as stored bytes, in key order,
+/// and the results of the recently applied requests.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoreImage {
     /// (folded handle, handle record bytes).
@@ -27,6 +27,8 @@ pub struct StoreImage {
     pub prefixes: Vec<(String, Vec<u8>)>,
     /// The results of recently applied requests, by request id.
     pub recent: Vec<RecentResult>,
+    /// (document name, document bytes).
+    pub documents: Vec<(String, Vec<u8>)>,
 }
 
 /// The recorded result of one recently applied request
@@ -44,12 +46,13 @@ pub struct RecentResult {
 type RecordTable = TableDefinition<'static, &'static str, &'static [u8]>;
 
 impl ReadSnapshot {
-    /// Every handle and prefix record of this snapshot.
+    /// Every handle, prefix and document record of this snapshot.
     pub fn export(&self) -> Result<StoreImage, StorageError> {
         Ok(StoreImage {
             handles: self.export_table(tables::HANDLES)?,
             prefixes: self.export_table(tables::PREFIXES)?,
             recent: self.export_recent()?,
+            documents: self.export_table(tables::DOCUMENTS)?,
         })
     }
 
@@ -99,7 +102,7 @@ impl WriteBatch {
         Ok(())
     }
 
-    /// Replaces every handle and prefix with those of `image`. Each record is checked
+    /// Replaces every handle, prefix and document with those of `image`. Each record is checked
     /// (it decodes, and its key is its own folded name) before the tables are touched;
     /// a bad record fails the import with the store unchanged.
     pub fn import(&mut self, image: &StoreImage) -> Result<(), StorageError> {
@@ -117,6 +120,7 @@ impl WriteBatch {
         }
         self.replace_table(tables::HANDLES, &image.handles)?;
         self.replace_table(tables::PREFIXES, &image.prefixes)?;
+        self.replace_table(tables::DOCUMENTS, &image.documents)?;
         self.replace_recent(&image.recent)
     }
 

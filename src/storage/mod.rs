@@ -1,7 +1,8 @@
 //! Durable handle storage on redb.
 //!
-//! Owns the on-disk store: handle records keyed by folded handle, the prefix table and
-//! the format-version record ([`tables`] holds every definition). Depends on
+//! Owns the on-disk store: handle records keyed by folded handle, the prefix table,
+//! named documents (small states kept whole, such as the cluster map) and the
+//! format-version record ([`tables`] holds every definition). Depends on
 //! [`crate::names`] and [`crate::values`] only; knows nothing of the network,
 //! replication or the clock (timestamps arrive inside the values), so applying the
 //! same operations in the same order gives the same store on every replica.
@@ -17,8 +18,9 @@
 //! ([`ReadSnapshot::export`], [`WriteBatch::import`]) and, in a file of its own, the
 //! replicated log ([`EntryLog`]). Nothing here knows the replication library.
 
+mod applied;
 mod batch;
-mod command;
+mod documents;
 mod error;
 mod image;
 pub mod log;
@@ -31,7 +33,7 @@ use std::path::Path;
 use redb::{Database, ReadableDatabase, ReadableTable, WriteTransaction};
 
 pub use batch::{CreateOutcome, ExistingHandle, ExistingValue, WriteBatch};
-pub use command::{Applied, Command, CommandResult};
+pub use applied::Applied;
 pub use error::{Refusal, StorageError};
 pub use image::{RecentResult, StoreImage};
 pub use log::EntryLog;
@@ -62,6 +64,7 @@ impl Store {
         txn.open_table(tables::SM_META)?;
         txn.open_table(tables::RECENT_REQUESTS)?;
         txn.open_table(tables::RECENT_BY_INDEX)?;
+        txn.open_table(tables::DOCUMENTS)?;
         txn.commit()?;
         Ok(())
     }

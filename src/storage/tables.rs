@@ -20,6 +20,10 @@
 //! - `recent_by_index`: `u64` log index → `u64` request id, the same requests in the
 //!   order they were applied, so the oldest are forgotten first.
 //!
+//! - `documents`: `&str` name → bytes, opaque to the store: a small replicated state
+//!   kept whole under one name (the cluster map of the metadata group, whose store holds
+//!   no handles). Added without a format change: a file without it gets it on open.
+//!
 //! A folded handle key sorts the handles of one prefix together: they all start with
 //! `PREFIX/`, so listing a prefix is one range scan.
 //!
@@ -57,6 +61,8 @@ pub const HANDLES: TableDefinition<&str, &[u8]> = TableDefinition::new("handles"
 /// Prefix records by folded naming authority.
 pub const PREFIXES: TableDefinition<&str, &[u8]> = TableDefinition::new("prefixes");
 
+/// Named documents: small replicated states kept whole (see the module docs).
+pub const DOCUMENTS: TableDefinition<&str, &[u8]> = TableDefinition::new("documents");
 /// Replication metadata kept beside the handles (see [`APPLIED_STATE_KEY`]).
 pub const SM_META: TableDefinition<&str, &[u8]> = TableDefinition::new("sm_meta");
 

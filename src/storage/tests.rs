@@ -412,36 +412,6 @@ fn committed_write_survives_a_crash() {
 }
 
 #[test]
-fn commands_apply_and_refusals_are_results() {
-    let (_dir, store) = temp_store();
-    let h = handle("10.1000/cmd");
-    let mut batch = store.write().unwrap();
-    let create = Command::Create {
-        handle: h.clone(),
-        values: vec![url(1, "https://a/")],
-        existing: ExistingHandle::Refuse,
-    };
-    assert_eq!(batch.apply(create.clone()).unwrap(), Ok(Applied::Created));
-    assert_eq!(batch.apply(create).unwrap(), Err(Refusal::HandleExists));
-    let remove = Command::RemoveValues {
-        handle: h.clone(),
-        indexes: vec![ValueIndex(2)],
-    };
-    assert_eq!(
-        batch.apply(remove).unwrap(),
-        Err(Refusal::ValueNotFound(ValueIndex(2)))
-    );
-    let add = Command::AddValues {
-        existing: ExistingValue::Refuse,
-        handle: h.clone(),
-        values: vec![url(2, "https://b/")],
-    };
-    assert_eq!(batch.apply(add).unwrap(), Ok(Applied::Done));
-    batch.commit().unwrap();
-    assert_eq!(get(&store, "10.1000/cmd").unwrap().values.len(), 2);
-}
-
-#[test]
 fn add_with_replace_refuses_what_add_refuses() {
     let (_dir, store) = temp_store();
     let h = handle("cnri.test/put");

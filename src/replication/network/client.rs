@@ -1,7 +1,10 @@
-//! The client side: openraft's network factory and one reused, authenticated
-//! connection per target node.
+//! The calling side of one group: openraft's network factory and connections, and the
+//! calls only a leader answers (forwarded writes, read indexes, admin calls), all over
+//! the node's shared [`Links`].
 
 use std::error::Error as StdError;
+use std::fmt;
+use std::marker::PhantomData;
 use std::time::Duration;
 
 use openraft::error::{
@@ -12,14 +15,13 @@ use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
     VoteRequest, VoteResponse,
 };
-use tokio::net::TcpStream;
 
-use super::auth::{self, ClusterSecret};
-use super::frame::MAX_FRAME_LEN;
-use super::message::{ForwardError, PeerRequest, PeerResponse};
-use super::stream::{PeerError, PeerStream};
+use super::message::{self, Destination, ForwardError, GroupAnswer, GroupCall, Reply};
+use super::stream::PeerError;
+use super::transport::Links;
 use crate::replication::admin::{AdminAnswer, AdminRequest};
-use crate::replication::{Node, NodeId, Request, Response, TypeConfig};
+use crate::replication::machine::Machine;
+use crate::replication::{GroupConfig, GroupId, Node, NodeId, Request, Response};
 
 /// The error of one RPC as openraft takes it.
 type RpcError<E = openraft::error::Infallible> = RPCError<NodeId, Node, RaftError<NodeId, E>>;
@@ -27,55 +29,81 @@ type RpcError<E = openraft::error::Infallible> = RPCError<NodeId, Node, RaftErro
 /// What the peer's Raft answered to one RPC.
 type RemoteAnswer<T, E> = Result<T, RaftError<NodeId, E>>;
 
-/// Connects this node to the other members of its replica set.
-#[derive(Debug, Clone)]
-pub struct Network {
-    id: NodeId,
-    secret: ClusterSecret,
+/// Connects one group of this node to the same group on other nodes.
+pub struct GroupNetwork<M> {
+    links: Links,
+    group: GroupId,
+    machine: PhantomData<fn() -> M>,
 }
 
-impl Network {
-    /// The network of node `id`, authenticating with `secret`.
-    pub fn new(id: NodeId, secret: ClusterSecret) -> Network {
-        Network { id, secret }
-    }
-}
-
-impl RaftNetworkFactory<TypeConfig> for Network {
-    type Network = NetworkConnection;
-
-    async fn new_client(&mut self, target: NodeId, node: &Node) -> NetworkConnection {
-        self.connection(target, node)
-    }
-}
-
-impl Network {
-    /// A connection to `target` at `node`; it connects on first use.
-    pub fn connection(&self, target: NodeId, node: &Node) -> NetworkConnection {
-        NetworkConnection {
-            network: self.clone(),
-            target,
-            node: node.clone(),
-            stream: None,
+impl<M> Clone for GroupNetwork<M> {
+    fn clone(&self) -> Self {
+        GroupNetwork {
+            links: self.links.clone(),
+            group: self.group,
+            machine: PhantomData,
         }
     }
 }
 
-/// A connection to one peer, opened on first use, reused across requests and reopened
-/// after any failure.
-#[derive(Debug)]
-pub struct NetworkConnection {
-    network: Network,
+impl<M> fmt::Debug for GroupNetwork<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GroupNetwork")
+            .field("group", &self.group)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<M: Machine> GroupNetwork<M> {
+    /// The network of `group` over `links`.
+    pub fn new(links: Links, group: GroupId) -> GroupNetwork<M> {
+        GroupNetwork {
+            links,
+            group,
+            machine: PhantomData,
+        }
+    }
+
+    /// A connection to `target` at `node`.
+    pub fn connection(&self, target: NodeId, node: &Node) -> GroupConnection<M> {
+        GroupConnection {
+            network: self.clone(),
+            target,
+            node: node.clone(),
+        }
+    }
+}
+
+impl<M: Machine> RaftNetworkFactory<GroupConfig<M>> for GroupNetwork<M> {
+    type Network = GroupConnection<M>;
+
+    async fn new_client(&mut self, target: NodeId, node: &Node) -> GroupConnection<M> {
+        self.connection(target, node)
+    }
+}
+
+/// One group's calls to one peer, over the shared link to that peer.
+pub struct GroupConnection<M> {
+    network: GroupNetwork<M>,
     target: NodeId,
     node: Node,
-    stream: Option<PeerStream>,
+}
+
+impl<M> fmt::Debug for GroupConnection<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GroupConnection")
+            .field("group", &self.network.group)
+            .field("target", &self.target)
+            .field("node", &self.node)
+            .finish()
+    }
 }
 
 /// How a request failed, deciding how openraft sees it.
 enum Failure {
     /// The peer could not be reached or did not answer in time.
     Unreachable(PeerError),
-    /// The connection failed after it was established.
+    /// The peer answered something unusable.
     Network(PeerError),
 }
 
@@ -94,114 +122,56 @@ impl Failure {
     }
 }
 
-impl NetworkConnection {
-    /// The addresses of the peer this connection goes to.
-    pub fn node(&self) -> &Node {
-        &self.node
-    }
-
+impl<M: Machine> GroupConnection<M> {
     /// Asks the peer, as the leader, to propose `request`, waiting at most `timeout`.
     /// The outer error is the transport's; the inner one is the peer's answer.
     pub async fn forward(
-        &mut self,
-        request: Request,
+        &self,
+        request: Request<M::Command>,
         timeout: Duration,
-    ) -> Result<Result<Response, ForwardError>, PeerError> {
-        let sent = PeerRequest::Forward(request);
-        match self
-            .call(sent, timeout)
-            .await
-            .map_err(Failure::into_peer_error)?
-        {
-            PeerResponse::Forward(answer) => Ok(answer),
-            other => Err(mismatch("Forward", &other)),
+    ) -> Result<Result<Response<M::Output>, ForwardError>, PeerError> {
+        match self.call(&GroupCall::Forward(request), timeout).await {
+            Ok(GroupAnswer::Forward(answer)) => Ok(answer),
+            Ok(other) => Err(mismatch("Forward", &other)),
+            Err(failure) => Err(failure.into_peer_error()),
         }
     }
 
     /// Asks the peer, as the leader, for the log index a linearizable read must wait
     /// for (`None` when its log is empty).
     pub async fn read_index(
-        &mut self,
+        &self,
         timeout: Duration,
     ) -> Result<Result<Option<u64>, ForwardError>, PeerError> {
-        let sent = PeerRequest::ReadIndex;
-        match self
-            .call(sent, timeout)
-            .await
-            .map_err(Failure::into_peer_error)?
-        {
-            PeerResponse::ReadIndex(answer) => Ok(answer),
-            other => Err(mismatch("ReadIndex", &other)),
+        match self.call(&GroupCall::ReadIndex, timeout).await {
+            Ok(GroupAnswer::ReadIndex(answer)) => Ok(answer),
+            Ok(other) => Err(mismatch("ReadIndex", &other)),
+            Err(failure) => Err(failure.into_peer_error()),
         }
     }
 
-    /// Sends the peer a membership or status call, waiting at most `timeout`.
-    pub async fn admin(
-        &mut self,
-        request: AdminRequest,
-        timeout: Duration,
-    ) -> Result<Result<AdminAnswer, ForwardError>, PeerError> {
-        let sent = PeerRequest::Admin(request);
-        match self
-            .call(sent, timeout)
-            .await
-            .map_err(Failure::into_peer_error)?
-        {
-            PeerResponse::Admin(answer) => Ok(answer),
-            other => Err(mismatch("Admin", &other)),
-        }
+    /// Sends `call` to this group on the peer and reads its answer within `timeout`.
+    async fn call(&self, call: &GroupCall<M>, timeout: Duration) -> Result<GroupAnswer<M>, Failure> {
+        let destination = Destination::Group(self.network.group);
+        let links = &self.network.links;
+        let body = exchange(links, self.node.peer, &destination, call, timeout).await?;
+        super::frame::decode(&body).map_err(|error| Failure::Network(error.into()))
     }
 
-    /// Sends `request` and reads its response within `timeout`, connecting first if
-    /// needed; any failure drops the connection so the next request reconnects.
-    async fn call(
-        &mut self,
-        request: PeerRequest,
-        timeout: Duration,
-    ) -> Result<PeerResponse, Failure> {
-        let result = match tokio::time::timeout(timeout, self.exchange(&request)).await {
-            Ok(result) => result,
-            Err(_elapsed) => Err(Failure::Unreachable(PeerError::Timeout(timeout))),
-        };
-        if result.is_err() {
-            self.stream = None;
-        }
-        result
-    }
-
-    async fn exchange(&mut self, request: &PeerRequest) -> Result<PeerResponse, Failure> {
-        let stream = match self.stream.take() {
-            Some(stream) => stream,
-            None => self.connect().await.map_err(Failure::Unreachable)?,
-        };
-        let stream = self.stream.insert(stream);
-        stream
-            .send(request, MAX_FRAME_LEN)
-            .await
-            .map_err(Failure::Network)?;
-        stream.expect(MAX_FRAME_LEN).await.map_err(Failure::Network)
-    }
-
-    async fn connect(&self) -> Result<PeerStream, PeerError> {
-        let mut stream = PeerStream::new(TcpStream::connect(self.node.peer).await?)?;
-        auth::connect(&mut stream, &self.network.secret, self.network.id).await?;
-        Ok(stream)
-    }
-
-    /// One Raft RPC: `pick` takes the answer out of the expected response variant, or
-    /// names the variant that came instead.
+    /// One Raft RPC: `pick` takes the answer out of the expected variant, or names the
+    /// variant that came instead.
     async fn rpc<T, E: StdError>(
-        &mut self,
-        request: PeerRequest,
+        &self,
+        call: GroupCall<M>,
         option: &RPCOption,
-        pick: fn(PeerResponse) -> Result<RemoteAnswer<T, E>, &'static str>,
+        pick: fn(GroupAnswer<M>) -> Result<RemoteAnswer<T, E>, &'static str>,
     ) -> Result<T, RpcError<E>> {
-        let kind = request.kind();
-        let response = self
-            .call(request, option.hard_ttl())
+        let kind = call.kind();
+        let answer = self
+            .call(&call, option.hard_ttl())
             .await
             .map_err(Failure::into_rpc)?;
-        match pick(response) {
+        match pick(answer) {
             Ok(Ok(answer)) => Ok(answer),
             Ok(Err(remote)) => Err(RPCError::RemoteError(RemoteError::new_with_node(
                 self.target,
@@ -209,7 +179,6 @@ impl NetworkConnection {
                 remote,
             ))),
             Err(response) => {
-                self.stream = None;
                 let error = PeerError::Mismatch {
                     request: kind,
                     response,
@@ -220,10 +189,73 @@ impl NetworkConnection {
     }
 }
 
-fn mismatch(request: &'static str, response: &PeerResponse) -> PeerError {
+/// Sends `body` to `destination` on the peer at `peer` and returns the body of its
+/// answer, within `timeout`.
+async fn exchange<B: serde::Serialize>(
+    links: &Links,
+    peer: std::net::SocketAddr,
+    destination: &Destination,
+    body: &B,
+    timeout: Duration,
+) -> Result<Vec<u8>, Failure> {
+    let request =
+        message::encode(destination, body).map_err(|error| Failure::Network(error.into()))?;
+    let mut answer = links
+        .call(peer, request, timeout)
+        .await
+        .map_err(Failure::Unreachable)?;
+    let (reply, body) =
+        message::split_head::<Reply>(&answer).map_err(|error| Failure::Network(error.into()))?;
+    let head = answer.len() - body.len();
+    match reply {
+        Reply::Answered => Ok(answer.split_off(head)),
+        Reply::NoSuchGroup(group) => Err(Failure::Network(PeerError::NoSuchGroup(group))),
+        Reply::Malformed(reason) => Err(Failure::Network(PeerError::Malformed(reason))),
+    }
+}
+
+/// Sends a membership or status call to the member of `group` at `peer` over `links`,
+/// waiting at most `timeout`. The outer error is the transport's; the inner one is the
+/// peer's answer.
+pub async fn admin_call(
+    links: &Links,
+    peer: std::net::SocketAddr,
+    group: GroupId,
+    request: &AdminRequest,
+    timeout: Duration,
+) -> Result<Result<AdminAnswer, ForwardError>, PeerError> {
+    let destination = Destination::Admin(group);
+    let body = exchange(links, peer, &destination, request, timeout)
+        .await
+        .map_err(Failure::into_peer_error)?;
+    Ok(super::frame::decode(&body)?)
+}
+
+/// Sends a node call (its body as the node layer encodes it) to the node at `peer`
+/// over `links` and returns its answer's body, waiting at most `timeout`.
+pub async fn node_call(
+    links: &Links,
+    peer: std::net::SocketAddr,
+    body: &[u8],
+    timeout: Duration,
+) -> Result<Vec<u8>, PeerError> {
+    let mut request = postcard::to_stdvec(&Destination::Node)
+        .map_err(|error| PeerError::Frame(super::frame::FrameError::Encode(error)))?;
+    request.extend_from_slice(body);
+    let mut answer = links.call(peer, request, timeout).await?;
+    let (reply, rest) = message::split_head::<Reply>(&answer)?;
+    let head = answer.len() - rest.len();
+    match reply {
+        Reply::Answered => Ok(answer.split_off(head)),
+        Reply::NoSuchGroup(group) => Err(PeerError::NoSuchGroup(group)),
+        Reply::Malformed(reason) => Err(PeerError::Malformed(reason)),
+    }
+}
+
+fn mismatch<M: Machine>(request: &'static str, answer: &GroupAnswer<M>) -> PeerError {
     PeerError::Mismatch {
         request,
-        response: response.kind(),
+        response: answer.kind(),
     }
 }
 
@@ -231,36 +263,28 @@ fn raft_error(fatal: Fatal<NodeId>) -> RaftError<NodeId> {
     RaftError::Fatal(fatal)
 }
 
-impl RaftNetwork<TypeConfig> for NetworkConnection {
+impl<M: Machine> RaftNetwork<GroupConfig<M>> for GroupConnection<M> {
     async fn append_entries(
         &mut self,
-        rpc: AppendEntriesRequest<TypeConfig>,
+        rpc: AppendEntriesRequest<GroupConfig<M>>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<NodeId>, RpcError> {
-        self.rpc(
-            PeerRequest::AppendEntries(rpc),
-            &option,
-            |response| match response {
-                PeerResponse::AppendEntries(answer) => Ok(answer.map_err(raft_error)),
-                other => Err(other.kind()),
-            },
-        )
+        self.rpc(GroupCall::AppendEntries(rpc), &option, |answer| match answer {
+            GroupAnswer::AppendEntries(answer) => Ok(answer.map_err(raft_error)),
+            other => Err(other.kind()),
+        })
         .await
     }
 
     async fn install_snapshot(
         &mut self,
-        rpc: InstallSnapshotRequest<TypeConfig>,
+        rpc: InstallSnapshotRequest<GroupConfig<M>>,
         option: RPCOption,
     ) -> Result<InstallSnapshotResponse<NodeId>, RpcError<InstallSnapshotError>> {
-        self.rpc(
-            PeerRequest::InstallSnapshot(rpc),
-            &option,
-            |response| match response {
-                PeerResponse::InstallSnapshot(answer) => Ok(answer),
-                other => Err(other.kind()),
-            },
-        )
+        self.rpc(GroupCall::InstallSnapshot(rpc), &option, |answer| match answer {
+            GroupAnswer::InstallSnapshot(answer) => Ok(answer),
+            other => Err(other.kind()),
+        })
         .await
     }
 
@@ -269,8 +293,8 @@ impl RaftNetwork<TypeConfig> for NetworkConnection {
         rpc: VoteRequest<NodeId>,
         option: RPCOption,
     ) -> Result<VoteResponse<NodeId>, RpcError> {
-        self.rpc(PeerRequest::Vote(rpc), &option, |response| match response {
-            PeerResponse::Vote(answer) => Ok(answer.map_err(raft_error)),
+        self.rpc(GroupCall::Vote(rpc), &option, |answer| match answer {
+            GroupAnswer::Vote(answer) => Ok(answer.map_err(raft_error)),
             other => Err(other.kind()),
         })
         .await

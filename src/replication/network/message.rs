@@ -1,5 +1,8 @@
-//! What peers say to each other once authenticated: one [`PeerRequest`] per frame,
-//! answered by one [`PeerResponse`].
+//! What peers say to each other once authenticated. A request frame is a
+//! [`Destination`] followed by its body (a [`GroupCall`] for a group, an admin request
+//! for a group's member, opaque bytes for the node); its answer is a [`Reply`] followed by the answer ([`GroupAnswer`]).
+//! Groups of different machines share one connection, so the destination is read
+//! before the body, whose type depends on it.
 
 use openraft::error::{
     ChangeMembershipError, CheckIsLeaderError, ClientWriteError, Fatal, InitializeError,
@@ -9,78 +12,112 @@ use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
     VoteRequest, VoteResponse,
 };
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::replication::admin::{AdminAnswer, AdminRequest};
-use crate::replication::{Node, NodeId, Request, Response, TypeConfig};
+use super::frame::FrameError;
 
-/// A request from one node (or the `hdl cluster` command) to another.
+use crate::replication::machine::Machine;
+use crate::replication::{GroupConfig, GroupId, Node, NodeId, Request, Response};
+
+/// Whom a request frame is for: the head of every request, before its body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Destination {
+    /// One Raft group of the receiving node; the body is a [`GroupCall`] of it.
+    Group(GroupId),
+    /// The receiving node's member of a group, for the `hdl cluster` command; the body
+    /// is an [`AdminRequest`], answered with `Result<AdminAnswer, ForwardError>`.
+    Admin(GroupId),
+    /// The receiving node itself; the body is whatever its node calls are.
+    Node,
+}
+
+/// The head of every answer frame, before its body: whether the destination answered.
+/// A reply names no group type, so the admin client reads it for any group.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Reply {
+    /// The body is the destination's answer.
+    Answered,
+    /// The receiving node is not a member of this group (or takes no node calls).
+    NoSuchGroup(Option<GroupId>),
+    /// The request could not be read.
+    Malformed(String),
+}
+
+/// A request to one group of another node (or from the `hdl cluster` command).
 #[derive(Debug, Serialize, Deserialize)]
-pub enum PeerRequest {
+#[serde(bound = "")]
+pub enum GroupCall<M: Machine> {
     /// Raft log replication and heartbeats.
-    AppendEntries(AppendEntriesRequest<TypeConfig>),
+    AppendEntries(AppendEntriesRequest<GroupConfig<M>>),
     /// A Raft election vote.
     Vote(VoteRequest<NodeId>),
     /// One chunk of a Raft snapshot.
-    InstallSnapshot(InstallSnapshotRequest<TypeConfig>),
+    InstallSnapshot(InstallSnapshotRequest<GroupConfig<M>>),
     /// A client write for the receiver to propose, as the leader.
-    Forward(Request),
+    Forward(Request<M::Command>),
     /// The log index a linearizable read must wait for, asked of the leader.
     ReadIndex,
-    /// A membership or status call of the `hdl cluster` command.
-    Admin(AdminRequest),
 }
 
-/// The answer to a [`PeerRequest`] of the same variant.
+/// The answer to a [`GroupCall`] of the same variant.
 ///
 /// Raft errors travel as [`Fatal`]: the other case of openraft's `RaftError` for these
 /// RPCs is uninhabited.
 #[derive(Debug, Serialize, Deserialize)]
-pub enum PeerResponse {
-    /// The answer to [`PeerRequest::AppendEntries`].
+#[serde(bound = "")]
+pub enum GroupAnswer<M: Machine> {
+    /// The answer to [`GroupCall::AppendEntries`].
     AppendEntries(Result<AppendEntriesResponse<NodeId>, Fatal<NodeId>>),
-    /// The answer to [`PeerRequest::Vote`].
+    /// The answer to [`GroupCall::Vote`].
     Vote(Result<VoteResponse<NodeId>, Fatal<NodeId>>),
-    /// The answer to [`PeerRequest::InstallSnapshot`].
+    /// The answer to [`GroupCall::InstallSnapshot`].
     InstallSnapshot(
         Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>,
     ),
-    /// The answer to [`PeerRequest::Forward`].
-    Forward(Result<Response, ForwardError>),
-    /// The answer to [`PeerRequest::ReadIndex`]: the leader's read index (`None` when
+    /// The answer to [`GroupCall::Forward`].
+    Forward(Result<Response<M::Output>, ForwardError>),
+    /// The answer to [`GroupCall::ReadIndex`]: the leader's read index (`None` when
     /// its log is empty).
     ReadIndex(Result<Option<u64>, ForwardError>),
-    /// The answer to [`PeerRequest::Admin`].
-    Admin(Result<AdminAnswer, ForwardError>),
 }
 
-impl PeerRequest {
+impl<M: Machine> GroupCall<M> {
     /// The variant's name, for errors.
     pub(super) fn kind(&self) -> &'static str {
         match self {
-            PeerRequest::AppendEntries(_) => "AppendEntries",
-            PeerRequest::Vote(_) => "Vote",
-            PeerRequest::InstallSnapshot(_) => "InstallSnapshot",
-            PeerRequest::Forward(_) => "Forward",
-            PeerRequest::ReadIndex => "ReadIndex",
-            PeerRequest::Admin(_) => "Admin",
+            GroupCall::AppendEntries(_) => "AppendEntries",
+            GroupCall::Vote(_) => "Vote",
+            GroupCall::InstallSnapshot(_) => "InstallSnapshot",
+            GroupCall::Forward(_) => "Forward",
+            GroupCall::ReadIndex => "ReadIndex",
         }
     }
 }
 
-impl PeerResponse {
+impl<M: Machine> GroupAnswer<M> {
     /// The variant's name, for errors.
     pub(super) fn kind(&self) -> &'static str {
         match self {
-            PeerResponse::AppendEntries(_) => "AppendEntries",
-            PeerResponse::Vote(_) => "Vote",
-            PeerResponse::InstallSnapshot(_) => "InstallSnapshot",
-            PeerResponse::Forward(_) => "Forward",
-            PeerResponse::ReadIndex(_) => "ReadIndex",
-            PeerResponse::Admin(_) => "Admin",
+            GroupAnswer::AppendEntries(_) => "AppendEntries",
+            GroupAnswer::Vote(_) => "Vote",
+            GroupAnswer::InstallSnapshot(_) => "InstallSnapshot",
+            GroupAnswer::Forward(_) => "Forward",
+            GroupAnswer::ReadIndex(_) => "ReadIndex",
         }
     }
+}
+
+/// `head` followed by `body`, as one frame body.
+pub(super) fn encode<H: Serialize, B: Serialize>(head: &H, body: &B) -> Result<Vec<u8>, FrameError> {
+    let bytes = postcard::to_stdvec(head).map_err(FrameError::Encode)?;
+    postcard::to_extend(body, bytes).map_err(FrameError::Encode)
+}
+
+/// The head of `bytes` and the body after it.
+pub(super) fn split_head<H: DeserializeOwned>(bytes: &[u8]) -> Result<(H, &[u8]), FrameError> {
+    postcard::take_from_bytes(bytes).map_err(FrameError::Decode)
 }
 
 /// Why a request that only the leader can carry out (a forwarded write, a read index,

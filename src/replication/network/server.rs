@@ -1,124 +1,181 @@
-//! The peer server: authenticates each connection, then answers its requests by
-//! calling into the local [`openraft::Raft`].
+//! The answering side: a node's [`Registry`] of the groups it belongs to (and of its
+//! node calls), which reads each request's [`Destination`] and hands the body to the
+//! group's Raft, or to the node.
 
+use std::collections::HashMap;
 use std::future::Future;
-use std::io;
-use std::net::SocketAddr;
-use std::sync::Arc;
-use std::time::Duration;
+use std::pin::Pin;
+use std::sync::{Arc, PoisonError, RwLock};
 
 use openraft::Raft;
-use tokio::net::{TcpListener, TcpStream};
-use tokio::task::JoinSet;
-use tracing::debug;
 
-use super::auth::{self, ClusterSecret};
-use super::frame::MAX_FRAME_LEN;
-use super::message::{ForwardError, PeerRequest, PeerResponse, fatal};
-use super::stream::{PeerError, PeerStream};
-use crate::replication::admin;
-use crate::replication::{Node, TypeConfig};
+use super::message::{self, Destination, ForwardError, GroupAnswer, GroupCall, Reply, fatal};
+use super::transport::Dispatch;
+use crate::replication::admin::{self, AdminRequest};
+use crate::replication::machine::Machine;
+use crate::replication::{GroupConfig, GroupId, Node, NodeId};
 
-/// How long a new connection has to authenticate.
-pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// The answer body (after [`Reply::Answered`]) an endpoint gives, or why the request
+/// could not be read.
+pub type EndpointAnswer<'a> = Pin<Box<dyn Future<Output = Result<Vec<u8>, String>> + Send + 'a>>;
 
-/// The most peer connections served at once; more are closed on accept. A replica set
-/// has a handful of members, so this only bounds what strangers can hold open.
-pub const MAX_CONNECTIONS: usize = 256;
+/// Something that answers the bodies of requests sent to it: a group, or the node.
+pub trait Endpoint: Send + Sync + 'static {
+    /// The answer to request `body` from peer `from`.
+    fn answer<'a>(&'a self, from: NodeId, body: &'a [u8]) -> EndpointAnswer<'a>;
 
-/// Serves Raft RPCs, forwarded writes, read indexes and admin calls to the other
-/// nodes of a replica set and to the `hdl cluster` command.
-pub struct PeerServer {
-    raft: Raft<TypeConfig>,
-    me: Node,
-    secret: ClusterSecret,
+    /// The answer to the admin request `body` (a group's member answers these; other
+    /// endpoints refuse them).
+    fn admin<'a>(&'a self, body: &'a [u8]) -> EndpointAnswer<'a>;
 }
 
-impl PeerServer {
-    /// Accepts peers on `listener` and answers them with `raft`, the Raft of the node
-    /// whose addresses are `me`, until `shutdown` resolves, then closes every
-    /// connection. Only connections that prove they know `secret` are served. Fails
-    /// only if accepting fails for good.
-    pub async fn serve(
-        listener: TcpListener,
-        raft: Raft<TypeConfig>,
-        me: Node,
-        secret: ClusterSecret,
-        shutdown: impl Future<Output = ()>,
-    ) -> io::Result<()> {
-        let server = Arc::new(PeerServer { raft, me, secret });
-        let mut connections = JoinSet::new();
-        tokio::pin!(shutdown);
-        loop {
-            tokio::select! {
-                () = &mut shutdown => return Ok(()),
-                Some(_) = connections.join_next() => {}
-                accepted = listener.accept() => {
-                    let (stream, peer) = match accepted {
-                        Ok(accepted) => accepted,
-                        Err(error) if is_transient(&error) => continue,
-                        Err(error) => return Err(error),
-                    };
-                    if connections.len() < MAX_CONNECTIONS {
-                        connections.spawn(Arc::clone(&server).connection(stream, peer));
-                    }
-                }
+/// Everything a node answers on its peer port: its groups, by id, and its node calls.
+/// Groups are added as they start and removed as they stop.
+#[derive(Default)]
+pub struct Registry {
+    groups: RwLock<HashMap<GroupId, Arc<dyn Endpoint>>>,
+    node: RwLock<Option<Arc<dyn Endpoint>>>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let groups = self.groups.read().unwrap_or_else(PoisonError::into_inner);
+        f.debug_struct("Registry")
+            .field("groups", &groups.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Registry {
+    /// Answers calls to `group` with `endpoint` from now on.
+    pub fn add_group(&self, group: GroupId, endpoint: Arc<dyn Endpoint>) {
+        let mut groups = self.groups.write().unwrap_or_else(PoisonError::into_inner);
+        groups.insert(group, endpoint);
+    }
+
+    /// Stops answering calls to `group`.
+    pub fn remove_group(&self, group: GroupId) {
+        let mut groups = self.groups.write().unwrap_or_else(PoisonError::into_inner);
+        groups.remove(&group);
+    }
+
+    /// Answers node calls with `endpoint` from now on.
+    pub fn set_node(&self, endpoint: Arc<dyn Endpoint>) {
+        *self.node.write().unwrap_or_else(PoisonError::into_inner) = Some(endpoint);
+    }
+
+    fn endpoint(&self, destination: Destination) -> Option<Arc<dyn Endpoint>> {
+        match destination {
+            Destination::Group(group) | Destination::Admin(group) => {
+                let groups = self.groups.read().unwrap_or_else(PoisonError::into_inner);
+                groups.get(&group).cloned()
             }
+            Destination::Node => self
+                .node
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone(),
         }
     }
 
-    async fn connection(self: Arc<Self>, stream: TcpStream, peer: SocketAddr) {
-        if let Err(error) = self.answer(stream).await {
-            debug!(%peer, %error, "peer connection ended");
+    async fn answer(&self, from: NodeId, request: Vec<u8>) -> Vec<u8> {
+        let (destination, body) = match message::split_head::<Destination>(&request) {
+            Ok(split) => split,
+            Err(error) => return reply(&Reply::Malformed(error.to_string()), &[]),
+        };
+        let Some(endpoint) = self.endpoint(destination) else {
+            let group = match destination {
+                Destination::Group(group) | Destination::Admin(group) => Some(group),
+                Destination::Node => None,
+            };
+            return reply(&Reply::NoSuchGroup(group), &[]);
+        };
+        let answered = match destination {
+            Destination::Admin(_) => endpoint.admin(body).await,
+            Destination::Group(_) | Destination::Node => endpoint.answer(from, body).await,
+        };
+        match answered {
+            Ok(answer) => reply(&Reply::Answered, &answer),
+            Err(reason) => reply(&Reply::Malformed(reason), &[]),
         }
     }
+}
 
-    async fn answer(&self, stream: TcpStream) -> Result<(), PeerError> {
-        let mut stream = PeerStream::new(stream)?;
-        tokio::time::timeout(HANDSHAKE_TIMEOUT, auth::accept(&mut stream, &self.secret))
-            .await
-            .map_err(|_| PeerError::Timeout(HANDSHAKE_TIMEOUT))??;
-        while let Some(request) = stream.recv(MAX_FRAME_LEN).await? {
-            let response = self.dispatch(request).await;
-            stream.send(&response, MAX_FRAME_LEN).await?;
-        }
-        Ok(())
+/// `head` followed by `body`.
+fn reply(head: &Reply, body: &[u8]) -> Vec<u8> {
+    // A `Reply` always encodes: its only payloads are strings and ids.
+    let mut bytes = postcard::to_stdvec(head).unwrap_or_default();
+    bytes.extend_from_slice(body);
+    bytes
+}
+
+impl Dispatch for Registry {
+    fn dispatch(
+        &self,
+        from: NodeId,
+        request: Vec<u8>,
+    ) -> Pin<Box<dyn Future<Output = Vec<u8>> + Send + '_>> {
+        Box::pin(self.answer(from, request))
+    }
+}
+
+/// One group of this node as its peers reach it: its Raft and this node's addresses.
+pub struct GroupEndpoint<M: Machine> {
+    raft: Raft<GroupConfig<M>>,
+    me: Node,
+}
+
+impl<M: Machine> GroupEndpoint<M> {
+    /// The endpoint answering with `raft`, the Raft of the node whose addresses are `me`.
+    pub fn new(raft: Raft<GroupConfig<M>>, me: Node) -> GroupEndpoint<M> {
+        GroupEndpoint { raft, me }
     }
 
-    async fn dispatch(&self, request: PeerRequest) -> PeerResponse {
-        match request {
-            PeerRequest::AppendEntries(rpc) => {
-                PeerResponse::AppendEntries(self.raft.append_entries(rpc).await.map_err(fatal))
+    async fn carry_out(&self, call: GroupCall<M>) -> GroupAnswer<M> {
+        let raft = &self.raft;
+        match call {
+            GroupCall::AppendEntries(rpc) => {
+                GroupAnswer::AppendEntries(raft.append_entries(rpc).await.map_err(fatal))
             }
-            PeerRequest::Vote(rpc) => PeerResponse::Vote(self.raft.vote(rpc).await.map_err(fatal)),
-            PeerRequest::InstallSnapshot(rpc) => {
-                PeerResponse::InstallSnapshot(self.raft.install_snapshot(rpc).await)
+            GroupCall::Vote(rpc) => GroupAnswer::Vote(raft.vote(rpc).await.map_err(fatal)),
+            GroupCall::InstallSnapshot(rpc) => {
+                GroupAnswer::InstallSnapshot(raft.install_snapshot(rpc).await)
             }
-            PeerRequest::Forward(request) => PeerResponse::Forward(
-                self.raft
-                    .client_write(request)
+            GroupCall::Forward(request) => GroupAnswer::Forward(
+                raft.client_write(request)
                     .await
                     .map(|written| written.data)
                     .map_err(ForwardError::from),
             ),
-            PeerRequest::ReadIndex => PeerResponse::ReadIndex(
-                self.raft
-                    .get_read_log_id()
+            GroupCall::ReadIndex => GroupAnswer::ReadIndex(
+                raft.get_read_log_id()
                     .await
                     .map(|(read, _applied)| read.map(|log_id| log_id.index))
                     .map_err(ForwardError::from),
             ),
-            PeerRequest::Admin(request) => {
-                PeerResponse::Admin(admin::carry_out(&self.raft, &self.me, request).await)
-            }
         }
     }
 }
 
-/// Accept errors that concern one connection, not the listener.
-fn is_transient(error: &io::Error) -> bool {
-    matches!(
-        error.kind(),
-        io::ErrorKind::ConnectionAborted | io::ErrorKind::ConnectionReset
-    )
+impl<M: Machine> Endpoint for GroupEndpoint<M> {
+    fn answer<'a>(&'a self, _from: NodeId, body: &'a [u8]) -> EndpointAnswer<'a> {
+        Box::pin(async move {
+            let call: GroupCall<M> = decode(body)?;
+            let answer = self.carry_out(call).await;
+            postcard::to_stdvec(&answer).map_err(|error| error.to_string())
+        })
+    }
+
+    fn admin<'a>(&'a self, body: &'a [u8]) -> EndpointAnswer<'a> {
+        Box::pin(async move {
+            let request: AdminRequest = decode(body)?;
+            let answer = admin::carry_out(&self.raft, &self.me, request).await;
+            postcard::to_stdvec(&answer).map_err(|error| error.to_string())
+        })
+    }
+}
+
+/// Exactly one value of `T` in `body`.
+fn decode<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, String> {
+    super::frame::decode(body).map_err(|error| error.to_string())
 }

@@ -10,6 +10,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::frame::{self, FrameError, HEADER_LEN};
+use crate::replication::GroupId;
 
 /// Why talking to a peer failed.
 #[derive(Debug, Error)]
@@ -29,6 +30,12 @@ pub enum PeerError {
     /// The peer did not answer in time.
     #[error("peer did not answer within {0:?}")]
     Timeout(Duration),
+    /// The peer is not a member of the group asked (or takes no node calls).
+    #[error("the peer is not a member of {}", match .0 { Some(group) => group.to_string(), None => "any group taking node calls".to_owned() })]
+    NoSuchGroup(Option<GroupId>),
+    /// The peer could not read the request.
+    #[error("the peer could not read the request: {0}")]
+    Malformed(String),
     /// The peer answered with a response of another kind than the request.
     #[error("peer answered a {request} request with a {response} response")]
     Mismatch {

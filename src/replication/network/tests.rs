@@ -1,5 +1,6 @@
 //! The peer network over loopback TCP: authentication refuses strangers and impostors,
-//! and a real three-node openraft cluster replicates a write through it.
+//! a real three-node openraft cluster replicates a write through it, and two groups of
+//! different machines share each node's peer port and links.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -14,14 +15,21 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
 use super::frame::{self, HEADER_LEN, MAX_FRAME_LEN, MAX_HANDSHAKE_FRAME_LEN};
+use super::message;
 use super::stream::PeerStream;
 use super::*;
 use crate::names::Handle;
 use crate::replication::{
-    LogStore, Node, NodeId, Request, RequestId, Response, StateMachine, TypeConfig,
+    GroupConfig, GroupId, HandleCommand, HandleSet, LogStore, Node, NodeId, Request, RequestId,
+    Response, SetId, StateMachine,
 };
-use crate::storage::{Applied, Command, ExistingHandle, Store};
+use crate::storage::{Applied, ExistingHandle, Store};
 use crate::values::{HandleValue, ValueSelection};
+
+type TypeConfig = GroupConfig<HandleSet>;
+
+/// The handle set's group.
+const SET: GroupId = GroupId::Set(SetId(1));
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -42,11 +50,7 @@ struct TestNode {
     _stop: oneshot::Sender<()>,
 }
 
-async fn start_node(id: NodeId, secret: ClusterSecret) -> TestNode {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(Store::open(&dir.path().join("handles.redb")).unwrap());
-    let log = LogStore::open(dir.path()).unwrap();
-    let sm = StateMachine::open(Arc::clone(&store), dir.path()).unwrap();
+fn raft_config() -> Arc<Config> {
     let config = Config {
         heartbeat_interval: 50,
         election_timeout_min: 300,
@@ -55,27 +59,40 @@ async fn start_node(id: NodeId, secret: ClusterSecret) -> TestNode {
         max_in_snapshot_log_to_keep: 0,
         ..Config::default()
     };
-    let config = Arc::new(config.validate().unwrap());
-    let network = Network::new(id, secret.clone());
-    let raft = Raft::new(id, config, network, log, sm).await.unwrap();
+    Arc::new(config.validate().unwrap())
+}
+
+/// A node's peer port, serving `registry` until the returned sender is dropped.
+async fn serve_peers(
+    secret: ClusterSecret,
+    registry: Arc<Registry>,
+) -> (SocketAddr, oneshot::Sender<()>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let peer = listener.local_addr().unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
     let shutdown = async move {
         let _ = stopped.await;
     };
+    let dispatch: Arc<dyn Dispatch> = registry;
+    tokio::spawn(serve(listener, secret, dispatch, shutdown));
+    (peer, stop)
+}
+
+async fn start_node(id: NodeId, secret: ClusterSecret) -> TestNode {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(Store::open(&dir.path().join("handles.redb")).unwrap());
+    let log = LogStore::<HandleSet>::open(dir.path()).unwrap();
+    let sm = StateMachine::<HandleSet>::open(Arc::clone(&store), dir.path()).unwrap();
+    let network = GroupNetwork::new(Links::new(id, secret.clone()), SET);
+    let raft = Raft::new(id, raft_config(), network, log, sm).await.unwrap();
+    let registry = Arc::new(Registry::default());
+    let (peer, stop) = serve_peers(secret, Arc::clone(&registry)).await;
     let node = Node {
         handle: peer,
         peer,
         http: None,
     };
-    tokio::spawn(PeerServer::serve(
-        listener,
-        raft.clone(),
-        node.clone(),
-        secret,
-        shutdown,
-    ));
+    registry.add_group(SET, Arc::new(GroupEndpoint::new(raft.clone(), node.clone())));
     TestNode {
         raft,
         store,
@@ -83,6 +100,11 @@ async fn start_node(id: NodeId, secret: ClusterSecret) -> TestNode {
         _dir: dir,
         _stop: stop,
     }
+}
+
+/// The handle set's network of a node `id` with `secret`.
+fn set_network(id: NodeId, secret: ClusterSecret) -> GroupNetwork<HandleSet> {
+    GroupNetwork::new(Links::new(id, secret), SET)
 }
 
 fn vote_request(term: u64) -> VoteRequest<NodeId> {
@@ -98,7 +120,7 @@ async fn a_wrong_secret_is_refused_and_no_rpc_is_served() {
     let node = start_node(1, secret()).await;
     let option = RPCOption::new(WAIT);
 
-    let stranger = Network::new(9, wrong_secret());
+    let stranger = set_network(9, wrong_secret());
     let refused = stranger
         .connection(1, &node.node)
         .vote(vote_request(5), option.clone())
@@ -120,10 +142,10 @@ async fn a_wrong_secret_is_refused_and_no_rpc_is_served() {
     raw.send(&(9_u64, [0_u8; 32], [0_u8; 32]), MAX_HANDSHAKE_FRAME_LEN)
         .await
         .unwrap();
-    raw.send(&PeerRequest::Vote(vote_request(6)), MAX_FRAME_LEN)
-        .await
-        .unwrap();
-    let answer: Result<Option<PeerResponse>, _> = raw.recv(MAX_FRAME_LEN).await;
+    let call = GroupCall::<HandleSet>::Vote(vote_request(6));
+    let request = message::encode(&Destination::Group(SET), &call).unwrap();
+    raw.send(&request, MAX_FRAME_LEN).await.unwrap();
+    let answer: Result<Option<Vec<u8>>, _> = raw.recv(MAX_FRAME_LEN).await;
     assert!(
         matches!(answer, Ok(None) | Err(PeerError::Io(_))),
         "{answer:?}"
@@ -131,7 +153,7 @@ async fn a_wrong_secret_is_refused_and_no_rpc_is_served() {
     assert_eq!(vote_term(&node.raft), 0, "a refused peer changed the vote");
 
     // The same Vote from a peer with the secret is served.
-    let member = Network::new(9, secret());
+    let member = set_network(9, secret());
     let served = member
         .connection(1, &node.node)
         .vote(vote_request(5), option)
@@ -157,14 +179,14 @@ async fn a_client_sends_nothing_to_a_server_without_the_secret() {
             .send(&[0_u8; 32], MAX_HANDSHAKE_FRAME_LEN)
             .await
             .unwrap();
-        stream.recv::<PeerRequest>(MAX_FRAME_LEN).await
+        stream.recv::<Vec<u8>>(MAX_FRAME_LEN).await
     });
     let node = Node {
         handle: peer,
         peer,
         http: None,
     };
-    let network = Network::new(1, secret());
+    let network = set_network(1, secret());
     let refused = network
         .connection(2, &node)
         .vote(vote_request(5), RPCOption::new(WAIT))
@@ -190,29 +212,33 @@ fn a_short_secret_is_refused() {
 
 #[test]
 fn peer_messages_round_trip_in_frames() {
-    let request = PeerRequest::Vote(vote_request(3));
+    let call = GroupCall::<HandleSet>::Vote(vote_request(3));
+    let request = message::encode(&Destination::Group(SET), &call).unwrap();
     let bytes = frame::encode(&request, MAX_FRAME_LEN).unwrap();
-    let back: PeerRequest = frame::decode(&bytes[HEADER_LEN..]).unwrap();
-    assert!(matches!(back, PeerRequest::Vote(vote) if vote == vote_request(3)));
-    let not_leader = PeerResponse::Forward(Err(ForwardError::NotLeader {
+    let body: Vec<u8> = frame::decode(&bytes[HEADER_LEN..]).unwrap();
+    let (destination, rest) = message::split_head::<Destination>(&body).unwrap();
+    assert_eq!(destination, Destination::Group(SET));
+    let back: GroupCall<HandleSet> = frame::decode(rest).unwrap();
+    assert!(matches!(back, GroupCall::Vote(vote) if vote == vote_request(3)));
+    let not_leader = GroupAnswer::<HandleSet>::Forward(Err(ForwardError::NotLeader {
         leader_id: Some(2),
         leader_node: Some(Node::default()),
     }));
     let bytes = frame::encode(&not_leader, MAX_FRAME_LEN).unwrap();
-    let back: PeerResponse = frame::decode(&bytes[HEADER_LEN..]).unwrap();
+    let back: GroupAnswer<HandleSet> = frame::decode(&bytes[HEADER_LEN..]).unwrap();
     assert!(matches!(
         back,
-        PeerResponse::Forward(Err(ForwardError::NotLeader {
+        GroupAnswer::Forward(Err(ForwardError::NotLeader {
             leader_id: Some(2),
             ..
         }))
     ));
 }
 
-fn create(text: &str, url: &str) -> Request {
+fn create(text: &str, url: &str) -> Request<HandleCommand> {
     Request {
         id: RequestId(1),
-        command: Command::Create {
+        command: HandleCommand::Create {
             handle: Handle::parse(text).unwrap(),
             values: vec![HandleValue::new(1, "URL", url)],
             existing: ExistingHandle::Refuse,
@@ -273,7 +299,7 @@ async fn a_three_node_cluster_replicates_a_write_over_tcp() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_forwarded_write_is_proposed_by_the_leader_and_refused_by_a_follower() {
     let (nodes, leader) = start_cluster().await;
-    let network = Network::new(9, secret());
+    let network = set_network(9, secret());
     let leader_node = &nodes[usize::try_from(leader - 1).unwrap()];
     let follower = nodes
         .iter()
@@ -287,7 +313,7 @@ async fn a_forwarded_write_is_proposed_by_the_leader_and_refused_by_a_follower()
         .await
         .unwrap();
 
-    let mut to_follower = network.connection(0, &follower.node);
+    let to_follower = network.connection(0, &follower.node);
     let refused = to_follower
         .forward(create("10.1/fwd", "https://fwd.example/"), WAIT)
         .await
@@ -297,7 +323,7 @@ async fn a_forwarded_write_is_proposed_by_the_leader_and_refused_by_a_follower()
         "{refused:?}"
     );
 
-    let mut to_leader = network.connection(leader, &leader_node.node);
+    let to_leader = network.connection(leader, &leader_node.node);
     let applied = to_leader
         .forward(create("10.1/fwd", "https://fwd.example/"), WAIT)
         .await

@@ -1,9 +1,10 @@
 //! Replica sets of real `hdl serve` processes, formed with `hdl cluster`: writes
 //! through any member, a primary killed under load, a secondary restarted on its data;
-//! `faults` kills and restarts members and changes membership under load, `up` runs
-//! `hdl cluster up`.
+//! `faults` kills and restarts members and changes membership under load, `groups`
+//! checks the metadata group beside the set, `up` runs `hdl cluster up`.
 
 mod faults;
+mod groups;
 mod up;
 
 use std::ffi::OsString;

@@ -7,46 +7,47 @@ use std::time::Duration;
 use openraft::Raft;
 use tokio::time::Instant;
 
-use super::error::ReplicaError;
-use super::{LEADER_PATIENCE, Replica};
-use crate::replication::network::{ForwardError, NetworkConnection, PeerError};
-use crate::replication::{Node, NodeId, Request, Response, TypeConfig};
+use super::error::GroupError;
+use super::{Group, LEADER_PATIENCE};
+use crate::replication::machine::Machine;
+use crate::replication::network::{ForwardError, GroupConnection, PeerError};
+use crate::replication::{GroupConfig, Node, NodeId, Request, Response};
 
 /// How long to wait for news of a leader before trying again.
 const RETRY_STEP: Duration = Duration::from_millis(100);
 
-/// A call for the leader, carried out locally or sent to it.
-pub(super) trait LeaderCall {
+/// A call for the leader of a group of `M`, carried out locally or sent to it.
+pub(super) trait LeaderCall<M: Machine> {
     /// What the leader answers.
     type Output;
 
     /// Carries the call out on this node, which believes it is the leader.
-    async fn local(&self, raft: &Raft<TypeConfig>) -> Result<Self::Output, ForwardError>;
+    async fn local(&self, raft: &Raft<GroupConfig<M>>) -> Result<Self::Output, ForwardError>;
 
     /// Sends the call to the leader over `connection`.
     async fn remote(
         &self,
-        connection: &mut NetworkConnection,
+        connection: &GroupConnection<M>,
         timeout: Duration,
     ) -> Result<Result<Self::Output, ForwardError>, PeerError>;
 }
 
 /// A client write.
-pub(super) struct Write(pub(super) Request);
+pub(super) struct Write<M: Machine>(pub(super) Request<M::Command>);
 
-impl LeaderCall for Write {
-    type Output = Response;
+impl<M: Machine> LeaderCall<M> for Write<M> {
+    type Output = Response<M::Output>;
 
-    async fn local(&self, raft: &Raft<TypeConfig>) -> Result<Response, ForwardError> {
+    async fn local(&self, raft: &Raft<GroupConfig<M>>) -> Result<Self::Output, ForwardError> {
         let written = raft.client_write(self.0.clone()).await?;
         Ok(written.data)
     }
 
     async fn remote(
         &self,
-        connection: &mut NetworkConnection,
+        connection: &GroupConnection<M>,
         timeout: Duration,
-    ) -> Result<Result<Response, ForwardError>, PeerError> {
+    ) -> Result<Result<Self::Output, ForwardError>, PeerError> {
         connection.forward(self.0.clone(), timeout).await
     }
 }
@@ -54,17 +55,17 @@ impl LeaderCall for Write {
 /// The index a linearizable read must wait for.
 pub(super) struct ReadIndex;
 
-impl LeaderCall for ReadIndex {
+impl<M: Machine> LeaderCall<M> for ReadIndex {
     type Output = Option<u64>;
 
-    async fn local(&self, raft: &Raft<TypeConfig>) -> Result<Option<u64>, ForwardError> {
+    async fn local(&self, raft: &Raft<GroupConfig<M>>) -> Result<Option<u64>, ForwardError> {
         let read = raft.ensure_linearizable().await?;
         Ok(read.map(|log_id| log_id.index))
     }
 
     async fn remote(
         &self,
-        connection: &mut NetworkConnection,
+        connection: &GroupConnection<M>,
         timeout: Duration,
     ) -> Result<Result<Option<u64>, ForwardError>, PeerError> {
         connection.read_index(timeout).await
@@ -82,17 +83,17 @@ enum Target {
 enum Attempt<T> {
     Answered(T),
     /// Worth another try, perhaps at the leader this hint names.
-    Retry(ReplicaError, Option<(NodeId, Node)>),
-    Failed(ReplicaError),
+    Retry(GroupError, Option<(NodeId, Node)>),
+    Failed(GroupError),
 }
 
-impl Replica {
+impl<M: Machine> Group<M> {
     /// Carries `call` out at the leader, waiting for one for at most
     /// [`LEADER_PATIENCE`].
-    pub(super) async fn at_leader<C: LeaderCall>(
+    pub(super) async fn at_leader<C: LeaderCall<M>>(
         &self,
         call: &C,
-    ) -> Result<C::Output, ReplicaError> {
+    ) -> Result<C::Output, GroupError> {
         let deadline = Instant::now() + LEADER_PATIENCE;
         let mut hint = None;
         loop {
@@ -113,7 +114,7 @@ impl Replica {
             if Instant::now() >= deadline {
                 let last = Some(Box::new(error));
                 let waited = LEADER_PATIENCE;
-                return Err(ReplicaError::NoLeader { waited, last });
+                return Err(GroupError::NoLeader { waited, last });
             }
             hint = next.filter(|(id, _)| *id != self.inner.id);
             if hint.is_none() {
@@ -122,7 +123,7 @@ impl Replica {
         }
     }
 
-    async fn attempt<C: LeaderCall>(
+    async fn attempt<C: LeaderCall<M>>(
         &self,
         call: &C,
         target: Target,
@@ -131,7 +132,7 @@ impl Replica {
         let left = deadline.saturating_duration_since(Instant::now());
         match target {
             Target::Unknown => {
-                let error = ReplicaError::NoLeader {
+                let error = GroupError::NoLeader {
                     waited: LEADER_PATIENCE,
                     last: None,
                 };
@@ -142,17 +143,13 @@ impl Replica {
                 Err(_elapsed) => Attempt::Failed(no_answer(left)),
             },
             Target::Other(id, node) => {
-                let pool = &self.inner.forward_pool;
-                let mut connection = pool.take(&self.inner.network, id, &node);
-                match call.remote(&mut connection, left).await {
+                let connection = self.inner.network.connection(id, &node);
+                match call.remote(&connection, left).await {
                     // The remote leader stopping is news of an election, not our failure.
                     Ok(Err(ForwardError::Fatal(fatal))) => {
-                        Attempt::Retry(ReplicaError::Stopped(fatal), None)
+                        Attempt::Retry(GroupError::Stopped(fatal), None)
                     }
-                    Ok(answer) => {
-                        pool.give_back(id, connection);
-                        classify(answer)
-                    }
+                    Ok(answer) => classify(answer),
                     Err(error) => Attempt::Retry(error.into(), None),
                 }
             }
@@ -190,8 +187,8 @@ impl Replica {
     }
 }
 
-fn no_answer(waited: Duration) -> ReplicaError {
-    ReplicaError::NoLeader { waited, last: None }
+fn no_answer(waited: Duration) -> GroupError {
+    GroupError::NoLeader { waited, last: None }
 }
 
 fn classify<T>(answer: Result<T, ForwardError>) -> Attempt<T> {
@@ -202,16 +199,16 @@ fn classify<T>(answer: Result<T, ForwardError>) -> Attempt<T> {
             leader_node,
         }) => {
             let hint = leader_id.zip(leader_node);
-            let error = ReplicaError::Refused(ForwardError::NotLeader {
+            let error = GroupError::Refused(ForwardError::NotLeader {
                 leader_id,
                 leader_node: None,
             });
             Attempt::Retry(error, hint)
         }
         Err(error @ ForwardError::QuorumNotEnough(_)) => {
-            Attempt::Retry(ReplicaError::Refused(error), None)
+            Attempt::Retry(GroupError::Refused(error), None)
         }
-        Err(ForwardError::Fatal(fatal)) => Attempt::Failed(ReplicaError::Stopped(fatal)),
-        Err(error) => Attempt::Failed(ReplicaError::Refused(error)),
+        Err(ForwardError::Fatal(fatal)) => Attempt::Failed(GroupError::Stopped(fatal)),
+        Err(error) => Attempt::Failed(GroupError::Refused(error)),
     }
 }

@@ -1,4 +1,4 @@
-//! Errors of a running replica and of the admin client.
+//! Errors of a running group and of the admin client.
 
 use std::time::Duration;
 
@@ -8,17 +8,17 @@ use thiserror::Error;
 use crate::replication::NodeId;
 use crate::replication::network::{ForwardError, PeerError};
 
-/// Why a replica could not start, write, read or carry out an admin call.
+/// Why a group could not start, write, read or carry out an admin call.
 #[derive(Debug, Error)]
-pub enum ReplicaError {
+pub enum GroupError {
     /// The log or the state machine could not be opened.
-    #[error("cannot open the replica's storage: {0}")]
+    #[error("cannot open the group's storage: {0}")]
     Storage(#[from] crate::replication::Error),
     /// The Raft timing settings are inconsistent.
     #[error("invalid Raft settings: {0}")]
     Settings(#[from] openraft::ConfigError),
     /// This node's Raft has stopped (after a storage failure or at shutdown).
-    #[error("the replica has stopped: {0}")]
+    #[error("the group has stopped on this node: {0}")]
     Stopped(Fatal<NodeId>),
     /// The leader (or the node asked) refused the request.
     #[error("refused: {0}")]
@@ -29,13 +29,13 @@ pub enum ReplicaError {
         /// How long the node tried.
         waited: Duration,
         /// The last thing that went wrong, if anything was tried.
-        last: Option<Box<ReplicaError>>,
+        last: Option<Box<GroupError>>,
     },
     /// Talking to a peer failed.
     #[error(transparent)]
     Peer(#[from] PeerError),
     /// The local store did not apply the entries a read must see in time.
-    #[error("the local replica did not apply log index {index} within {waited:?}")]
+    #[error("the local member did not apply log index {index} within {waited:?}")]
     Behind {
         /// The log index the read waits for.
         index: u64,
@@ -53,7 +53,7 @@ pub enum ReplicaError {
     Join(#[from] tokio::task::JoinError),
 }
 
-fn last_error(last: &Option<Box<ReplicaError>>) -> String {
+fn last_error(last: &Option<Box<GroupError>>) -> String {
     match last {
         Some(error) => format!(" (last error: {error})"),
         None => String::new(),

@@ -1,0 +1,97 @@
+//! The metadata group's state machine: [`MapCommand`]s applied to the cluster map, kept
+//! whole as one document of the group's store.
+//!
+//! The document is `u8 layout (1) ‖ postcard ClusterMap`; a layout this build does not
+//! know, or bytes that do not decode, stop the node (the store is not what it must be).
+
+use super::map::{ClusterMap, MapChanged, MapCommand};
+use crate::replication::Machine;
+use crate::storage::{ReadSnapshot, StorageError, WriteBatch};
+
+/// The name of the map's document in the metadata group's store.
+const MAP_DOCUMENT: &str = "cluster_map";
+
+/// The layout of the map document.
+const MAP_LAYOUT: u8 = 1;
+
+/// The machine of the metadata group.
+#[derive(Debug)]
+pub enum MapMachine {}
+
+impl Machine for MapMachine {
+    type Command = MapCommand;
+    type Output = MapChanged;
+
+    const NAME: &'static str = "the cluster map";
+
+    fn apply(batch: &mut WriteBatch, command: MapCommand) -> Result<MapChanged, StorageError> {
+        let mut map = decode(batch.document(MAP_DOCUMENT)?)?;
+        let changed = map.apply(command);
+        batch.put_document(MAP_DOCUMENT, &encode(&map)?)?;
+        Ok(changed)
+    }
+}
+
+/// The map as of `read`: empty before anything was recorded.
+pub(super) fn read_map(read: &ReadSnapshot) -> Result<ClusterMap, StorageError> {
+    decode(read.document(MAP_DOCUMENT)?)
+}
+
+fn encode(map: &ClusterMap) -> Result<Vec<u8>, StorageError> {
+    postcard::to_extend(map, vec![MAP_LAYOUT]).map_err(|error| corrupt(error.to_string()))
+}
+
+fn decode(bytes: Option<Vec<u8>>) -> Result<ClusterMap, StorageError> {
+    let Some(bytes) = bytes else {
+        return Ok(ClusterMap::default());
+    };
+    match bytes.split_first() {
+        Some((&MAP_LAYOUT, rest)) => {
+            postcard::from_bytes(rest).map_err(|error| corrupt(error.to_string()))
+        }
+        Some((layout, _)) => Err(corrupt(format!("unknown layout {layout}"))),
+        None => Err(corrupt("empty".to_owned())),
+    }
+}
+
+fn corrupt(reason: String) -> StorageError {
+    StorageError::CorruptDocument {
+        name: MAP_DOCUMENT.to_owned(),
+        reason,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::replication::SetId;
+    use crate::storage::Store;
+
+    #[test]
+    fn the_map_survives_its_store_and_a_bad_layout_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("map.redb")).unwrap();
+        assert_eq!(read_map(&store.read().unwrap()).unwrap(), ClusterMap::default());
+        let mut batch = store.write().unwrap();
+        let command = MapCommand::RecordSet {
+            set: SetId(1),
+            members: Vec::new(),
+        };
+        assert_eq!(MapMachine::apply(&mut batch, command).unwrap().epoch, 1);
+        batch.commit().unwrap();
+        let map = read_map(&store.read().unwrap()).unwrap();
+        assert_eq!(map.epoch, 1);
+        assert!(map.sets.contains_key(&SetId(1)));
+
+        let mut batch = store.write().unwrap();
+        batch.put_document(MAP_DOCUMENT, &[9, 0]).unwrap();
+        let command = MapCommand::RecordSet {
+            set: SetId(2),
+            members: Vec::new(),
+        };
+        assert!(matches!(
+            MapMachine::apply(&mut batch, command),
+            Err(StorageError::CorruptDocument { .. })
+        ));
+    }
+}

@@ -1,0 +1,110 @@
+//! Placement: where handles live in a cluster — the cluster map (its replica sets and
+//! their members, versioned by an epoch) and the metadata group that replicates it.
+//!
+//! Owns [`ClusterMap`] and its commands (pure, [`map`]), the metadata group's machine
+//! ([`MapMachine`]), [`MapGroup`], this node's member of the metadata group (which
+//! follows the replica set's membership into the map), and [`ClusterAdmin`], the
+//! membership changes `hdl cluster` makes to the set and the metadata group together. Depends
+//! on [`crate::replication`] (the group it runs on) and [`crate::storage`] (the
+//! group's store holds the map as one document); knows nothing of handles' wire forms,
+//! the service or the edges.
+
+mod admin;
+mod machine;
+pub mod map;
+
+use std::path::Path;
+use std::sync::Arc;
+
+pub use admin::{ClusterAdmin, FIRST_SET, FIRST_SET_GROUP, MEMBER_GROUPS, MembershipError};
+pub use machine::MapMachine;
+pub use map::{ClusterMap, MapChanged, MapCommand, SetRecord};
+
+use crate::replication::admin::Member;
+use crate::replication::{
+    Group, GroupError, GroupHost, GroupId, GroupSettings, HandleSet, SetId,
+};
+use crate::storage::{StorageError, Store};
+
+/// How long [`MapGroup::follow`] waits before it checks a set again without news.
+pub const FOLLOW_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The file, in the metadata group's directory, that holds its store.
+pub const MAP_STORE_FILE: &str = "map.redb";
+
+/// This node's member of the metadata group.
+#[derive(Debug, Clone)]
+pub struct MapGroup {
+    group: Group<MapMachine>,
+    store: Arc<Store>,
+}
+
+impl MapGroup {
+    /// Opens the metadata group's store and log in `dir` and starts its Raft on `host`.
+    pub async fn start(
+        settings: &GroupSettings,
+        dir: &Path,
+        host: GroupHost,
+    ) -> Result<MapGroup, GroupError> {
+        let path = dir.join(MAP_STORE_FILE);
+        let store = tokio::task::spawn_blocking(move || Store::open(&path))
+            .await?
+            .map_err(|error| GroupError::Storage(error.into()))?;
+        let store = Arc::new(store);
+        let group = Group::start(settings, GroupId::Map, Arc::clone(&store), dir, host).await?;
+        Ok(MapGroup { group, store })
+    }
+
+    /// The map as this member has applied it (it may trail the group's leader).
+    pub fn map(&self) -> Result<ClusterMap, StorageError> {
+        machine::read_map(&self.store.read()?)
+    }
+
+    /// Records that replica set `set` now has `members`; returns once the metadata
+    /// group has committed and applied it.
+    pub async fn record_set(
+        &self,
+        set: SetId,
+        members: Vec<Member>,
+    ) -> Result<MapChanged, GroupError> {
+        let command = MapCommand::RecordSet { set, members };
+        self.group.client_write(command).await
+    }
+
+    /// Keeps the map's record of replica set `id` equal to the membership of `set`,
+    /// this node's member of it: whenever this node leads the set and the map (as
+    /// applied here) records other members, it records the current ones. Runs until
+    /// the set stops; a failed write is tried again at the next change or after
+    /// [`FOLLOW_RETRY`].
+    pub async fn follow(&self, id: SetId, set: Group<HandleSet>) {
+        let mut news = set.watch();
+        loop {
+            if let Err(error) = self.record_if_changed(id, &set).await {
+                tracing::warn!(%error, set = id.0, "cannot record the set's members in the cluster map");
+            }
+            match tokio::time::timeout(FOLLOW_RETRY, news.changed()).await {
+                Ok(false) => return,
+                Ok(true) | Err(_) => {}
+            }
+        }
+    }
+
+    async fn record_if_changed(&self, id: SetId, set: &Group<HandleSet>) -> Result<(), GroupError> {
+        let (members, leader) = set.members();
+        if leader != Some(set.status().id) {
+            return Ok(());
+        }
+        let map = self.map().map_err(|error| GroupError::Storage(error.into()))?;
+        let recorded = map.sets.get(&id).map(|record| record.members.values().cloned().collect::<Vec<_>>());
+        if recorded.as_ref() != Some(&members) {
+            let changed = self.record_set(id, members).await?;
+            tracing::info!(set = id.0, epoch = changed.epoch, "recorded the set's members in the cluster map");
+        }
+        Ok(())
+    }
+
+    /// The metadata group itself (status, membership, shutdown).
+    pub fn group(&self) -> &Group<MapMachine> {
+        &self.group
+    }
+}

@@ -1,0 +1,301 @@
+//! A running group: this node's member of one Raft group (a replica set, or the
+//! metadata group), whatever its [`Machine`].
+//!
+//! [`Group`] is the application API over openraft: it opens the group's log and state
+//! machine in the group's own directory, starts Raft, registers the group with the
+//! node's peer [`Registry`] (one peer port serves every group), and offers what the
+//! layers above need — [`Group::client_write`] (proposed on the leader, forwarded from
+//! any other member over the node's shared [`Links`]), [`Group::ensure_fresh_read`]
+//! (linearizable reads), and the membership and status. [`AdminClient`] is the
+//! `hdl cluster` side of the admin calls.
+//!
+//! Invariants: a write is acknowledged only once the leader has committed and applied
+//! it; a fresh read returns only after the local store applied the leader's read index;
+//! every wait is bounded.
+
+mod admin_client;
+mod error;
+mod leader;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use openraft::{Raft, SnapshotPolicy};
+
+pub use admin_client::AdminClient;
+pub use error::GroupError;
+
+use super::admin::{self, Member, MemberStatus};
+use super::machine::Machine;
+use super::network::{GroupEndpoint, GroupNetwork, Links, Registry};
+use super::{GroupConfig, GroupId, LogStore, Node, NodeId, Request, RequestId, Response, StateMachine};
+use crate::storage::Store;
+use leader::{ReadIndex, Write};
+
+/// How long a write or a fresh read waits for a reachable leader, retries included.
+pub const LEADER_PATIENCE: Duration = Duration::from_secs(5);
+
+/// Whether a node with an empty log forms a group of its own at start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bootstrap {
+    /// Form a one-member group of itself, so a lone node accepts writes at once.
+    Alone,
+    /// Wait to be made a member by `hdl cluster init` or `add-secondary`.
+    Wait,
+}
+
+/// How a node runs its groups.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupSettings {
+    /// This node's id, the same in every group.
+    pub id: NodeId,
+    /// What to do with an empty log.
+    pub bootstrap: Bootstrap,
+    /// Milliseconds between the leader's heartbeats.
+    pub heartbeat_ms: u64,
+    /// Least milliseconds without a leader before a follower stands for election.
+    pub election_min_ms: u64,
+    /// Most milliseconds without a leader before a follower stands for election.
+    pub election_max_ms: u64,
+    /// Build a snapshot after this many entries applied since the last one.
+    pub snapshot_every: u64,
+    /// Entries kept in the log after a snapshot covers them, for slow members.
+    pub keep_after_snapshot: u64,
+}
+
+/// What a group runs on: the node's addresses, its peer links and its peer registry.
+#[derive(Debug, Clone)]
+pub struct GroupHost {
+    /// This node's addresses, as the group's membership records them.
+    pub me: Node,
+    /// The node's connections to its peers, shared by all its groups.
+    pub links: Links,
+    /// What the node's peer port answers; the group adds itself.
+    pub registry: Arc<Registry>,
+}
+
+/// This node's member of one group; clones share it.
+pub struct Group<M: Machine> {
+    inner: Arc<Inner<M>>,
+}
+
+impl<M: Machine> Clone for Group<M> {
+    fn clone(&self) -> Self {
+        Group {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<M: Machine> fmt::Debug for Group<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Group")
+            .field("group", &self.inner.group)
+            .field("id", &self.inner.id)
+            .field("node", &self.inner.me)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Inner<M: Machine> {
+    group: GroupId,
+    id: NodeId,
+    me: Node,
+    raft: Raft<GroupConfig<M>>,
+    network: GroupNetwork<M>,
+    registry: Arc<Registry>,
+    next_request: AtomicU64,
+}
+
+impl<M: Machine> Group<M> {
+    /// Opens the log and state machine of `group` in `dir` over `store`, starts Raft
+    /// and answers the group's peer calls through `host`'s registry.
+    pub async fn start(
+        settings: &GroupSettings,
+        group: GroupId,
+        store: Arc<Store>,
+        dir: &Path,
+        host: GroupHost,
+    ) -> Result<Group<M>, GroupError> {
+        let owned = dir.to_owned();
+        let (log, state_machine) = tokio::task::spawn_blocking(move || {
+            let log = LogStore::<M>::open(&owned)?;
+            let state_machine = StateMachine::<M>::open(store, &owned)?;
+            Ok::<_, super::Error>((log, state_machine))
+        })
+        .await??;
+        let network = GroupNetwork::new(host.links, group);
+        let config = Arc::new(raft_config(settings).validate()?);
+        let raft = Raft::new(settings.id, config, network.clone(), log, state_machine)
+            .await
+            .map_err(GroupError::Stopped)?;
+        let endpoint = GroupEndpoint::new(raft.clone(), host.me.clone());
+        host.registry.add_group(group, Arc::new(endpoint));
+        if settings.bootstrap == Bootstrap::Alone {
+            bootstrap(&raft, settings.id, &host.me).await?;
+        }
+        let next_request = AtomicU64::new(getrandom::u64().unwrap_or_default());
+        let inner = Inner {
+            group,
+            id: settings.id,
+            me: host.me,
+            raft,
+            network,
+            registry: host.registry,
+            next_request,
+        };
+        Ok(Group {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// Which group this is.
+    pub fn id(&self) -> GroupId {
+        self.inner.group
+    }
+
+    /// This node's addresses.
+    pub fn node(&self) -> &Node {
+        &self.inner.me
+    }
+
+    /// Proposes `command` at the leader and returns its output once committed and
+    /// applied there. From a follower or learner the command is forwarded.
+    pub async fn client_write(&self, command: M::Command) -> Result<M::Output, GroupError> {
+        let id = RequestId(self.inner.next_request.fetch_add(1, Ordering::Relaxed));
+        match self.at_leader(&Write::<M>(Request { id, command })).await? {
+            Response::Command(output) => Ok(output),
+            Response::NoCommand => Err(GroupError::NoCommandResult),
+        }
+    }
+
+    /// Returns once the local store reflects every write acknowledged before the
+    /// call: asks the leader for its read index (confirming its leadership with a
+    /// quorum) and waits until this node has applied it.
+    pub async fn ensure_fresh_read(&self) -> Result<(), GroupError> {
+        let Some(index) = self.at_leader(&ReadIndex).await? else {
+            return Ok(());
+        };
+        let waited = LEADER_PATIENCE;
+        self.inner
+            .raft
+            .wait(Some(waited))
+            .applied_index_at_least(Some(index), "the read index is applied")
+            .await
+            .map(|_| ())
+            .map_err(|_| GroupError::Behind { index, waited })
+    }
+
+    /// This node's view of itself and its group.
+    pub fn status(&self) -> MemberStatus {
+        admin::status(&self.inner.raft, &self.inner.me)
+    }
+
+    /// Every member of the group, by id, and the leader this node knows of.
+    pub fn members(&self) -> (Vec<Member>, Option<NodeId>) {
+        let leader = self.inner.raft.metrics().borrow().current_leader;
+        (admin::members(&self.inner.raft), leader)
+    }
+
+    /// Watches this node's view of the group (its membership, its leader, its log).
+    pub fn watch(&self) -> GroupWatch {
+        GroupWatch {
+            metrics: self.inner.raft.metrics(),
+        }
+    }
+
+    /// Stops answering the group's peer calls and stops its Raft.
+    pub async fn shutdown(&self) -> Result<(), GroupError> {
+        self.inner.registry.remove_group(self.inner.group);
+        self.inner.raft.shutdown().await?;
+        Ok(())
+    }
+}
+
+/// News of a group: resolves when this node's view of it changes.
+#[derive(Debug)]
+pub struct GroupWatch {
+    metrics: tokio::sync::watch::Receiver<openraft::RaftMetrics<NodeId, Node>>,
+}
+
+impl GroupWatch {
+    /// Waits until this node's view of the group changes; `false` once the group has
+    /// stopped and nothing will change any more.
+    pub async fn changed(&mut self) -> bool {
+        self.metrics.changed().await.is_ok()
+    }
+}
+
+/// Forms a group of this node alone if its log is empty, and waits (bounded) until it
+/// is its leader, so a lone node takes writes and describes its group once started.
+async fn bootstrap<M: Machine>(
+    raft: &Raft<GroupConfig<M>>,
+    id: NodeId,
+    me: &Node,
+) -> Result<(), GroupError> {
+    if raft.is_initialized().await.map_err(GroupError::Stopped)? {
+        return Ok(());
+    }
+    let alone = BTreeMap::from([(id, me.clone())]);
+    raft.initialize(alone)
+        .await
+        .map_err(|error| GroupError::Refused(error.into()))?;
+    // A timeout is no failure: writes wait for a leader themselves.
+    let _elected = raft
+        .wait(Some(LEADER_PATIENCE))
+        .current_leader(id, "the lone node is elected")
+        .await;
+    Ok(())
+}
+
+fn raft_config(settings: &GroupSettings) -> openraft::Config {
+    openraft::Config {
+        cluster_name: "hdl".into(),
+        heartbeat_interval: settings.heartbeat_ms,
+        election_timeout_min: settings.election_min_ms,
+        election_timeout_max: settings.election_max_ms,
+        snapshot_policy: SnapshotPolicy::LogsSinceLast(settings.snapshot_every),
+        max_in_snapshot_log_to_keep: settings.keep_after_snapshot,
+        ..openraft::Config::default()
+    }
+}
+
+/// A one-member handle set over `store` in `data_dir`, for the tests of the layers
+/// above: quick timing, a fixed secret, peers served on a free loopback port.
+#[cfg(test)]
+pub(crate) async fn start_alone(
+    store: Arc<Store>,
+    data_dir: &Path,
+    handle: std::net::SocketAddr,
+) -> Group<super::HandleSet> {
+    let settings = GroupSettings {
+        id: 1,
+        bootstrap: Bootstrap::Alone,
+        heartbeat_ms: 50,
+        election_min_ms: 150,
+        election_max_ms: 300,
+        snapshot_every: 5000,
+        keep_after_snapshot: 1000,
+    };
+    let peers = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let me = Node {
+        handle,
+        peer: peers.local_addr().unwrap(),
+        http: None,
+    };
+    let secret = super::network::ClusterSecret::new(b"a shared cluster secret, 32 byte").unwrap();
+    let registry = Arc::new(Registry::default());
+    let dispatch: Arc<dyn super::network::Dispatch> = registry.clone();
+    tokio::spawn(super::network::serve(peers, secret.clone(), dispatch, std::future::pending()));
+    let host = GroupHost {
+        me,
+        links: Links::new(1, secret),
+        registry,
+    };
+    let group = GroupId::Set(super::SetId(1));
+    Group::start(&settings, group, store, data_dir, host).await.unwrap()
+}

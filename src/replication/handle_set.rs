@@ -1,0 +1,239 @@
+//! The state machine of a replica set: handle changes in the log, applied to the
+//! handle store.
+//!
+//! Owns [`HandleCommand`], the set's log command, and its application to a
+//! [`WriteBatch`]. A command holds everything it needs (its values carry their
+//! timestamps; nothing here reads a clock), so applying the same commands in the same
+//! order gives the same store and the same results on every replica. Refusals are
+//! results, not failures.
+//!
+//! The command is a log format, read back for as long as a log or a node's disk holds
+//! it: version 1 is the seven variants below, in this order and with these fields, as
+//! the first hdl wrote them; their encoding is pinned by a test. A later change to a
+//! command is a new variant appended after them, never an edit.
+//!
+//! The service builds commands, in one place, from operations it has validated and
+//! authorised; nothing else does.
+
+use serde::{Deserialize, Serialize};
+
+use super::machine::Machine;
+use crate::names::Handle;
+use crate::storage::{Applied, ExistingHandle, ExistingValue, Refusal, StorageError, WriteBatch};
+use crate::values::{HandleValue, ValueIndex};
+
+/// The machine of a replica set's group.
+#[derive(Debug)]
+pub enum HandleSet {}
+
+/// What applying a [`HandleCommand`] did: a change, or a deterministic refusal.
+pub type HandleResult = Result<Applied, Refusal>;
+
+/// One change to a replica set's handles, as its log carries it (version 1).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum HandleCommand {
+    /// Create a handle with these values.
+    Create {
+        /// The handle, as written by the client.
+        handle: Handle,
+        /// Its values, timestamps already assigned.
+        values: Vec<HandleValue>,
+        /// Whether an existing handle is replaced or refused.
+        existing: ExistingHandle,
+    },
+    /// Delete a handle and its values.
+    Delete {
+        /// The handle.
+        handle: Handle,
+    },
+    /// Add values with new indexes.
+    AddValues {
+        /// The handle.
+        handle: Handle,
+        /// The values to add.
+        values: Vec<HandleValue>,
+        /// Whether a value whose index is taken is refused or replaced (the
+        /// OverwriteWhenExists flag).
+        existing: ExistingValue,
+    },
+    /// Replace values with the same indexes.
+    ModifyValues {
+        /// The handle.
+        handle: Handle,
+        /// The new values.
+        values: Vec<HandleValue>,
+    },
+    /// Remove values by index.
+    RemoveValues {
+        /// The handle.
+        handle: Handle,
+        /// The indexes to remove.
+        indexes: Vec<ValueIndex>,
+    },
+    /// Mark a naming authority as served here.
+    HomePrefix {
+        /// The prefix, as written.
+        prefix: String,
+    },
+    /// Stop serving a naming authority.
+    UnhomePrefix {
+        /// The prefix.
+        prefix: String,
+    },
+}
+
+impl Machine for HandleSet {
+    type Command = HandleCommand;
+    type Output = HandleResult;
+
+    const NAME: &'static str = "handles";
+
+    fn apply(batch: &mut WriteBatch, command: HandleCommand) -> Result<HandleResult, StorageError> {
+        let outcome = match command {
+            HandleCommand::Create {
+                handle,
+                values,
+                existing,
+            } => batch.create(&handle, values, existing).map(Applied::from),
+            HandleCommand::Delete { handle } => batch.delete(&handle).map(|()| Applied::Done),
+            HandleCommand::AddValues {
+                handle,
+                values,
+                existing,
+            } => batch
+                .add_values(&handle, values, existing)
+                .map(|()| Applied::Done),
+            HandleCommand::ModifyValues { handle, values } => batch
+                .modify_values(&handle, values)
+                .map(|()| Applied::Done),
+            HandleCommand::RemoveValues { handle, indexes } => batch
+                .remove_values(&handle, &indexes)
+                .map(|()| Applied::Done),
+            HandleCommand::HomePrefix { prefix } => {
+                batch.home_prefix(&prefix).map(|()| Applied::Done)
+            }
+            HandleCommand::UnhomePrefix { prefix } => {
+                batch.unhome_prefix(&prefix).map(|()| Applied::Done)
+            }
+        };
+        match outcome {
+            Ok(applied) => Ok(Ok(applied)),
+            Err(StorageError::Refused(refusal)) => Ok(Err(refusal)),
+            Err(failure) => Err(failure),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::Store;
+    use crate::values::ValueSelection;
+
+    fn url(index: u32, target: &str) -> HandleValue {
+        HandleValue::new(index, "URL", target)
+    }
+
+    #[test]
+    fn commands_apply_and_refusals_are_results() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("handles.redb")).unwrap();
+        let h = Handle::parse("10.1000/cmd").unwrap();
+        let mut batch = store.write().unwrap();
+        let create = HandleCommand::Create {
+            handle: h.clone(),
+            values: vec![url(1, "https://a/")],
+            existing: ExistingHandle::Refuse,
+        };
+        let apply = |batch: &mut WriteBatch, command| HandleSet::apply(batch, command).unwrap();
+        assert_eq!(apply(&mut batch, create.clone()), Ok(Applied::Created));
+        assert_eq!(apply(&mut batch, create), Err(Refusal::HandleExists));
+        let remove = HandleCommand::RemoveValues {
+            handle: h.clone(),
+            indexes: vec![ValueIndex(2)],
+        };
+        assert_eq!(
+            apply(&mut batch, remove),
+            Err(Refusal::ValueNotFound(ValueIndex(2)))
+        );
+        let add = HandleCommand::AddValues {
+            existing: ExistingValue::Refuse,
+            handle: h.clone(),
+            values: vec![url(2, "https://b/")],
+        };
+        assert_eq!(apply(&mut batch, add), Ok(Applied::Done));
+        batch.commit().unwrap();
+        let read = store.read().unwrap();
+        let record = read.get(&h, &ValueSelection::all()).unwrap().unwrap();
+        assert_eq!(record.values.len(), 2);
+    }
+
+    /// Version 1 of the log command, byte for byte as the first hdl wrote it (these
+    /// vectors were taken from that build's `storage::Command`): entries written by
+    /// earlier builds must still decode to the same commands.
+    #[test]
+    fn version_1_commands_keep_their_encoding() {
+        let handle = Handle::parse("10.1/a").unwrap();
+        let value = HandleValue {
+            timestamp: 7,
+            ..url(1, "u")
+        };
+        let cases: Vec<(HandleCommand, &str)> = vec![
+            (
+                HandleCommand::Create {
+                    handle: handle.clone(),
+                    values: vec![value.clone()],
+                    existing: ExistingHandle::Overwrite,
+                },
+                "000631302e312f6101010355524c01750080a305070e0001",
+            ),
+            (
+                HandleCommand::Delete {
+                    handle: handle.clone(),
+                },
+                "010631302e312f61",
+            ),
+            (
+                HandleCommand::AddValues {
+                    handle: handle.clone(),
+                    values: vec![value.clone()],
+                    existing: ExistingValue::Replace,
+                },
+                "020631302e312f6101010355524c01750080a305070e0001",
+            ),
+            (
+                HandleCommand::ModifyValues {
+                    handle: handle.clone(),
+                    values: vec![value.clone()],
+                },
+                "030631302e312f6101010355524c01750080a305070e00",
+            ),
+            (
+                HandleCommand::RemoveValues {
+                    handle: handle.clone(),
+                    indexes: vec![ValueIndex(3)],
+                },
+                "040631302e312f610103",
+            ),
+            (
+                HandleCommand::HomePrefix {
+                    prefix: "10.1".into(),
+                },
+                "050431302e31",
+            ),
+            (
+                HandleCommand::UnhomePrefix {
+                    prefix: "10.1".into(),
+                },
+                "060431302e31",
+            ),
+        ];
+        for (command, expected) in cases {
+            let bytes = postcard::to_stdvec(&command).unwrap();
+            let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+            assert_eq!(hex, expected, "{command:?}");
+            let back: HandleCommand = postcard::from_bytes(&bytes).unwrap();
+            assert_eq!(back, command);
+        }
+    }
+}
