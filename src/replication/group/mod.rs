@@ -299,3 +299,6 @@ pub(crate) async fn start_alone(
     let group = GroupId::Set(super::SetId(1));
     Group::start(&settings, group, store, data_dir, host).await.unwrap()
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,178 @@
+//! Two groups of different machines in each of three nodes, sharing every node's peer
+//! port and links: both replicate, and both elect a new leader when the node leading
+//! them goes away.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+
+use super::*;
+use crate::names::Handle;
+use crate::replication::admin::{AdminAnswer, AdminRequest};
+use crate::replication::network::{ClusterSecret, Dispatch, serve};
+use crate::replication::{HandleCommand, HandleSet, SetId};
+use crate::storage::{Applied, ExistingHandle, StorageError, WriteBatch};
+use crate::values::HandleValue;
+
+const WAIT: Duration = Duration::from_secs(10);
+const SET: GroupId = GroupId::Set(SetId(1));
+const COUNTER: GroupId = GroupId::Map;
+
+/// A small machine of its own: a total kept as one document.
+#[derive(Debug)]
+enum Counter {}
+
+impl Machine for Counter {
+    type Command = u64;
+    type Output = u64;
+
+    const NAME: &'static str = "a counter";
+
+    fn apply(batch: &mut WriteBatch, add: u64) -> Result<u64, StorageError> {
+        let total = batch
+            .document("total")?
+            .and_then(|bytes| bytes.try_into().ok())
+            .map_or(0, u64::from_be_bytes)
+            + add;
+        batch.put_document("total", &total.to_be_bytes())?;
+        Ok(total)
+    }
+}
+
+fn secret() -> ClusterSecret {
+    ClusterSecret::new(b"a shared cluster secret, 32 byte").unwrap()
+}
+
+/// One node in both groups, with its peer port; dropping `stop` stops the port.
+struct TestNode {
+    id: NodeId,
+    set: Group<HandleSet>,
+    counter: Group<Counter>,
+    me: Node,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    _dir: tempfile::TempDir,
+}
+
+async fn start_node(id: NodeId) -> TestNode {
+    let dir = tempfile::tempdir().unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let peer = listener.local_addr().unwrap();
+    let me = Node {
+        handle: peer,
+        peer,
+        http: None,
+    };
+    let registry = Arc::new(Registry::default());
+    let dispatch: Arc<dyn Dispatch> = registry.clone();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(serve(listener, secret(), dispatch, async move {
+        let _ = stopped.await;
+    }));
+    let host = GroupHost {
+        me: me.clone(),
+        links: Links::new(id, secret()),
+        registry,
+    };
+    let settings = GroupSettings {
+        id,
+        bootstrap: Bootstrap::Wait,
+        heartbeat_ms: 50,
+        election_min_ms: 300,
+        election_max_ms: 600,
+        snapshot_every: 5000,
+        keep_after_snapshot: 1000,
+    };
+    let open = |name: &str| {
+        let path = dir.path().join(name);
+        std::fs::create_dir_all(&path).unwrap();
+        let store = Arc::new(Store::open(&path.join("store.redb")).unwrap());
+        (store, path)
+    };
+    let (set_store, set_dir) = open("set");
+    let (counter_store, counter_dir) = open("counter");
+    let set = Group::start(&settings, SET, set_store, &set_dir, host.clone())
+        .await
+        .unwrap();
+    let counter = Group::start(&settings, COUNTER, counter_store, &counter_dir, host)
+        .await
+        .unwrap();
+    TestNode {
+        id,
+        set,
+        counter,
+        me,
+        stop: Some(stop),
+        _dir: dir,
+    }
+}
+
+/// Forms both groups of the three nodes through node 1's peer port, as `hdl cluster`
+/// does: init, add learners, make them voters.
+async fn form(nodes: &[TestNode]) {
+    let admin = AdminClient::new(secret(), WAIT);
+    let first = nodes[0].me.peer;
+    for group in [SET, COUNTER] {
+        admin.call(first, group, &AdminRequest::Init).await.unwrap();
+        for node in &nodes[1..] {
+            let request = AdminRequest::AddLearner {
+                id: node.id,
+                node: node.me.clone(),
+            };
+            admin.call(first, group, &request).await.unwrap();
+        }
+        let voters = nodes.iter().map(|node| node.id).collect();
+        let request = AdminRequest::ChangeMembership { voters };
+        let answer = admin.call(first, group, &request).await.unwrap();
+        assert!(matches!(answer, AdminAnswer::Done));
+    }
+}
+
+fn create(name: &str) -> HandleCommand {
+    HandleCommand::Create {
+        handle: Handle::parse(name).unwrap(),
+        values: vec![HandleValue::new(1, "URL", "https://example.org/")],
+        existing: ExistingHandle::Refuse,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_groups_share_the_peer_port_and_both_elect_after_their_leader_goes() {
+    let mut nodes = Vec::new();
+    for id in 1..=3 {
+        nodes.push(start_node(id).await);
+    }
+    form(&nodes).await;
+    // Writes through a follower are forwarded to each group's leader.
+    let follower = &nodes[2];
+    assert_eq!(
+        follower.set.client_write(create("10.1/before")).await.unwrap(),
+        Ok(Applied::Created)
+    );
+    assert_eq!(follower.counter.client_write(5).await.unwrap(), 5);
+
+    // Node 1 leads both groups (it formed them); it goes away, peer port and all.
+    let leader = nodes[0].set.members().1;
+    assert_eq!(leader, Some(1));
+    assert_eq!(nodes[0].counter.members().1, Some(1));
+    let mut gone = nodes.remove(0);
+    drop(gone.stop.take());
+    gone.set.shutdown().await.unwrap();
+    gone.counter.shutdown().await.unwrap();
+
+    // Both groups elect among the survivors and take writes again.
+    for node in &nodes {
+        assert_eq!(
+            node.set.client_write(create(&format!("10.1/after-{}", node.id))).await.unwrap(),
+            Ok(Applied::Created)
+        );
+    }
+    assert_eq!(nodes[0].counter.client_write(2).await.unwrap(), 7);
+    assert_eq!(nodes[1].counter.client_write(3).await.unwrap(), 10);
+    for node in &nodes {
+        let (_, set_leader) = node.set.members();
+        let (_, counter_leader) = node.counter.members();
+        assert!(set_leader.is_some_and(|id| id != 1), "{set_leader:?}");
+        assert!(counter_leader.is_some_and(|id| id != 1), "{counter_leader:?}");
+    }
+}
