@@ -5,7 +5,6 @@ use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use openraft::Raft;
 use tokio::net::{TcpListener, TcpStream};
@@ -14,17 +13,11 @@ use tracing::debug;
 
 use super::auth::{self, ClusterSecret};
 use super::frame::MAX_FRAME_LEN;
+use super::listener::{HANDSHAKE_TIMEOUT, MAX_CONNECTIONS};
 use super::message::{ForwardError, PeerRequest, PeerResponse, fatal};
 use super::stream::{PeerError, PeerStream};
 use crate::replication::admin;
 use crate::replication::{Node, TypeConfig};
-
-/// How long a new connection has to authenticate.
-pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// The most peer connections served at once; more are closed on accept. A replica set
-/// has a handful of members, so this only bounds what strangers can hold open.
-pub const MAX_CONNECTIONS: usize = 256;
 
 /// Serves Raft RPCs, forwarded writes, read indexes and admin calls to the other
 /// nodes of a replica set and to the `hdl cluster` command.
