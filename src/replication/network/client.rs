@@ -1,9 +1,16 @@
-//! The client side: openraft's network factory and one reused, authenticated
-//! connection per target node.
+//! The client side: openraft's network factory, and the typed calls of a node to
+//! another, each sent as one postcard [`PeerRequest`] over the node's [`Links`].
 
 use std::error::Error as StdError;
 use std::time::Duration;
 
+use super::auth::ClusterSecret;
+use super::frame::{self, FrameError};
+use super::link::Links;
+use super::message::{ForwardError, PeerRequest, PeerResponse};
+use super::stream::PeerError;
+use crate::replication::admin::{AdminAnswer, AdminRequest};
+use crate::replication::{Node, NodeId, Request, Response, TypeConfig};
 use openraft::error::{
     Fatal, InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
 };
@@ -12,14 +19,6 @@ use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
     VoteRequest, VoteResponse,
 };
-use tokio::net::TcpStream;
-
-use super::auth::{self, ClusterSecret};
-use super::frame::MAX_FRAME_LEN;
-use super::message::{ForwardError, PeerRequest, PeerResponse};
-use super::stream::{PeerError, PeerStream};
-use crate::replication::admin::{AdminAnswer, AdminRequest};
-use crate::replication::{Node, NodeId, Request, Response, TypeConfig};
 
 /// The error of one RPC as openraft takes it.
 type RpcError<E = openraft::error::Infallible> = RPCError<NodeId, Node, RaftError<NodeId, E>>;
@@ -27,17 +26,19 @@ type RpcError<E = openraft::error::Infallible> = RPCError<NodeId, Node, RaftErro
 /// What the peer's Raft answered to one RPC.
 type RemoteAnswer<T, E> = Result<T, RaftError<NodeId, E>>;
 
-/// Connects this node to the other members of its replica set.
+/// Connects this node to the other members of its replica set; clones share its
+/// links (one connection per peer).
 #[derive(Debug, Clone)]
 pub struct Network {
-    id: NodeId,
-    secret: ClusterSecret,
+    links: Links,
 }
 
 impl Network {
     /// The network of node `id`, authenticating with `secret`.
     pub fn new(id: NodeId, secret: ClusterSecret) -> Network {
-        Network { id, secret }
+        Network {
+            links: Links::new(id, secret),
+        }
     }
 }
 
@@ -50,36 +51,41 @@ impl RaftNetworkFactory<TypeConfig> for Network {
 }
 
 impl Network {
-    /// A connection to `target` at `node`; it connects on first use.
+    /// A connection to `target` at `node`: a handle on the link to its address,
+    /// which connects on first use.
     pub fn connection(&self, target: NodeId, node: &Node) -> NetworkConnection {
         NetworkConnection {
-            network: self.clone(),
+            links: self.links.clone(),
             target,
             node: node.clone(),
-            stream: None,
         }
     }
 }
 
-/// A connection to one peer, opened on first use, reused across requests and reopened
-/// after any failure.
+/// Typed calls to one peer over the shared link to its address.
 #[derive(Debug)]
 pub struct NetworkConnection {
-    network: Network,
+    links: Links,
     target: NodeId,
     node: Node,
-    stream: Option<PeerStream>,
 }
 
 /// How a request failed, deciding how openraft sees it.
 enum Failure {
     /// The peer could not be reached or did not answer in time.
     Unreachable(PeerError),
-    /// The connection failed after it was established.
+    /// The connection failed after it was established, or the answer made no sense.
     Network(PeerError),
 }
 
 impl Failure {
+    fn of(error: PeerError) -> Failure {
+        match error {
+            PeerError::LinkFailed(_) | PeerError::Frame(_) => Failure::Network(error),
+            _ => Failure::Unreachable(error),
+        }
+    }
+
     fn into_rpc<E: StdError>(self) -> RPCError<NodeId, Node, E> {
         match self {
             Failure::Unreachable(error) => RPCError::Unreachable(Unreachable::new(&error)),
@@ -152,40 +158,20 @@ impl NetworkConnection {
         }
     }
 
-    /// Sends `request` and reads its response within `timeout`, connecting first if
-    /// needed; any failure drops the connection so the next request reconnects.
+    /// Sends `request` and waits for its response within `timeout`.
     async fn call(
         &mut self,
         request: PeerRequest,
         timeout: Duration,
     ) -> Result<PeerResponse, Failure> {
-        let result = match tokio::time::timeout(timeout, self.exchange(&request)).await {
-            Ok(result) => result,
-            Err(_elapsed) => Err(Failure::Unreachable(PeerError::Timeout(timeout))),
-        };
-        if result.is_err() {
-            self.stream = None;
-        }
-        result
-    }
-
-    async fn exchange(&mut self, request: &PeerRequest) -> Result<PeerResponse, Failure> {
-        let stream = match self.stream.take() {
-            Some(stream) => stream,
-            None => self.connect().await.map_err(Failure::Unreachable)?,
-        };
-        let stream = self.stream.insert(stream);
-        stream
-            .send(request, MAX_FRAME_LEN)
+        let body = postcard::to_stdvec(&request)
+            .map_err(|error| Failure::Network(FrameError::Encode(error).into()))?;
+        let answer = self
+            .links
+            .call(self.node.peer, body, timeout)
             .await
-            .map_err(Failure::Network)?;
-        stream.expect(MAX_FRAME_LEN).await.map_err(Failure::Network)
-    }
-
-    async fn connect(&self) -> Result<PeerStream, PeerError> {
-        let mut stream = PeerStream::new(TcpStream::connect(self.node.peer).await?)?;
-        auth::connect(&mut stream, &self.network.secret, self.network.id).await?;
-        Ok(stream)
+            .map_err(Failure::of)?;
+        frame::decode(&answer).map_err(|error| Failure::Network(error.into()))
     }
 
     /// One Raft RPC: `pick` takes the answer out of the expected response variant, or
@@ -209,7 +195,6 @@ impl NetworkConnection {
                 remote,
             ))),
             Err(response) => {
-                self.stream = None;
                 let error = PeerError::Mismatch {
                     request: kind,
                     response,

@@ -1,30 +1,27 @@
-//! The peer server: authenticates each connection, then answers its requests by
-//! calling into the local [`openraft::Raft`].
+//! The peer server: answers the typed requests of the peer link by calling into the
+//! local [`openraft::Raft`]. The link ([`super::serve`]) authenticates connections and
+//! carries the bytes; this is its [`Dispatch`].
 
 use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use openraft::Raft;
-use tokio::net::{TcpListener, TcpStream};
-use tokio::task::JoinSet;
-use tracing::debug;
+use tokio::net::TcpListener;
+use tracing::{debug, warn};
 
-use super::auth::{self, ClusterSecret};
-use super::frame::MAX_FRAME_LEN;
-use super::listener::{HANDSHAKE_TIMEOUT, MAX_CONNECTIONS};
+use super::auth::ClusterSecret;
+use super::frame;
+use super::listener::{self, Dispatch, DispatchFuture};
 use super::message::{ForwardError, PeerRequest, PeerResponse, fatal};
-use super::stream::{PeerError, PeerStream};
 use crate::replication::admin;
-use crate::replication::{Node, TypeConfig};
+use crate::replication::{Node, NodeId, TypeConfig};
 
 /// Serves Raft RPCs, forwarded writes, read indexes and admin calls to the other
 /// nodes of a replica set and to the `hdl cluster` command.
 pub struct PeerServer {
     raft: Raft<TypeConfig>,
     me: Node,
-    secret: ClusterSecret,
 }
 
 impl PeerServer {
@@ -39,46 +36,11 @@ impl PeerServer {
         secret: ClusterSecret,
         shutdown: impl Future<Output = ()>,
     ) -> io::Result<()> {
-        let server = Arc::new(PeerServer { raft, me, secret });
-        let mut connections = JoinSet::new();
-        tokio::pin!(shutdown);
-        loop {
-            tokio::select! {
-                () = &mut shutdown => return Ok(()),
-                Some(_) = connections.join_next() => {}
-                accepted = listener.accept() => {
-                    let (stream, peer) = match accepted {
-                        Ok(accepted) => accepted,
-                        Err(error) if is_transient(&error) => continue,
-                        Err(error) => return Err(error),
-                    };
-                    if connections.len() < MAX_CONNECTIONS {
-                        connections.spawn(Arc::clone(&server).connection(stream, peer));
-                    }
-                }
-            }
-        }
+        let server = Arc::new(PeerServer { raft, me });
+        listener::serve(listener, secret, server, shutdown).await
     }
 
-    async fn connection(self: Arc<Self>, stream: TcpStream, peer: SocketAddr) {
-        if let Err(error) = self.answer(stream).await {
-            debug!(%peer, %error, "peer connection ended");
-        }
-    }
-
-    async fn answer(&self, stream: TcpStream) -> Result<(), PeerError> {
-        let mut stream = PeerStream::new(stream)?;
-        tokio::time::timeout(HANDSHAKE_TIMEOUT, auth::accept(&mut stream, &self.secret))
-            .await
-            .map_err(|_| PeerError::Timeout(HANDSHAKE_TIMEOUT))??;
-        while let Some(request) = stream.recv(MAX_FRAME_LEN).await? {
-            let response = self.dispatch(request).await;
-            stream.send(&response, MAX_FRAME_LEN).await?;
-        }
-        Ok(())
-    }
-
-    async fn dispatch(&self, request: PeerRequest) -> PeerResponse {
+    async fn carry_out(&self, request: PeerRequest) -> PeerResponse {
         match request {
             PeerRequest::AppendEntries(rpc) => {
                 PeerResponse::AppendEntries(self.raft.append_entries(rpc).await.map_err(fatal))
@@ -108,10 +70,23 @@ impl PeerServer {
     }
 }
 
-/// Accept errors that concern one connection, not the listener.
-fn is_transient(error: &io::Error) -> bool {
-    matches!(
-        error.kind(),
-        io::ErrorKind::ConnectionAborted | io::ErrorKind::ConnectionReset
-    )
+impl Dispatch for PeerServer {
+    /// Decodes one [`PeerRequest`] and encodes its [`PeerResponse`]; an undecodable
+    /// request gets an empty answer, which the caller cannot decode either.
+    fn dispatch(&self, from: NodeId, request: Vec<u8>) -> DispatchFuture<'_> {
+        Box::pin(async move {
+            let request: PeerRequest = match frame::decode(&request) {
+                Ok(request) => request,
+                Err(error) => {
+                    debug!(from, %error, "undecodable peer request");
+                    return Vec::new();
+                }
+            };
+            let response = self.carry_out(request).await;
+            postcard::to_stdvec(&response).unwrap_or_else(|error| {
+                warn!(from, %error, "cannot encode a peer response");
+                Vec::new()
+            })
+        })
+    }
 }
