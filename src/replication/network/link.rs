@@ -7,8 +7,9 @@
 //! back in whatever order the peer finishes them.
 //!
 //! Invariants:
-//! - at most one live connection per address; it is opened (connect, handshake) by
-//!   the first call that needs it, the others wait for it within their own timeouts;
+//! - at most one live connection per address; it is opened (connect, handshake, within
+//!   [`HANDSHAKE_TIMEOUT`]) by the first call that needs it, the others wait for it
+//!   within their own timeouts;
 //! - a connection that fails (socket error, end of stream, a frame that does not open,
 //!   a frame of the wrong kind) fails every call pending on it at once and is replaced
 //!   by the next call; a call that times out only gives up its own answer;
@@ -37,6 +38,7 @@ use tracing::{debug, warn};
 
 use super::auth::{self, ClusterSecret};
 use super::frame::{FrameError, MAX_FRAME_LEN};
+use super::listener::HANDSHAKE_TIMEOUT;
 use super::seal::Kind;
 use super::stream::{Outgoing, PeerError, PeerStream, SealedReader, SealedWriter};
 use crate::replication::NodeId;
@@ -203,7 +205,9 @@ impl Links {
         if let Some(link) = self.peers().get_mut(&addr).and_then(Peer::live) {
             return Ok(link);
         }
-        let link = Link::connect(addr, &self.inner).await?;
+        let link = tokio::time::timeout(HANDSHAKE_TIMEOUT, Link::connect(addr, &self.inner))
+            .await
+            .map_err(|_| PeerError::Timeout(HANDSHAKE_TIMEOUT))??;
         self.peers().entry(addr).or_default().live = Some(Arc::clone(&link));
         Ok(link)
     }
