@@ -142,17 +142,13 @@ impl Replica {
                 Err(_elapsed) => Attempt::Failed(no_answer(left)),
             },
             Target::Other(id, node) => {
-                let pool = &self.inner.forward_pool;
-                let mut connection = pool.take(&self.inner.network, id, &node);
+                let mut connection = self.inner.network.connection(id, &node);
                 match call.remote(&mut connection, left).await {
                     // The remote leader stopping is news of an election, not our failure.
                     Ok(Err(ForwardError::Fatal(fatal))) => {
                         Attempt::Retry(ReplicaError::Stopped(fatal), None)
                     }
-                    Ok(answer) => {
-                        pool.give_back(id, connection);
-                        classify(answer)
-                    }
+                    Ok(answer) => classify(answer),
                     Err(error) => Attempt::Retry(error.into(), None),
                 }
             }

@@ -13,7 +13,6 @@
 mod admin_client;
 mod error;
 mod leader;
-mod pool;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -35,7 +34,6 @@ use super::network::{ClusterSecret, Network, PeerServer};
 use super::{LogStore, Node, NodeId, Request, Response, StateMachine, TypeConfig};
 use crate::storage::{Command, CommandResult, Store};
 use leader::{ReadIndex, Write};
-use pool::ForwardPool;
 
 /// How long a write or a fresh read waits for a reachable leader, retries included.
 pub const LEADER_PATIENCE: Duration = Duration::from_secs(5);
@@ -88,7 +86,6 @@ struct Inner {
     me: Node,
     raft: Raft<TypeConfig>,
     network: Network,
-    forward_pool: ForwardPool,
     next_request: AtomicU64,
     stop_peers: Arc<Notify>,
 }
@@ -143,7 +140,6 @@ impl Replica {
             me,
             raft,
             network,
-            forward_pool: ForwardPool::default(),
             next_request,
             stop_peers,
         };
