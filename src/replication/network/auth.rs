@@ -5,10 +5,20 @@
 //! own; the server checks the MAC in constant time and closes the connection on a
 //! mismatch, before reading anything else. The server then proves itself with
 //! `HMAC-SHA256(secret, client nonce ‖ server nonce)`, which the client checks before it
-//! sends any Raft data. The two MAC inputs differ in length (40 and 64 bytes), so one
+//! sends anything else. The two MAC inputs differ in length (40 and 64 bytes), so one
 //! side's answer can never be replayed as the other's.
+//!
+//! The handshake is the only thing either side reads from a peer that has not proven
+//! the secret, in plain frames of at most [`MAX_HANDSHAKE_FRAME_LEN`] bytes. Its
+//! outcome is the connection's [`SessionKeys`], derived with HKDF from the secret, both
+//! nonces and the client's id (see [`super::seal`]): every frame after the handshake,
+//! both ways, is sealed with them and numbered, and a frame that does not open (altered,
+//! replayed, reordered, or relayed from another connection) drops the connection. So a
+//! man in the middle who cannot learn the secret can only relay a connection whole or
+//! cut it, never speak in it.
 
 use std::fmt;
+use std::sync::Arc;
 
 use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
@@ -16,13 +26,14 @@ use sha2::Sha256;
 use thiserror::Error;
 
 use super::frame::MAX_HANDSHAKE_FRAME_LEN;
+use super::seal::{Handshake, NONCE_LEN, SessionKeys, Side};
 use super::stream::{PeerError, PeerStream};
 use crate::replication::NodeId;
 
 type HmacSha256 = Hmac<Sha256>;
 
 /// Bytes of a nonce and of a MAC.
-const LEN: usize = 32;
+const LEN: usize = NONCE_LEN;
 
 /// The fewest bytes a cluster secret may have.
 pub const MIN_SECRET_LEN: usize = 16;
@@ -40,9 +51,13 @@ pub enum SecretError {
 
 /// The secret every node of a cluster shares; it authenticates peer connections.
 ///
-/// Use 32 random bytes. It is kept as a keyed HMAC; its `Debug` form never shows it.
+/// Use 32 random bytes. It is kept as a keyed HMAC for the handshake and as bytes for
+/// the key derivation of each connection; its `Debug` form never shows it.
 #[derive(Clone)]
-pub struct ClusterSecret(HmacSha256);
+pub struct ClusterSecret {
+    mac: HmacSha256,
+    bytes: Arc<[u8]>,
+}
 
 impl ClusterSecret {
     /// The secret made of `bytes`, refused if shorter than [`MIN_SECRET_LEN`].
@@ -51,12 +66,15 @@ impl ClusterSecret {
         if bytes.len() < MIN_SECRET_LEN {
             return Err(too_short);
         }
-        let key = HmacSha256::new_from_slice(bytes).map_err(|_| too_short)?;
-        Ok(ClusterSecret(key))
+        let mac = HmacSha256::new_from_slice(bytes).map_err(|_| too_short)?;
+        Ok(ClusterSecret {
+            mac,
+            bytes: Arc::from(bytes),
+        })
     }
 
     fn mac(&self, parts: &[&[u8]]) -> HmacSha256 {
-        let mut mac = self.0.clone();
+        let mut mac = self.mac.clone();
         for part in parts {
             mac.update(part);
         }
@@ -115,11 +133,12 @@ fn check(expected: HmacSha256, mac: &[u8; LEN]) -> Result<(), PeerError> {
         .map_err(|_| PeerError::Unauthenticated)
 }
 
-/// The server side: challenges the client and answers its challenge; the client's id.
+/// The server side: challenges the client and answers its challenge; the client's id
+/// and the connection's keys.
 pub(super) async fn accept(
     stream: &mut PeerStream,
     secret: &ClusterSecret,
-) -> Result<NodeId, PeerError> {
+) -> Result<(NodeId, SessionKeys), PeerError> {
     let server_nonce = nonce()?;
     let challenge = Challenge {
         nonce: server_nonce,
@@ -132,15 +151,22 @@ pub(super) async fn accept(
         mac: mac.finalize().into_bytes().into(),
     };
     stream.send(&proof, MAX_HANDSHAKE_FRAME_LEN).await?;
-    Ok(hello.node_id)
+    let handshake = Handshake {
+        server_nonce: &server_nonce,
+        client_nonce: &hello.nonce,
+        client: hello.node_id,
+    };
+    let keys = SessionKeys::derive(&secret.bytes, &handshake, Side::Server);
+    Ok((hello.node_id, keys))
 }
 
-/// The client side: answers the server's challenge as `node_id` and checks its proof.
+/// The client side: answers the server's challenge as `node_id` and checks its proof;
+/// the connection's keys.
 pub(super) async fn connect(
     stream: &mut PeerStream,
     secret: &ClusterSecret,
     node_id: NodeId,
-) -> Result<(), PeerError> {
+) -> Result<SessionKeys, PeerError> {
     let challenge: Challenge = stream.expect(MAX_HANDSHAKE_FRAME_LEN).await?;
     let client_nonce = nonce()?;
     let mac = client_mac(secret, &challenge.nonce, node_id);
@@ -154,5 +180,11 @@ pub(super) async fn connect(
     check(
         server_mac(secret, &client_nonce, &challenge.nonce),
         &proof.mac,
-    )
+    )?;
+    let handshake = Handshake {
+        server_nonce: &challenge.nonce,
+        client_nonce: &client_nonce,
+        client: node_id,
+    };
+    Ok(SessionKeys::derive(&secret.bytes, &handshake, Side::Client))
 }

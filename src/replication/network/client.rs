@@ -18,7 +18,7 @@ use openraft::raft::{
 
 use super::message::{self, Destination, ForwardError, GroupAnswer, GroupCall, Reply};
 use super::stream::PeerError;
-use super::transport::Links;
+use super::link::Links;
 use crate::replication::admin::{AdminAnswer, AdminRequest};
 use crate::replication::machine::Machine;
 use crate::replication::{GroupConfig, GroupId, Node, NodeId, Request, Response};

@@ -1,4 +1,6 @@
-//! Peer frames: a `u32` big-endian length, then that many bytes of one postcard value.
+//! Plain peer frames: a `u32` big-endian length, then that many bytes of one postcard
+//! value. The handshake travels in these; everything after it travels in the sealed
+//! frames of [`super::seal`], which share this module's bounds and errors.
 //!
 //! Sans-IO: these functions take and return bytes and never touch a socket. The length
 //! is checked against a bound before anything is allocated for the body, so a peer
@@ -40,6 +42,27 @@ pub enum FrameError {
     TrailingBytes {
         /// How many bytes were left.
         count: usize,
+    },
+    /// A sealed frame's tag is not that of the next frame of its connection and
+    /// direction: it was altered, replayed, reordered or sealed with other keys.
+    #[error("frame failed authentication")]
+    BadTag,
+    /// An authenticated sealed frame has a kind this version does not know.
+    #[error("unknown frame kind {kind}")]
+    UnknownKind {
+        /// The kind byte.
+        kind: u8,
+    },
+    /// A direction of a connection has sealed or opened 2^64 - 1 frames.
+    #[error("frame sequence numbers exhausted")]
+    SequenceExhausted,
+    /// The bytes given after a sealed frame's header are not as many as it announces.
+    #[error("sealed frame announces {expected} bytes after its header, got {got}")]
+    Length {
+        /// Body and tag as announced.
+        expected: usize,
+        /// What was given.
+        got: usize,
     },
 }
 

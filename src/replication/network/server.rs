@@ -10,7 +10,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 use openraft::Raft;
 
 use super::message::{self, Destination, ForwardError, GroupAnswer, GroupCall, Reply, fatal};
-use super::transport::Dispatch;
+use super::listener::{Dispatch, DispatchFuture};
 use crate::replication::admin::{self, AdminRequest};
 use crate::replication::machine::Machine;
 use crate::replication::{GroupConfig, GroupId, Node, NodeId};
@@ -110,11 +110,7 @@ fn reply(head: &Reply, body: &[u8]) -> Vec<u8> {
 }
 
 impl Dispatch for Registry {
-    fn dispatch(
-        &self,
-        from: NodeId,
-        request: Vec<u8>,
-    ) -> Pin<Box<dyn Future<Output = Vec<u8>> + Send + '_>> {
+    fn dispatch(&self, from: NodeId, request: Vec<u8>) -> DispatchFuture<'_> {
         Box::pin(self.answer(from, request))
     }
 }

@@ -1,16 +1,34 @@
 //! A peer connection as a stream of frames, and the errors of talking to a peer.
+//!
+//! [`PeerStream`] carries the plain frames of the handshake; once it is over,
+//! [`PeerStream::into_sealed`] splits the connection into a [`SealedReader`] (buffered,
+//! opening each frame before anything in it is used) and a [`SealedWriter`] (sealing
+//! queued frames into one buffer, written with one call per batch).
 
 use std::io;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use thiserror::Error;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::sync::mpsc;
 
 use super::frame::{self, FrameError, HEADER_LEN};
 use crate::replication::GroupId;
+use super::seal::{self, Frame, Kind, Opener, SEALED_HEADER_LEN, Sealer, SessionKeys};
+
+/// Bytes the sealed reader buffers: many small frames per read call.
+const READ_BUFFER: usize = 64 << 10;
+
+/// Bytes of frames the sealed writer gathers into one write when more are queued.
+const WRITE_BATCH: usize = 64 << 10;
+
+/// The write buffer is cut back to this after carrying a larger frame.
+const WRITE_BUFFER_KEPT: usize = 1 << 20;
 
 /// Why talking to a peer failed.
 #[derive(Debug, Error)]
@@ -36,6 +54,15 @@ pub enum PeerError {
     /// The peer could not read the request.
     #[error("the peer could not read the request: {0}")]
     Malformed(String),
+    /// The peer closed the connection.
+    #[error("the peer closed the connection")]
+    Closed,
+    /// The peer sent an authenticated frame of a kind it must not send.
+    #[error("the peer sent a {0:?} frame, which it must not send")]
+    Unexpected(Kind),
+    /// The link the call was on failed; every call pending on it failed with it.
+    #[error("peer link failed: {0}")]
+    LinkFailed(Arc<PeerError>),
     /// The peer answered with a response of another kind than the request.
     #[error("peer answered a {request} request with a {response} response")]
     Mismatch {
@@ -44,6 +71,18 @@ pub enum PeerError {
         /// The kind of response received.
         response: &'static str,
     },
+}
+
+impl PeerError {
+    /// Whether the peer sent an authenticated connection something it could not
+    /// have sent honestly: a frame that does not open, or one of the wrong kind. Worth
+    /// a warning, where a closed or broken connection is not.
+    pub fn is_forgery(&self) -> bool {
+        matches!(
+            self,
+            PeerError::Frame(FrameError::BadTag) | PeerError::Unexpected(_)
+        )
+    }
 }
 
 /// A TCP connection to a peer carrying frames.
@@ -92,5 +131,101 @@ impl PeerStream {
         self.recv(max)
             .await?
             .ok_or_else(|| io::Error::from(io::ErrorKind::UnexpectedEof).into())
+    }
+
+    /// The socket, for tests that speak sealed frames by hand.
+    #[cfg(test)]
+    pub(super) fn into_inner(self) -> TcpStream {
+        self.stream
+    }
+
+    /// The two halves of the connection after the handshake, with its keys.
+    pub(super) fn into_sealed(self, keys: SessionKeys) -> (SealedReader, SealedWriter) {
+        let (read, write) = self.stream.into_split();
+        let reader = SealedReader {
+            reader: BufReader::with_capacity(READ_BUFFER, read),
+            opener: keys.opener,
+        };
+        let writer = SealedWriter {
+            writer: write,
+            sealer: keys.sealer,
+            buffer: Vec::with_capacity(WRITE_BATCH),
+        };
+        (reader, writer)
+    }
+}
+
+/// The receiving half of an authenticated connection.
+#[derive(Debug)]
+pub(super) struct SealedReader {
+    reader: BufReader<OwnedReadHalf>,
+    opener: Opener,
+}
+
+impl SealedReader {
+    /// The next frame, opened; `started` runs once its header is in, before its body
+    /// (a long frame shows the peer is alive before it is whole). `None` when the
+    /// peer closed the connection between frames.
+    pub(super) async fn next(
+        &mut self,
+        started: impl FnOnce(),
+    ) -> Result<Option<Frame>, PeerError> {
+        let mut header = [0; SEALED_HEADER_LEN];
+        match self.reader.read_exact(&mut header).await {
+            Ok(_) => {}
+            Err(error) if error.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+            Err(error) => return Err(error.into()),
+        }
+        started();
+        let mut rest = vec![0; seal::rest_len(&header)?];
+        self.reader.read_exact(&mut rest).await?;
+        Ok(Some(self.opener.open(&header, rest)?))
+    }
+}
+
+/// A frame waiting to be sealed and sent.
+#[derive(Debug)]
+pub(super) struct Outgoing {
+    /// What it is.
+    pub(super) kind: Kind,
+    /// The call it belongs to.
+    pub(super) call: u64,
+    /// Its body.
+    pub(super) body: Vec<u8>,
+}
+
+/// The sending half of an authenticated connection.
+#[derive(Debug)]
+pub(super) struct SealedWriter {
+    writer: OwnedWriteHalf,
+    sealer: Sealer,
+    buffer: Vec<u8>,
+}
+
+impl SealedWriter {
+    /// Seals and sends what comes out of `queue`, gathering what is already queued
+    /// (up to a batch) into one write, until the socket fails (the error) or every
+    /// sender is gone ([`PeerError::Closed`]).
+    pub(super) async fn run(mut self, mut queue: mpsc::Receiver<Outgoing>) -> PeerError {
+        while let Some(first) = queue.recv().await {
+            let mut next = Some(first);
+            while let Some(frame) = next.take() {
+                if let Err(error) =
+                    self.sealer
+                        .seal(frame.kind, frame.call, &frame.body, &mut self.buffer)
+                {
+                    return error.into();
+                }
+                if self.buffer.len() < WRITE_BATCH {
+                    next = queue.try_recv().ok();
+                }
+            }
+            if let Err(error) = self.writer.write_all(&self.buffer).await {
+                return error.into();
+            }
+            self.buffer.clear();
+            self.buffer.shrink_to(WRITE_BUFFER_KEPT);
+        }
+        PeerError::Closed
     }
 }
