@@ -13,6 +13,7 @@
 
 pub mod auth;
 pub mod client;
+pub mod clock;
 pub mod cluster_file;
 pub mod codec;
 pub mod config;

@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
+use hdl::names::prefix_handle;
 use hdl::replication::admin::{AdminRequest, Member, MemberStatus, Role};
 use hdl::replication::network::read_secret_file;
 use hdl::replication::{AdminClient, Node, NodeId};
-use hdl::service::bootstrap::prefix_handle;
 use hdl::storage::{Command, ExistingHandle, Refusal};
 use serde_json::{Value, json};
 
@@ -104,7 +104,7 @@ pub(super) async fn create_admin(
     peer: SocketAddr,
     bootstrap: &Bootstrap,
 ) -> anyhow::Result<()> {
-    let now = hdl::service::unix_now();
+    let now = hdl::clock::unix_now();
     for prefix in &bootstrap.prefixes {
         let handle = prefix_handle(prefix).context("invalid --prefix")?;
         let mut values = bootstrap.admin.values(&handle);

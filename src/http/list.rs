@@ -16,7 +16,7 @@ use super::answer::{Failure, Format};
 use super::codes::Operation;
 use super::query::Query;
 use crate::codec::ResponseCode;
-use crate::names::Handle;
+use crate::names::{Handle, named_prefix};
 use crate::service::{Caller, Service};
 
 /// The most handles one page holds.
@@ -54,7 +54,8 @@ fn page(service: &Service, caller: Caller, query: &Query) -> Result<serde_json::
         let message = "listing handles needs prefix=";
         return Err(Failure::new(ResponseCode::ProtocolError, message));
     };
-    let prefix = strip_prefix_handle(prefix);
+    // `0.NA/P` names the prefix `P`.
+    let prefix = named_prefix(prefix).unwrap_or(prefix);
     let number = query.number("page", 0)?;
     let size = query.number("pageSize", MAX_PAGE_SIZE)?.min(MAX_PAGE_SIZE);
     let total = service.count_handles(&caller, prefix)?;
@@ -85,14 +86,6 @@ fn page(service: &Service, caller: Caller, query: &Query) -> Result<serde_json::
         "pageSize": size,
         "handles": handles,
     }))
-}
-
-/// `0.NA/P` names the prefix `P`.
-fn strip_prefix_handle(prefix: &str) -> &str {
-    match prefix.split_once('/') {
-        Some((na, rest)) if na.eq_ignore_ascii_case("0.NA") => rest,
-        _ => prefix,
-    }
 }
 
 /// `GET /api/prefixes`: the naming authorities this node holds.

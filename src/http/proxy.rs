@@ -24,8 +24,9 @@ use super::api::freshness;
 use super::html::{error_page, escape, page, values_page};
 use super::loc;
 use super::query::Query;
+use crate::clock::unix_now;
 use crate::names::HandleRef;
-use crate::service::{Error, unix_now};
+use crate::service::Error;
 use crate::values::select::type_matches;
 use crate::values::{HandleValue, Ttl};
 

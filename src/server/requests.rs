@@ -5,16 +5,13 @@
 //! Owns no state and touches no socket; the [`super::responder`] calls it.
 
 use crate::codec::{Message, OpFlags, Request, ResolutionRequest, Response, ResponseCode};
-use crate::names::{Handle, NameError};
+use crate::names::{Handle, NameError, named_prefix, prefix_handle};
 use crate::service::Error;
 use crate::storage::{Command, ExistingHandle, ExistingValue};
 use crate::values::ValueSelection;
 
 use super::codes::response_code;
 use super::exchange::Exchange;
-
-/// The naming authority of prefix handles (`0.NA/<prefix>`).
-const PREFIX_HANDLE_PREFIX: &str = "0.NA";
 
 /// A successful administrative outcome.
 pub(super) enum Done {
@@ -73,10 +70,11 @@ impl From<NameError> for Rejection {
 /// The handle a request names. A handle without `/` means the prefix handle
 /// `0.NA/<it>`, as the reference server reads it.
 pub(super) fn parse_handle(bytes: &[u8]) -> Result<Handle, Rejection> {
-    if !bytes.contains(&b'/') && !bytes.is_empty() {
-        let mut prefixed = format!("{PREFIX_HANDLE_PREFIX}/").into_bytes();
-        prefixed.extend_from_slice(bytes);
-        return Ok(Handle::from_utf8(&prefixed)?);
+    if !bytes.contains(&b'/')
+        && let Ok(prefix) = std::str::from_utf8(bytes)
+        && !prefix.is_empty()
+    {
+        return Ok(prefix_handle(prefix)?);
     }
     Ok(Handle::from_utf8(bytes)?)
 }
@@ -102,9 +100,9 @@ pub(super) fn parse_resolution(
 pub(super) fn list_prefix(bytes: &[u8]) -> Result<String, Rejection> {
     let text = std::str::from_utf8(bytes)
         .map_err(|_| Rejection::new(ResponseCode::InvalidHandle, "prefix is not UTF-8"))?;
-    let prefix = match text.split_once('/') {
-        Some((na, prefix)) if na.eq_ignore_ascii_case(PREFIX_HANDLE_PREFIX) => prefix,
-        Some(_) => {
+    let prefix = match named_prefix(text) {
+        Some(prefix) => prefix,
+        None if text.contains('/') => {
             let message = "list takes a prefix handle 0.NA/<prefix> or a bare prefix";
             return Err(Rejection::new(ResponseCode::InvalidHandle, message));
         }

@@ -116,7 +116,7 @@ async fn created_handle_resolves_with_echoed_ids_and_future_expiry() {
     assert_eq!(answer.envelope.version, ProtocolVersion::new(2, 11));
     assert_eq!(answer.header.opcode, OpCode::Resolution);
     assert_eq!(answer.header.site_info_serial, 7);
-    assert!(answer.header.expiration > crate::service::unix_now());
+    assert!(answer.header.expiration > crate::clock::unix_now());
     assert!(answer.header.flags.contains(OpFlags::AT));
     let Response::Resolution(values) = response(&answer) else {
         panic!("not a resolution: {answer:?}")

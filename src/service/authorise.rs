@@ -19,7 +19,7 @@
 
 use crate::auth::permissions::prefix_admin_handle;
 use crate::auth::{self, Identity, Operation};
-use crate::names::Handle;
+use crate::names::{self, Handle};
 use crate::storage::{Command, ExistingHandle, ExistingValue, ReadSnapshot};
 use crate::values::{HandleValue, KnownType, ValueIndex, ValueSelection};
 
@@ -103,8 +103,7 @@ pub fn listing(
     prefix: &str,
 ) -> Result<(), Error> {
     let check = Checker::of(policy, read, caller)?;
-    let prefix_handle =
-        Handle::parse(&format!("0.NA/{prefix}")).map_err(|_| Error::HandleNotFound)?;
+    let prefix_handle = names::prefix_handle(prefix).map_err(|_| Error::HandleNotFound)?;
     let values = check.values(&prefix_handle)?.unwrap_or_default();
     check.authorise(Operation::ListHandles, &[], &values)
 }
@@ -202,8 +201,12 @@ impl<'a> Checker<'a> {
 
     /// An operation governed by the prefix handle of `handle`.
     fn on_prefix(&self, handle: &Handle, operation: Operation) -> Result<(), Error> {
-        let prefix_handle = prefix_admin_handle(handle);
-        let values = self.lookup(&prefix_handle).unwrap_or_default();
+        // A prefix handle too long to be a handle governs nothing: only server
+        // administrators pass.
+        let values = prefix_admin_handle(handle)
+            .ok()
+            .and_then(|prefix| self.values(&prefix).ok().flatten())
+            .unwrap_or_default();
         self.authorise(operation, &[], &values)
     }
 

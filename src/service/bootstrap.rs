@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use crate::names::Handle;
+use crate::names::{Handle, prefix_handle};
 use crate::replication::ReplicaError;
 use crate::storage::{Command, ExistingHandle, Refusal};
 use crate::values::{AdminPermissions, AdminRecord, HandleValue, default_permissions};
@@ -66,11 +66,6 @@ impl BootstrapAdmin {
     }
 }
 
-/// The prefix handle `0.NA/<prefix>`.
-pub fn prefix_handle(prefix: &str) -> Result<Handle, Error> {
-    Handle::parse(&format!("0.NA/{prefix}")).map_err(|_| Error::HandleNotFound)
-}
-
 impl Service {
     /// Creates `0.NA/<prefix>` for each of `prefixes` that does not exist, through the
     /// replica set, waiting for it to have a primary. Returns the handles created.
@@ -81,7 +76,7 @@ impl Service {
     ) -> Result<Vec<Handle>, Error> {
         let mut created = Vec::new();
         for prefix in prefixes {
-            let handle = prefix_handle(prefix)?;
+            let handle = prefix_handle(prefix).map_err(Error::InvalidHandle)?;
             if self.store.read()?.contains(&handle)? {
                 continue;
             }

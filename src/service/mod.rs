@@ -21,12 +21,12 @@ mod verifier;
 
 use std::net::IpAddr;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use authorise::AuthPolicy;
 pub use error::Error;
 
 use crate::auth::Identity;
+use crate::clock::unix_now;
 use crate::names::Handle;
 use crate::replication::admin::{Member, MemberStatus};
 use crate::replication::{NodeId, Replica};
@@ -256,14 +256,6 @@ fn prepare(mut command: Command, now: u32) -> Result<Command, Error> {
         value.timestamp = now;
     }
     Ok(command)
-}
-
-/// Seconds since the Unix epoch, as the wire's `u32` (saturating after 2106).
-pub fn unix_now() -> u32 {
-    let seconds = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_secs());
-    u32::try_from(seconds).unwrap_or(u32::MAX)
 }
 
 #[cfg(test)]
