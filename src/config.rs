@@ -105,7 +105,7 @@
 //! ghr = []
 //! ```
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 
 use serde::Deserialize;
@@ -220,6 +220,20 @@ impl Default for SiteConfig {
             description: "hdl handle server".into(),
             advertise: None,
         }
+    }
+}
+
+impl SiteConfig {
+    /// The Handle protocol address a node bound to `handle_addr` records in its set's
+    /// membership: the configured advertised address, else the listen address, else
+    /// loopback when the listener is bound to every interface.
+    pub fn advertised_handle_addr(&self, handle_addr: SocketAddr) -> SocketAddr {
+        let ip = match self.advertise {
+            Some(address) => address,
+            None if handle_addr.ip().is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            None => handle_addr.ip(),
+        };
+        SocketAddr::new(ip, handle_addr.port())
     }
 }
 
@@ -379,6 +393,22 @@ pub(crate) fn toml_example(source: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_advertised_address_replaces_an_unspecified_one() {
+        let any: SocketAddr = "0.0.0.0:2641".parse().unwrap();
+        let default = SiteConfig::default().advertised_handle_addr(any);
+        assert_eq!(default.to_string(), "127.0.0.1:2641");
+        let site = SiteConfig {
+            advertise: Some("192.0.2.10".parse().unwrap()),
+            ..SiteConfig::default()
+        };
+        let specific: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        assert_eq!(
+            site.advertised_handle_addr(specific).to_string(),
+            "192.0.2.10:1"
+        );
+    }
 
     #[test]
     fn empty_file_gives_every_default() {

@@ -14,8 +14,8 @@ use hdl::metrics::Metrics;
 use hdl::replication::network::read_or_create_secret_file;
 use hdl::replication::{Bootstrap, PublicAddresses, Replica, ReplicaSettings};
 use hdl::resolver::Resolver;
-use hdl::server::{HandleListeners, advertised_handle_addr};
-use hdl::service::{AuthPolicy, Service};
+use hdl::server::HandleListeners;
+use hdl::service::{AuthPolicy, Handler, Service};
 use hdl::storage::Store;
 use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
@@ -140,7 +140,7 @@ async fn serve(
         .await
         .with_context(|| format!("cannot listen for peers on {}", config.cluster.peer_listen))?;
     let peer = peers.local_addr()?;
-    let advertised = advertised_handle_addr(&config.site, handle);
+    let advertised = config.site.advertised_handle_addr(handle);
     let settings = replica_settings(&config);
     let http = HttpListeners::bind(&config.http, &config.data_dir).await?;
     let public = PublicAddresses {
@@ -157,7 +157,7 @@ async fn serve(
     )
     .await
     .context("cannot start the replica")?;
-    let mut service = Service::new(store, replica.clone(), policy);
+    let mut service = Service::new(store, replica.clone(), policy, config.site.clone());
     if !config.resolver.ghr.is_empty() {
         service = service.with_resolver(Resolver::new(config.resolver.ghr.clone()));
     }
@@ -175,8 +175,9 @@ async fn serve(
     tracing::info!(?node, "serving");
     let metrics = Arc::new(Metrics::new());
     let (stop, stopped) = watch::channel(false);
+    let handler: Arc<dyn Handler> = Arc::new(service);
     let state = HttpState {
-        service: service.clone(),
+        handler: Arc::clone(&handler),
         metrics: Arc::clone(&metrics),
         node,
         allow_plain_auth_from_loopback: config.http.allow_plain_auth_from_loopback,
@@ -192,7 +193,7 @@ async fn serve(
         let _ = stop.send(true);
     });
     listeners
-        .serve(service, &config, metrics, until(stopped))
+        .serve(handler, &config, metrics, until(stopped))
         .await?;
     http.await??;
     replica.shutdown().await?;

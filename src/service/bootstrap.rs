@@ -10,10 +10,9 @@ use std::time::Duration;
 
 use crate::names::{Handle, prefix_handle};
 use crate::replication::ReplicaError;
-use crate::storage::{Command, ExistingHandle, Refusal};
 use crate::values::{AdminPermissions, AdminRecord, HandleValue, default_permissions};
 
-use super::{Error, Service};
+use super::{Applied, Error, ExistingHandle, Operation, Refusal, Service};
 
 /// The index of the HS_ADMIN value of a bootstrapped prefix handle.
 pub const ADMIN_VALUE_INDEX: u32 = 100;
@@ -80,12 +79,12 @@ impl Service {
             if self.store.read()?.contains(&handle)? {
                 continue;
             }
-            let command = Command::Create {
+            let operation = Operation::Create {
                 values: admin.values(&handle),
                 handle: handle.clone(),
                 existing: ExistingHandle::Refuse,
             };
-            match self.write_when_led(command).await {
+            match self.write_when_led(operation).await {
                 Ok(_) => created.push(handle),
                 Err(Error::Refused(Refusal::HandleExists)) => {}
                 Err(error) => return Err(error),
@@ -94,11 +93,11 @@ impl Service {
         Ok(created)
     }
 
-    /// Writes `command`, retrying while the set has no primary yet.
-    async fn write_when_led(&self, command: Command) -> Result<crate::storage::Applied, Error> {
+    /// Writes `operation`, retrying while the set has no primary yet.
+    async fn write_when_led(&self, operation: Operation) -> Result<Applied, Error> {
         let deadline = tokio::time::Instant::now() + LEADER_PATIENCE;
         loop {
-            match self.write(command.clone()).await {
+            match self.write(operation.clone()).await {
                 Err(Error::Replication(error))
                     if matches!(*error, ReplicaError::NoLeader { .. })
                         && tokio::time::Instant::now() < deadline =>
