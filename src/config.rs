@@ -93,8 +93,9 @@
 //! # lives after it was opened, whatever its client asks for. Default: 86400, as J9's
 //! # `max_session_time`.
 //! session_lifetime_secs = 86400
-//! # Sessions a node holds at once, per protocol; a full table refuses new ones
-//! # (server busy) rather than forgetting live ones. Default: 10000.
+//! # Sessions a node holds at once, per protocol. A full table drops expired sessions,
+//! # then the oldest one nobody authenticated in; only a table full of authenticated
+//! # sessions refuses new ones (server busy). Default: 10000.
 //! max_sessions = 10000
 //!
 //! [resolver]

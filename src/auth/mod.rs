@@ -3,7 +3,8 @@
 //!
 //! Owns keys ([`keys`]), challenges and the book of pending ones ([`challenge`]),
 //! answers to challenges ([`answer`], [`public`], [`secret`], and the REST API's
-//! [`rest`]), session keys and MACs ([`session`]), the permission rules
+//! [`rest`]), session keys and MACs ([`session`]), the one bounded, expiring table
+//! both edges keep their sessions in ([`session_table`]), the permission rules
 //! ([`permissions`]) and the errors ([`error`]); which response code answers each is
 //! decided above, by the service.
 //!
@@ -25,6 +26,7 @@ pub mod public;
 pub mod rest;
 pub mod secret;
 pub mod session;
+pub mod session_table;
 
 #[cfg(test)]
 mod proptests;

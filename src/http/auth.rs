@@ -33,7 +33,7 @@ use super::HttpState;
 use super::answer::{Format, Refusal};
 use super::authorization::{HandleAuthorization, ParamError, parse_handle};
 use super::codes::RequestKind;
-use super::sessions::{SessionError, SessionId, SessionTable, SessionView};
+use super::sessions::{SessionId, SessionRefusal, SessionTable, SessionView};
 use crate::auth::RestAnswer;
 use crate::config::parse_identity;
 use crate::service::{Caller, Error as ServiceError};
@@ -65,7 +65,7 @@ pub(super) enum CredentialRefusal {
     #[error("malformed Authorization header: {0}")]
     Parameters(#[from] ParamError),
     #[error("{0}")]
-    Session(#[from] SessionError),
+    Session(#[from] SessionRefusal),
     #[error("too many authentications in progress; try again")]
     Busy,
     #[error("{message}")]

@@ -9,7 +9,7 @@ use axum::http::StatusCode;
 use super::answer::Refusal;
 use super::auth::CredentialRefusal;
 use super::query::QueryError;
-use super::sessions::SessionError;
+use super::sessions::SessionRefusal;
 use crate::codec::ResponseCode;
 use crate::names::NameError;
 use crate::restjson::JsonError;
@@ -69,12 +69,12 @@ impl From<QueryError> for Refusal {
     }
 }
 
-impl From<SessionError> for Refusal {
-    fn from(error: SessionError) -> Self {
+impl From<SessionRefusal> for Refusal {
+    fn from(error: SessionRefusal) -> Self {
         let code = match error {
-            SessionError::Full { .. } => ResponseCode::ServerTooBusy,
-            SessionError::Unknown => ResponseCode::AuthenticationNeeded,
-            SessionError::Random(_) => ResponseCode::Error,
+            SessionRefusal::Full { .. } => ResponseCode::ServerTooBusy,
+            SessionRefusal::Unknown => ResponseCode::AuthenticationNeeded,
+            SessionRefusal::Random(_) => ResponseCode::Error,
         };
         Refusal::new(code, error.to_string())
     }

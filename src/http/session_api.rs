@@ -20,7 +20,7 @@ use super::HttpState;
 use super::answer::{Format, Refusal};
 use super::auth::{Channel, RequestSession, honoured, sessions};
 use super::codes::RequestKind;
-use super::sessions::{SessionError, SessionId, SessionView};
+use super::sessions::{SessionId, SessionRefusal, SessionView};
 use crate::codec::ResponseCode;
 use crate::service::Caller;
 
@@ -94,16 +94,16 @@ pub async fn close(
     if closed {
         StatusCode::NO_CONTENT.into_response()
     } else {
-        failed(SessionError::Unknown)
+        failed(SessionRefusal::Unknown)
     }
 }
 
-fn this(state: &HttpState, session: &RequestSession) -> Result<SessionView, SessionError> {
-    let id: &SessionId = session.0.as_ref().ok_or(SessionError::Unknown)?;
+fn this(state: &HttpState, session: &RequestSession) -> Result<SessionView, SessionRefusal> {
+    let id: &SessionId = session.0.as_ref().ok_or(SessionRefusal::Unknown)?;
     sessions(state).view(id, Instant::now())
 }
 
-fn failed(error: SessionError) -> Response {
+fn failed(error: SessionRefusal) -> Response {
     Refusal::from(error).answer(RequestKind::Other, None, &Format::default())
 }
 

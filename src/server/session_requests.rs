@@ -101,7 +101,8 @@ impl Responder {
         let certify = exchange.flags().contains(OpFlags::CT);
         let reply = match request {
             Request::SessionTerminate { .. } => {
-                self.sessions().terminate(exchange.session_id());
+                self.sessions()
+                    .terminate(exchange.session_id(), Instant::now());
                 Reply::One(exchange.success(Response::Done))
             }
             request => {
