@@ -234,3 +234,6 @@ async fn sessions_are_opened_over_https_from_anywhere_but_not_plain_http() {
     let (status, _, json) = call(&state, show(Channel::Http)).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED, "{json}");
 }
+
+#[path = "memory_tests.rs"]
+mod memory_tests;

@@ -295,3 +295,6 @@ async fn busy_answer_echoes_the_request() {
 
 #[path = "auth_tests.rs"]
 mod auth_tests;
+
+#[path = "memory_tests.rs"]
+mod memory_tests;

@@ -8,6 +8,7 @@
 //! against a node. Nobody else administers anything.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use async_trait::async_trait;
@@ -18,13 +19,16 @@ use crate::auth::{
 use crate::clock::unix_now;
 use crate::codec::{KeyExchange, ProtocolVersion, VerifyRequest};
 use crate::names::{Handle, fold_key};
-use crate::values::{HandleValue, Permissions, SiteInfo, ValueSelection};
+use crate::values::{
+    HandleValue, HashOption, Interface, InterfaceKind, InterfaceProtocol, Permissions,
+    ServerRecord, SiteFlags, SiteInfo, ValueSelection,
+};
 
 use super::keys::{other_server_answer, secret_identity};
 use super::{
     Applied, Caller, Error, ExistingHandle, ExistingValue, Freshness, HandleRecord, Handler,
-    KeyAgreement, Operation, PrefixRecord, PrivateRead, Refusal, Status, private_read_of,
-    public_only,
+    KeyAgreement, Operation, PrefixRecord, PrivateRead, Refusal, Role, Status, StatusMember,
+    private_read_of, public_only,
 };
 
 /// Handles and prefixes in memory, answering as a node would.
@@ -55,6 +59,52 @@ impl MemoryHandler {
         };
         handler.insert("0.NA/ADMIN", vec![Self::key_value()]);
         handler
+    }
+
+    /// A handler describing a one-member replica set: node 1, the primary, at
+    /// 192.0.2.1 (Handle protocol 2641, peer 2651, HTTP 8000), site serial 42.
+    pub fn example() -> Self {
+        let address = IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1));
+        let interface = |kind, protocol| Interface {
+            kind,
+            protocol,
+            port: 2641,
+        };
+        let site = SiteInfo {
+            data_format_version: SiteInfo::DATA_FORMAT_VERSION,
+            protocol_major: 2,
+            protocol_minor: 11,
+            serial_number: 42,
+            flags: SiteFlags::PRIMARY,
+            hash_option: HashOption::ByHandle,
+            hash_filter: String::new(),
+            attributes: vec![("desc".into(), "in memory".into())],
+            servers: vec![ServerRecord {
+                server_id: 1,
+                address,
+                public_key: Vec::new(),
+                interfaces: vec![
+                    interface(InterfaceKind::AdminQuery, InterfaceProtocol::Tcp),
+                    interface(InterfaceKind::Query, InterfaceProtocol::Udp),
+                ],
+            }],
+        };
+        let status = Status {
+            role: Role::Primary,
+            primary: Some(1),
+            applied: Some(7),
+            last_log: Some(9),
+            term: 3,
+            lag: Vec::new(),
+            members: vec![StatusMember {
+                id: 1,
+                voter: true,
+                handle: SocketAddr::new(address, 2641),
+                peer: SocketAddr::new(address, 2651),
+                http: Some(SocketAddr::new(address, 8000)),
+            }],
+        };
+        MemoryHandler::new(site, status)
     }
 
     /// The one administrator: `300:0.NA/ADMIN`.
