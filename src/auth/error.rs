@@ -1,7 +1,7 @@
 //! The errors of authentication and authorisation.
 //!
 //! Owns [`AuthError`] (challenges and answers) and [`AuthzError`] (permissions);
-//! [`KeyError`](super::KeyError) lives with the keys. Which response code answers
+//! [`KeyError`] lives with the keys. Which response code answers
 //! each is the service's table (`service::Error::response_code`), not this layer's.
 
 use thiserror::Error;

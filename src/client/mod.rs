@@ -2,7 +2,8 @@
 //! listing, over UDP and TCP (digest §1, §3).
 //!
 //! Owns [`Client`] and its settings, [`Transport`], [`Resolution`], [`AdminRequest`],
-//! [`Credentials`] and [`ClientError`]. Depends on [`crate::codec`], [`crate::names`],
+//! [`Credentials`] and [`ClientError`], and the `Authorization: Handle` headers an
+//! HTTP client sends ([`authorization`]). Depends on [`crate::codec`], [`crate::names`],
 //! [`crate::values`] and the pure [`crate::auth`] core, and on tokio for sockets and
 //! timers: like the server, it is an edge.
 //!
@@ -23,6 +24,7 @@
 //!   count; every wait has a deadline.
 
 mod admin;
+pub mod authorization;
 mod credentials;
 mod error;
 mod message;

@@ -20,7 +20,7 @@
 mod answer;
 mod api;
 mod auth;
-pub mod authorization;
+mod authorization;
 mod codes;
 mod html;
 mod list;

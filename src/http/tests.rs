@@ -221,7 +221,7 @@ async fn sessions_are_opened_over_https_from_anywhere_but_not_plain_http() {
         (StatusCode::UNAUTHORIZED, true),
         "{json}"
     );
-    let only = authorization::session_header(&session);
+    let only = crate::client::authorization::session_header(&session);
     let show = |channel| Call {
         method: "GET",
         path: "/api/sessions/this",

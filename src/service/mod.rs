@@ -9,9 +9,9 @@
 //! module `authorise`), the HS_SITE a node describes itself with, and the one table
 //! from [`Error`] to RFC 3652 response codes ([`Error::response_code`]).
 //!
-//! Writes go through the replica set ([`Replica::client_write`]: the primary proposes
+//! Writes go through the replica set ([`Replica::client_write`](crate::replication::Replica::client_write): the primary proposes
 //! them, any other member forwards them); reads come from the local store, which holds
-//! what this member has applied, after a [`Replica::ensure_fresh_read`] when the
+//! what this member has applied, after a [`Replica::ensure_fresh_read`](crate::replication::Replica::ensure_fresh_read) when the
 //! caller asks for an authoritative answer. Depends on [`crate::clock`],
 //! [`crate::names`], [`crate::values`], [`crate::codec`], [`crate::auth`],
 //! [`crate::config`], [`crate::storage`] and [`crate::replication`], and on
