@@ -8,6 +8,12 @@
 //! [`service::Handler`] seam and this node's implementation of it) → [`server`] and
 //! [`http`], the edges that bind sockets and reach everything below through the
 //! handler. The binary (`src/main.rs`, `src/cli/`) sits on top.
+//!
+//! One word for one thing: a request declined for a reason of its own (a handle that
+//! exists, a wrong answer, a full session table) is a *refusal* in every layer
+//! ([`storage::Refusal`], each edge's `Refusal` carrying its response code, the
+//! session tables' `SessionRefusal` and [`auth::session_table::TableRefusal`]); an
+//! `Error` is a failure.
 
 pub mod auth;
 pub mod client;

@@ -69,7 +69,7 @@ pub(super) enum CredentialRefusal {
     #[error("too many authentications in progress; try again")]
     Busy,
     #[error("{message}")]
-    Rejected {
+    Refused {
         message: String,
         /// The session whose (fresh) nonce the challenge should name.
         session: Option<SessionId>,
@@ -79,7 +79,7 @@ pub(super) enum CredentialRefusal {
 impl CredentialRefusal {
     fn session(&self) -> Option<&SessionId> {
         match self {
-            CredentialRefusal::Rejected { session, .. } => session.as_ref(),
+            CredentialRefusal::Refused { session, .. } => session.as_ref(),
             _ => None,
         }
     }
@@ -194,7 +194,7 @@ async fn credentials(
         .handler
         .verify_secret(&identity, &secret)
         .await
-        .map_err(|error| CredentialRefusal::Rejected {
+        .map_err(|error| CredentialRefusal::Refused {
             message: error.to_string(),
             session: None,
         })?;
@@ -235,7 +235,7 @@ async fn answered(
         Ok(identity) => identity,
         Err(ServiceError::Busy) => return Err(CredentialRefusal::Busy),
         Err(error) => {
-            return Err(CredentialRefusal::Rejected {
+            return Err(CredentialRefusal::Refused {
                 message: error.to_string(),
                 session: Some(session.clone()),
             });
