@@ -93,8 +93,9 @@
 //! # lives after it was opened, whatever its client asks for. Default: 86400, as J9's
 //! # `max_session_time`.
 //! session_lifetime_secs = 86400
-//! # Sessions a node holds at once, per protocol; a full table refuses new ones
-//! # (server busy) rather than forgetting live ones. Default: 10000.
+//! # Sessions a node holds at once, per protocol. A full table drops expired sessions,
+//! # then the oldest one nobody authenticated in; only a table full of authenticated
+//! # sessions refuses new ones (server busy). Default: 10000.
 //! max_sessions = 10000
 //!
 //! [resolver]
@@ -105,7 +106,7 @@
 //! ghr = []
 //! ```
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 
 use serde::Deserialize;
@@ -220,6 +221,20 @@ impl Default for SiteConfig {
             description: "hdl handle server".into(),
             advertise: None,
         }
+    }
+}
+
+impl SiteConfig {
+    /// The Handle protocol address a node bound to `handle_addr` records in its set's
+    /// membership: the configured advertised address, else the listen address, else
+    /// loopback when the listener is bound to every interface.
+    pub fn advertised_handle_addr(&self, handle_addr: SocketAddr) -> SocketAddr {
+        let ip = match self.advertise {
+            Some(address) => address,
+            None if handle_addr.ip().is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            None => handle_addr.ip(),
+        };
+        SocketAddr::new(ip, handle_addr.port())
     }
 }
 
@@ -379,6 +394,22 @@ pub(crate) fn toml_example(source: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_advertised_address_replaces_an_unspecified_one() {
+        let any: SocketAddr = "0.0.0.0:2641".parse().unwrap();
+        let default = SiteConfig::default().advertised_handle_addr(any);
+        assert_eq!(default.to_string(), "127.0.0.1:2641");
+        let site = SiteConfig {
+            advertise: Some("192.0.2.10".parse().unwrap()),
+            ..SiteConfig::default()
+        };
+        let specific: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        assert_eq!(
+            site.advertised_handle_addr(specific).to_string(),
+            "192.0.2.10:1"
+        );
+    }
 
     #[test]
     fn empty_file_gives_every_default() {

@@ -1,18 +1,23 @@
 //! hdl: a replicated implementation of the Handle System (RFC 3650–3652).
 //!
-//! The module tree is the architecture; each layer depends only on those listed
-//! before it: [`names`] → [`values`] → [`codec`] → [`storage`] → [`replication`] →
-//! [`service`] → [`server`] and [`http`] (the edges that bind sockets). [`client`] is
-//! an edge beside the servers: it depends only on [`names`], [`values`] and [`codec`].
-//! [`resolver`] finds the service responsible for a handle through the Global Handle
-//! Registry and asks it, over [`client`]; [`service`] uses it for keys held elsewhere.
-//! [`auth`] (authentication and authorisation) is pure like the codec and depends only
-//! on [`names`], [`values`] and [`codec`]. [`restjson`] (the REST JSON shape of values,
-//! pure, over [`values`]) and [`metrics`] (the registry the edges record into) serve
-//! several layers. [`config`] and [`cluster_file`] are plain data read by the binary.
+//! The module tree is the architecture; each layer depends only on layers before it,
+//! as the layer table of README.md's "Layout" section says (a test reads that table
+//! and every import): [`clock`] and [`metrics`] → [`names`] → [`values`] → [`codec`]
+//! → [`auth`] and [`restjson`] (pure) → [`config`] → [`cluster_file`] → [`client`] →
+//! [`resolver`] → [`storage`] → [`replication`] → [`service`] (the
+//! [`service::Handler`] seam and this node's implementation of it) → [`server`] and
+//! [`http`], the edges that bind sockets and reach everything below through the
+//! handler. The binary (`src/main.rs`, `src/cli/`) sits on top.
+//!
+//! One word for one thing: a request declined for a reason of its own (a handle that
+//! exists, a wrong answer, a full session table) is a *refusal* in every layer
+//! ([`storage::Refusal`], each edge's `Refusal` carrying its response code, the
+//! session tables' `SessionRefusal` and [`auth::session_table::TableRefusal`]); an
+//! `Error` is a failure.
 
 pub mod auth;
 pub mod client;
+pub mod clock;
 pub mod cluster_file;
 pub mod codec;
 pub mod config;

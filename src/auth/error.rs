@@ -1,12 +1,11 @@
-//! The errors of authentication and authorisation, and their one mapping to RFC 3652
-//! response codes (digest §4).
+//! The errors of authentication and authorisation.
 //!
-//! Owns [`AuthError`] (challenges and answers), [`AuthzError`] (permissions), the
-//! umbrella [`Error`](enum@Error) and [`response_code`]. [`KeyError`] lives with the keys.
+//! Owns [`AuthError`] (challenges and answers) and [`AuthzError`] (permissions);
+//! [`KeyError`] lives with the keys. Which response code answers
+//! each is the service's table (`service::Error::response_code`), not this layer's.
 
 use thiserror::Error;
 
-use crate::codec::ResponseCode;
 use crate::values::{AdminPermissions, DecodeError};
 
 use super::challenge::ChallengeId;
@@ -117,100 +116,4 @@ pub enum AuthzError {
         /// The limit.
         limit: usize,
     },
-}
-
-/// Any failure of the authentication module, for the edge that answers the client.
-#[derive(Debug, Error)]
-pub enum Error {
-    /// A challenge or answer failure.
-    #[error(transparent)]
-    Auth(#[from] AuthError),
-    /// A permission failure.
-    #[error(transparent)]
-    Authz(#[from] AuthzError),
-    /// A key failure.
-    #[error(transparent)]
-    Key(#[from] KeyError),
-}
-
-/// The response code a server sends for `error` (digest §4, J9 meanings): unknown,
-/// replayed or expired challenges 405; a wrong key or secret 403; a malformed answer
-/// 404; an answer we cannot check (algorithm, stored key, randomness, group depth)
-/// 406; not an admin 400; missing permissions 401; a full challenge book 3 (busy).
-/// RC_AUTHEN_NEEDED (402) is not an error: it is the challenge itself.
-pub fn response_code(error: &Error) -> ResponseCode {
-    match error {
-        Error::Auth(auth) => authentication_code(auth),
-        Error::Authz(authz) => authorisation_code(authz),
-        Error::Key(_) => ResponseCode::AuthenticationError,
-    }
-}
-
-/// The response code of an authentication failure (see [`response_code`]).
-pub fn authentication_code(error: &AuthError) -> ResponseCode {
-    match error {
-        AuthError::UnknownChallenge { .. } | AuthError::ChallengeExpired { .. } => {
-            ResponseCode::AuthenticationTimeout
-        }
-        AuthError::TooManyChallenges { .. } => ResponseCode::ServerTooBusy,
-        AuthError::Decode(_)
-        | AuthError::UnknownAuthType { .. }
-        | AuthError::AnswerParameter { .. } => ResponseCode::InvalidCredential,
-        AuthError::NoKey { .. } | AuthError::Mismatch { .. } => ResponseCode::AuthenticationFailed,
-        AuthError::UnsupportedAlgorithm { .. } | AuthError::Random(_) | AuthError::Key(_) => {
-            ResponseCode::AuthenticationError
-        }
-    }
-}
-
-/// The response code of an authorisation failure (see [`response_code`]).
-pub fn authorisation_code(error: &AuthzError) -> ResponseCode {
-    match error {
-        AuthzError::NotAnAdmin { .. } => ResponseCode::InvalidAdmin,
-        AuthzError::InsufficientPermissions { .. } => ResponseCode::InsufficientPermissions,
-        AuthzError::GroupTooDeep { .. } | AuthzError::TooManyGroups { .. } => {
-            ResponseCode::AuthenticationError
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn code(error: impl Into<Error>) -> u32 {
-        response_code(&error.into()).to_u32()
-    }
-
-    #[test]
-    fn errors_map_to_the_j9_codes() {
-        let id = ChallengeId(7);
-        assert_eq!(code(AuthError::UnknownChallenge { id }), 405);
-        assert_eq!(code(AuthError::ChallengeExpired { id }), 405);
-        assert_eq!(code(AuthError::TooManyChallenges { capacity: 1 }), 3);
-        let mismatch = AuthError::Mismatch {
-            handle: "0.NA/10.1000".into(),
-        };
-        assert_eq!(code(mismatch), 403);
-        let decode = DecodeError::Malformed {
-            field: "answer",
-            reason: "test",
-        };
-        assert_eq!(code(AuthError::Decode(decode)), 404);
-        let md5 = AuthError::UnsupportedAlgorithm {
-            algorithm: b"MD5".to_vec(),
-        };
-        assert_eq!(code(md5), 406);
-        assert_eq!(code(KeyError::KeySize { bits: 512 }), 406);
-        let not_admin = AuthzError::NotAnAdmin {
-            handle: "x/y".into(),
-            index: 300,
-        };
-        assert_eq!(code(not_admin), 400);
-        let lacking = AuthzError::InsufficientPermissions {
-            required: AdminPermissions::ADD_HANDLE,
-            held: AdminPermissions(0),
-        };
-        assert_eq!(code(lacking), 401);
-    }
 }

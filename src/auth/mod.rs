@@ -3,12 +3,13 @@
 //!
 //! Owns keys ([`keys`]), challenges and the book of pending ones ([`challenge`]),
 //! answers to challenges ([`answer`], [`public`], [`secret`], and the REST API's
-//! [`rest`]), session keys and MACs ([`session`]), the permission rules
-//! ([`permissions`]) and the errors with their one mapping to response codes
-//! ([`error`]).
+//! [`rest`]), session keys and MACs ([`session`]), the one bounded, expiring table
+//! both edges keep their sessions in ([`session_table`]), the permission rules
+//! ([`permissions`]) and the errors ([`error`]); which response code answers each is
+//! decided above, by the service.
 //!
 //! May depend on [`crate::names`], [`crate::values`] and [`crate::codec`] (for
-//! [`crate::codec::RequestDigest`], versions and response codes) and on the RustCrypto
+//! [`crate::codec::RequestDigest`] and versions) and on the RustCrypto
 //! crates. No sockets, no tokio, no storage and no clock: time is passed in, handle
 //! values come from the caller or a lookup closure.
 //!
@@ -25,15 +26,14 @@ pub mod public;
 pub mod rest;
 pub mod secret;
 pub mod session;
+pub mod session_table;
 
 #[cfg(test)]
 mod proptests;
 
 pub use answer::{AuthType, ChallengeAnswer, verify_answer};
 pub use challenge::{Challenge, ChallengeBody, ChallengeBook, ChallengeId, answer_formats_version};
-pub use error::{
-    AuthError, AuthzError, Error, authentication_code, authorisation_code, response_code,
-};
+pub use error::{AuthError, AuthzError};
 pub use keys::{KeyError, SignatureHash, SigningKey, VerifyingKey};
 pub use permissions::{Identity, Operation, authorise};
 pub use public::{PublicKeyAnswer, sign_public, verify_public};

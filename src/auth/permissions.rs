@@ -26,7 +26,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
-use crate::names::{Handle, fold_key};
+use crate::names::{Handle, NameError, fold_key, prefix_handle};
 use crate::values::{AdminPermissions, AdminRecord, HandleValue, KnownType, ValueList};
 
 use super::error::AuthzError;
@@ -119,25 +119,24 @@ impl Operation {
     }
 }
 
-const NA_PREFIX: &str = "0.NA";
-
 fn is_derived_prefix_handle(target: &Handle) -> bool {
-    target.prefix_key() == NA_PREFIX && target.local_name().contains('.')
+    target.is_prefix_handle() && target.local_name().contains('.')
 }
 
 /// The handle whose HS_ADMIN values govern creating `target` (J9
 /// `getZeroNAHandle`, `getParentNAOfNAHandle`), folded: `10.1000/x` → `0.NA/10.1000`;
 /// the derived prefix `0.NA/10.1000` → its parent `0.NA/10`; the top-level prefix
 /// `0.NA/10` → `0.NA/0.NA`. For listing, the prefix handle is the one listed.
-pub fn prefix_admin_handle(target: &Handle) -> String {
+/// An error only when the prefix handle would be longer than a handle may be.
+pub fn prefix_admin_handle(target: &Handle) -> Result<Handle, NameError> {
     if is_derived_prefix_handle(target) {
         let local = fold_key(target.local_name());
         let parent = local
             .rsplit_once('.')
             .map_or(local.as_str(), |(parent, _)| parent);
-        format!("{NA_PREFIX}/{parent}")
+        prefix_handle(parent)
     } else {
-        format!("{NA_PREFIX}/{}", target.prefix_key())
+        prefix_handle(target.prefix_key())
     }
 }
 

@@ -255,7 +255,8 @@ fn creation_is_governed_by_the_right_prefix_handle() {
         ),
         ("0.NA/10", "0.NA/0.NA", Operation::CreateHandle),
     ] {
-        assert_eq!(prefix_admin_handle(&handle(target)), governing, "{target}");
+        let built = prefix_admin_handle(&handle(target)).unwrap();
+        assert_eq!(built.as_str(), governing, "{target}");
         assert_eq!(Operation::create(&handle(target)), op, "{target}");
     }
 }

@@ -21,7 +21,7 @@ use clap::Args;
 use hdl::auth::{Identity, SecretKey};
 use hdl::client::{AdminRequest, Client, ClientConfig, Credentials, Key, Overwrite, Transport};
 use hdl::codec::ResponseCode;
-use hdl::names::Handle;
+use hdl::names::{Handle, prefix_handle};
 use hdl::replication::NodeId;
 use hdl::replication::admin::Role;
 use hdl::service::bootstrap::{BootstrapAdmin, KEY_VALUE_INDEX};
@@ -89,7 +89,7 @@ pub async fn run(bench: &FailoverBench) -> anyhow::Result<()> {
 }
 
 async fn measure(set: &mut LocalSet, bench: &FailoverBench) -> anyhow::Result<()> {
-    let (bootstrap, credentials) = bench_administrator(&bench.prefix);
+    let (bootstrap, credentials) = bench_administrator(&bench.prefix)?;
     set.form(Some(&bootstrap)).await?;
     let servers: Vec<SocketAddr> = set.nodes.iter().map(|n| n.plan.handle).collect();
     let client = Client::new(servers.clone()).with_credentials(credentials);
@@ -205,7 +205,7 @@ async fn await_caught_up(set: &LocalSet, index: usize) -> anyhow::Result<()> {
 /// Creates `<prefix>-<n>` for n = 0, 1, … until `stop`, errors ignored: load only.
 /// A fresh administrator of `prefix` for this run: a random secret, bootstrapped as
 /// `300:0.NA/<prefix>` when the set is formed, and the writers' credentials for it.
-fn bench_administrator(prefix: &str) -> (Bootstrap, Credentials) {
+fn bench_administrator(prefix: &str) -> anyhow::Result<(Bootstrap, Credentials)> {
     let secret: String = (0..32)
         .map(|_| format!("{:x}", rand::random::<u8>() % 16))
         .collect();
@@ -215,12 +215,15 @@ fn bench_administrator(prefix: &str) -> (Bootstrap, Credentials) {
     };
     let credentials = Credentials {
         identity: Identity {
-            handle: format!("0.NA/{prefix}"),
+            handle: prefix_handle(prefix)
+                .context("invalid --prefix")?
+                .as_str()
+                .to_owned(),
             index: KEY_VALUE_INDEX,
         },
         key: Key::Secret(SecretKey(secret.into_bytes())),
     };
-    (bootstrap, credentials)
+    Ok((bootstrap, credentials))
 }
 
 async fn write_until(client: &Client, prefix: &str, stop: &AtomicBool) -> anyhow::Result<()> {

@@ -17,8 +17,8 @@ use hdl::placement::FIRST_SET;
 use hdl::replication::network::{Dispatch, Links, Registry, read_or_create_secret_file, serve as serve_peers};
 use hdl::replication::{GroupHost, Node};
 use hdl::resolver::Resolver;
-use hdl::server::{HandleListeners, advertised_handle_addr};
-use hdl::service::{AuthPolicy, Service};
+use hdl::server::HandleListeners;
+use hdl::service::{AuthPolicy, Handler, Service};
 use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
@@ -122,7 +122,7 @@ async fn serve(
         .await
         .with_context(|| format!("cannot listen for peers on {}", config.cluster.peer_listen))?;
     let peer = peers.local_addr()?;
-    let advertised = advertised_handle_addr(&config.site, handle);
+    let advertised = config.site.advertised_handle_addr(handle);
     let settings = settings(&config);
     let http = HttpListeners::bind(&config.http, &config.data_dir).await?;
     let me = Node {
@@ -142,7 +142,12 @@ async fn serve(
     let groups = start_groups(&settings, &config.data_dir, &host)
         .await
         .context("cannot start the node's groups")?;
-    let mut service = Service::new(Arc::clone(&groups.store), groups.set.clone(), policy);
+    let mut service = Service::new(
+        Arc::clone(&groups.store),
+        groups.set.clone(),
+        policy,
+        config.site.clone(),
+    );
     if !config.resolver.ghr.is_empty() {
         service = service.with_resolver(Resolver::new(config.resolver.ghr.clone()));
     }
@@ -165,8 +170,9 @@ async fn serve(
     tracing::info!(?node, "serving");
     let metrics = Arc::new(Metrics::new());
     let (stop, stopped) = watch::channel(false);
+    let handler: Arc<dyn Handler> = Arc::new(service);
     let state = HttpState {
-        service: service.clone(),
+        handler: Arc::clone(&handler),
         metrics: Arc::clone(&metrics),
         node,
         allow_plain_auth_from_loopback: config.http.allow_plain_auth_from_loopback,
@@ -182,7 +188,7 @@ async fn serve(
         let _ = stop.send(true);
     });
     listeners
-        .serve(service, &config, metrics, until(stopped))
+        .serve(handler, &config, metrics, until(stopped))
         .await?;
     http.await??;
     groups.set.shutdown().await?;

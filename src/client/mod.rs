@@ -2,7 +2,8 @@
 //! listing, over UDP and TCP (digest §1, §3).
 //!
 //! Owns [`Client`] and its settings, [`Transport`], [`Resolution`], [`AdminRequest`],
-//! [`Credentials`] and [`ClientError`]. Depends on [`crate::codec`], [`crate::names`],
+//! [`Credentials`] and [`ClientError`], and the `Authorization: Handle` headers an
+//! HTTP client sends ([`authorization`]). Depends on [`crate::codec`], [`crate::names`],
 //! [`crate::values`] and the pure [`crate::auth`] core, and on tokio for sockets and
 //! timers: like the server, it is an edge.
 //!
@@ -23,6 +24,7 @@
 //!   count; every wait has a deadline.
 
 mod admin;
+pub mod authorization;
 mod credentials;
 mod error;
 mod message;
@@ -33,7 +35,7 @@ mod verify;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use tokio::time::timeout;
 
@@ -45,8 +47,9 @@ use message::{Answer, Outgoing, Problem};
 use session::SessionSlot;
 use tcp::Connection;
 
+use crate::clock::unix_now;
 use crate::codec::{Message, OpFlags, Request, ResolutionRequest, Response};
-use crate::names::Handle;
+use crate::names::{self, Handle};
 use crate::values::{HandleValue, SiteInfo, ValueSelection};
 
 /// The Handle protocol's port for UDP and TCP (IANA `hdl-srv`).
@@ -228,7 +231,7 @@ impl Client {
         limit: usize,
     ) -> Result<Vec<String>, ClientError> {
         let request = Request::ListHandles {
-            prefix: prefix_handle(prefix).into_bytes(),
+            prefix: prefix_handle(prefix)?.into_bytes(),
         };
         let mut last = None;
         for (attempts, &server) in (1..).zip(&self.servers) {
@@ -362,15 +365,12 @@ fn add_page(
 }
 
 /// The prefix handle for `prefix`: `0.NA/<prefix>` unless it is one already.
-fn prefix_handle(prefix: &str) -> String {
-    let is_prefix_handle = prefix
-        .get(..5)
-        .is_some_and(|head| head.eq_ignore_ascii_case("0.NA/"));
-    if is_prefix_handle {
-        prefix.to_owned()
-    } else {
-        format!("0.NA/{prefix}")
+fn prefix_handle(prefix: &str) -> Result<String, ClientError> {
+    if names::named_prefix(prefix).is_some() {
+        return Ok(prefix.to_owned());
     }
+    let handle = names::prefix_handle(prefix).map_err(ClientError::InvalidHandle)?;
+    Ok(handle.as_str().to_owned())
 }
 
 /// A fresh message for `request`.
@@ -381,14 +381,6 @@ fn outgoing(request: &Request, flags: OpFlags) -> Outgoing {
 /// A random positive 31-bit RequestId (J9: `Math.abs(random.nextInt())`, never 0).
 fn new_request_id() -> u32 {
     rand::random_range(1..=0x7fff_ffff)
-}
-
-/// Seconds since the Unix epoch, saturating at the wire's `u32`.
-fn unix_now() -> u32 {
-    let seconds = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_secs());
-    u32::try_from(seconds).unwrap_or(u32::MAX)
 }
 
 fn attempt_problem(server: SocketAddr, problem: Problem) -> AttemptError {
@@ -454,6 +446,7 @@ mod tests {
 
     #[test]
     fn prefixes_become_prefix_handles_once() {
+        let prefix_handle = |prefix| prefix_handle(prefix).unwrap();
         assert_eq!(prefix_handle("10.1000"), "0.NA/10.1000");
         assert_eq!(prefix_handle("0.na/10.1000"), "0.na/10.1000");
         assert_eq!(prefix_handle("0.NAX"), "0.NA/0.NAX");

@@ -12,9 +12,10 @@ use std::net::SocketAddr;
 use std::sync::{Mutex, PoisonError};
 
 use super::message::{Answer, Outgoing};
-use super::{Client, ClientError, Credentials, Transport, new_request_id, no_answer, unix_now};
+use super::{Client, ClientError, Credentials, Transport, new_request_id, no_answer};
 use crate::auth::{ClientKeyExchange, SessionKey};
 use crate::client::AttemptError;
+use crate::clock::unix_now;
 use crate::codec::{Message, OpFlags, Request, Response, ResponseCode, SessionSetup};
 
 /// The session a client holds, if any.

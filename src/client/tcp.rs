@@ -14,7 +14,8 @@ use tokio::net::TcpStream;
 use super::credentials::Credentials;
 use super::error::AttemptError;
 use super::message::Outgoing;
-use super::{Transport, attempt_problem, new_request_id, unix_now};
+use super::{Transport, attempt_problem, new_request_id};
+use crate::clock::unix_now;
 use crate::codec::{
     Body, CodecError, Frame, MAX_MESSAGE_LEN, Message, Request, Response, next_frame,
 };

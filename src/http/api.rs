@@ -4,7 +4,7 @@
 //!
 //! The handle is the rest of the path, percent-decoded as UTF-8 (`/` included); the
 //! answer's `handle` echoes it as spelled. Every write goes through [`administer`],
-//! which has the primary of the replica set apply it.
+//! which hands it to the node's handler.
 
 use axum::Extension;
 use axum::body::Bytes;
@@ -14,28 +14,26 @@ use axum::response::Response;
 use serde_json::json;
 
 use super::HttpState;
-use super::answer::{Failure, Format};
-use super::codes::{Operation, http_status};
+use super::answer::{Format, Refusal};
+use super::codes::{RequestKind, http_status};
 use super::query::{Query, QueryError, decode};
 use crate::codec::ResponseCode;
 use crate::names::{Handle, fold_key};
 use crate::restjson::{parse_body, resolution_json};
-use crate::service::{Caller, Error, Freshness};
-use crate::replication::HandleCommand as Command;
-use crate::storage::{Applied, ExistingHandle, ExistingValue};
+use crate::service::{Applied, Caller, Error, ExistingHandle, ExistingValue, Freshness, Operation};
 use crate::values::HandleValue;
 
 /// The path before the handle.
 const API_PREFIX: &str = "/api/handles/";
 
-/// Applies an administrative command for `caller` through the replica set: the HTTP
-/// edge's one way to write.
+/// Carries out an administrative operation for `caller`: the HTTP edge's one way to
+/// write.
 pub async fn administer(
     state: &HttpState,
     caller: &Caller,
-    command: Command,
-) -> Result<Applied, Failure> {
-    Ok(state.service.administer(caller, command).await?)
+    operation: Operation,
+) -> Result<Applied, Refusal> {
+    Ok(state.handler.administer(caller, operation).await?)
 }
 
 /// One API request on a handle: what every method reads first.
@@ -51,14 +49,14 @@ impl ApiRequest {
     fn read(uri: &Uri, caller: Caller) -> Result<ApiRequest, Box<Response>> {
         let plain = Format::default();
         let query = Query::parse(uri.query())
-            .map_err(|error| Failure::from(error).answer(Operation::Other, None, &plain))?;
-        let format =
-            Format::of(&query).map_err(|failure| failure.answer(Operation::Other, None, &plain))?;
+            .map_err(|error| Refusal::from(error).answer(RequestKind::Other, None, &plain))?;
+        let format = Format::of(&query)
+            .map_err(|refusal| refusal.answer(RequestKind::Other, None, &plain))?;
         let raw = uri.path().strip_prefix(API_PREFIX).unwrap_or_default();
         let spelled = decode(raw, "path")
             .and_then(|octets| String::from_utf8(octets).map_err(|_| QueryError::NotUtf8("path")))
             .map_err(|error| {
-                Box::new(Failure::from(error).answer(Operation::Other, None, &format))
+                Box::new(Refusal::from(error).answer(RequestKind::Other, None, &format))
             })?;
         Ok(ApiRequest {
             spelled,
@@ -68,31 +66,31 @@ impl ApiRequest {
         })
     }
 
-    fn handle(&self) -> Result<Handle, Failure> {
+    fn handle(&self) -> Result<Handle, Refusal> {
         Ok(Handle::parse(&self.spelled)?)
     }
 
-    fn fail(&self, failure: &Failure, operation: Operation) -> Response {
-        failure.answer(operation, Some(&self.spelled), &self.format)
+    fn fail(&self, refusal: &Refusal, kind: RequestKind) -> Response {
+        refusal.answer(kind, Some(&self.spelled), &self.format)
     }
 
-    fn done(&self, handle: &str, operation: Operation) -> Response {
+    fn done(&self, handle: &str, kind: RequestKind) -> Response {
         let body = json!({"responseCode": 1, "handle": handle});
         self.format
-            .answer(http_status(ResponseCode::Success, operation), &body)
+            .answer(http_status(ResponseCode::Success, kind), &body)
     }
 
     /// The selected values: public ones, or with `publicOnly=false` every one (for an
     /// administrator). No value matched is an empty list.
-    async fn resolve(&self, state: &HttpState) -> Result<Vec<HandleValue>, Failure> {
+    async fn resolve(&self, state: &HttpState) -> Result<Vec<HandleValue>, Refusal> {
         let handle = self.handle()?;
         let selection = self.query.selection()?;
         let freshness = freshness(&self.query)?;
+        let handler = &state.handler;
         let found = if self.query.flag("publicOnly", true)? {
-            state.service.resolve(&handle, &selection, freshness).await
+            handler.resolve(&handle, &selection, freshness).await
         } else {
-            let service = &state.service;
-            service
+            handler
                 .resolve_all(&self.caller, &handle, &selection, freshness)
                 .await
         };
@@ -103,9 +101,9 @@ impl ApiRequest {
         }
     }
 
-    async fn put(&self, state: &HttpState, body: &[u8]) -> Result<(String, Applied), Failure> {
+    async fn put(&self, state: &HttpState, body: &[u8]) -> Result<(String, Applied), Refusal> {
         let json: serde_json::Value = serde_json::from_slice(body).map_err(|error| {
-            Failure::new(
+            Refusal::new(
                 ResponseCode::ProtocolError,
                 format!("malformed JSON: {error}"),
             )
@@ -122,17 +120,21 @@ impl ApiRequest {
                 "the body names handle {named:?}, the path {:?}",
                 self.spelled
             );
-            return Err(Failure::new(ResponseCode::InvalidHandle, message));
+            return Err(Refusal::new(ResponseCode::InvalidHandle, message));
         }
-        let command = self.put_command(handle, parsed.values)?;
-        let applied = administer(state, &self.caller, command).await?;
+        let operation = self.put_operation(handle, parsed.values)?;
+        let applied = administer(state, &self.caller, operation).await?;
         Ok((self.spelled.clone(), applied))
     }
 
     /// Without `index=`: create or (unless `overwrite=false`) replace the handle.
     /// With `index=various`, or indexes that name exactly the body's values: add or
     /// replace those values.
-    fn put_command(&self, handle: Handle, values: Vec<HandleValue>) -> Result<Command, Failure> {
+    fn put_operation(
+        &self,
+        handle: Handle,
+        values: Vec<HandleValue>,
+    ) -> Result<Operation, Refusal> {
         let various = self.query.all("index").any(|index| index == "various");
         let mut indexes = self.query.indexes()?;
         if !various && indexes.is_empty() {
@@ -141,7 +143,7 @@ impl ApiRequest {
             } else {
                 ExistingHandle::Refuse
             };
-            return Ok(Command::Create {
+            return Ok(Operation::Create {
                 handle,
                 values,
                 existing,
@@ -153,9 +155,9 @@ impl ApiRequest {
         sent.sort_unstable();
         if !various && indexes != sent {
             let message = "the index= parameters must name exactly the values of the body";
-            return Err(Failure::new(ResponseCode::ProtocolError, message));
+            return Err(Refusal::new(ResponseCode::ProtocolError, message));
         }
-        Ok(Command::AddValues {
+        Ok(Operation::AddValues {
             handle,
             values,
             existing: ExistingValue::Replace,
@@ -167,26 +169,26 @@ impl ApiRequest {
         &self,
         state: &HttpState,
         values: Vec<HandleValue>,
-    ) -> Result<(String, Applied), Failure> {
+    ) -> Result<(String, Applied), Refusal> {
         let (handle, applied) = state
-            .service
+            .handler
             .mint(&self.caller, &self.spelled, values)
             .await?;
         Ok((handle.as_str().to_owned(), applied))
     }
 
-    async fn delete(&self, state: &HttpState) -> Result<(), Failure> {
+    async fn delete(&self, state: &HttpState) -> Result<(), Refusal> {
         let handle = self.handle()?;
         let indexes = self.query.indexes()?;
-        let command = match (self.query.first("index"), indexes.is_empty()) {
-            (None, _) => Command::Delete { handle },
-            (Some(_), false) => Command::RemoveValues { handle, indexes },
+        let operation = match (self.query.first("index"), indexes.is_empty()) {
+            (None, _) => Operation::Delete { handle },
+            (Some(_), false) => Operation::RemoveValues { handle, indexes },
             (Some(_), true) => {
                 let message = "DELETE takes numeric index= parameters, or none for the handle";
-                return Err(Failure::new(ResponseCode::ProtocolError, message));
+                return Err(Refusal::new(ResponseCode::ProtocolError, message));
             }
         };
-        administer(state, &self.caller, command).await.map(drop)
+        administer(state, &self.caller, operation).await.map(drop)
     }
 }
 
@@ -213,17 +215,17 @@ pub async fn get(
     match request.resolve(&state).await {
         Ok(values) if values.is_empty() => {
             let body = json!({"responseCode": 200, "handle": request.spelled, "values": []});
-            let status = http_status(ResponseCode::ValuesNotFound, Operation::Resolve);
+            let status = http_status(ResponseCode::ValuesNotFound, RequestKind::Resolve);
             request.format.answer(status, &body)
         }
         Ok(values) => {
             let body = resolution_json(&request.spelled, &values);
             request.format.answer(
-                http_status(ResponseCode::Success, Operation::Resolve),
+                http_status(ResponseCode::Success, RequestKind::Resolve),
                 &body,
             )
         }
-        Err(failure) => request.fail(&failure, Operation::Resolve),
+        Err(refusal) => request.fail(&refusal, RequestKind::Resolve),
     }
 }
 
@@ -240,16 +242,16 @@ pub async fn put(
         Err(response) => return *response,
     };
     if !is_json(&headers) {
-        let failure = Failure::new(
+        let refusal = Refusal::new(
             ResponseCode::ProtocolError,
             "Content-Type must be application/json",
         );
-        return request.fail(&failure, Operation::Other);
+        return request.fail(&refusal, RequestKind::Other);
     }
     match request.put(&state, &body).await {
-        Ok((handle, Applied::Created)) => request.done(&handle, Operation::Created),
-        Ok((handle, _)) => request.done(&handle, Operation::Other),
-        Err(failure) => request.fail(&failure, Operation::Other),
+        Ok((handle, Applied::Created)) => request.done(&handle, RequestKind::Created),
+        Ok((handle, _)) => request.done(&handle, RequestKind::Other),
+        Err(refusal) => request.fail(&refusal, RequestKind::Other),
     }
 }
 
@@ -264,8 +266,8 @@ pub async fn delete(
         Err(response) => return *response,
     };
     match request.delete(&state).await {
-        Ok(()) => request.done(&request.spelled, Operation::Other),
-        Err(failure) => request.fail(&failure, Operation::Other),
+        Ok(()) => request.done(&request.spelled, RequestKind::Other),
+        Err(refusal) => request.fail(&refusal, RequestKind::Other),
     }
 }
 

@@ -28,12 +28,12 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::Response;
 use base64::Engine;
-use serde_json::json;
 
 use super::HttpState;
-use super::answer::Format;
+use super::answer::{Format, Refusal};
 use super::authorization::{HandleAuthorization, ParamError, parse_handle};
-use super::sessions::{SessionError, SessionId, SessionTable, SessionView};
+use super::codes::RequestKind;
+use super::sessions::{SessionId, SessionRefusal, SessionTable, SessionView};
 use crate::auth::RestAnswer;
 use crate::config::parse_identity;
 use crate::service::{Caller, Error as ServiceError};
@@ -57,7 +57,7 @@ pub struct RequestSession(pub Option<SessionId>);
 
 /// Why credentials were not accepted.
 #[derive(Debug, thiserror::Error)]
-enum Refusal {
+pub(super) enum CredentialRefusal {
     #[error("credentials are honoured only over HTTPS")]
     Insecure,
     #[error("malformed Authorization header: {0}")]
@@ -65,21 +65,21 @@ enum Refusal {
     #[error("malformed Authorization header: {0}")]
     Parameters(#[from] ParamError),
     #[error("{0}")]
-    Session(#[from] SessionError),
+    Session(#[from] SessionRefusal),
     #[error("too many authentications in progress; try again")]
     Busy,
     #[error("{message}")]
-    Rejected {
+    Refused {
         message: String,
         /// The session whose (fresh) nonce the challenge should name.
         session: Option<SessionId>,
     },
 }
 
-impl Refusal {
+impl CredentialRefusal {
     fn session(&self) -> Option<&SessionId> {
         match self {
-            Refusal::Rejected { session, .. } => session.as_ref(),
+            CredentialRefusal::Refused { session, .. } => session.as_ref(),
             _ => None,
         }
     }
@@ -121,10 +121,10 @@ pub async fn authenticate(
     let now = Instant::now();
     let credentials = match header {
         None => Credentials::plain(Caller::anonymous(peer.ip())),
-        Some(_) if !honoured => return unauthorised(&state, &Refusal::Insecure, false),
+        Some(_) if !honoured => return unauthorised(&state, &CredentialRefusal::Insecure, false),
         Some(value) => match credentials(&state, &value, peer, now).await {
             Ok(credentials) => credentials,
-            Err(Refusal::Busy) => return busy(),
+            Err(refusal @ CredentialRefusal::Busy) => return refused(&refusal),
             Err(refusal) => return unauthorised(&state, &refusal, true),
         },
     };
@@ -167,13 +167,13 @@ async fn credentials(
     value: &HeaderValue,
     peer: SocketAddr,
     now: Instant,
-) -> Result<Credentials, Refusal> {
+) -> Result<Credentials, CredentialRefusal> {
     if value.len() > MAX_AUTHORIZATION_LEN {
-        return Err(Refusal::Malformed("too long"));
+        return Err(CredentialRefusal::Malformed("too long"));
     }
     let text = value
         .to_str()
-        .map_err(|_| Refusal::Malformed("not ASCII"))?;
+        .map_err(|_| CredentialRefusal::Malformed("not ASCII"))?;
     let (scheme, rest) = text.trim().split_once(' ').unwrap_or((text, ""));
     if scheme.eq_ignore_ascii_case("Handle") {
         return match parse_handle(rest)? {
@@ -185,14 +185,16 @@ async fn credentials(
         };
     }
     if !scheme.eq_ignore_ascii_case("Basic") {
-        return Err(Refusal::Malformed("unknown scheme"));
+        return Err(CredentialRefusal::Malformed("unknown scheme"));
     }
     let (user, secret) = basic(rest.trim())?;
-    let identity = parse_identity(&user).ok_or(Refusal::Malformed("user is not index:handle"))?;
+    let identity =
+        parse_identity(&user).ok_or(CredentialRefusal::Malformed("user is not index:handle"))?;
     let identity = state
-        .service
+        .handler
         .verify_secret(&identity, &secret)
-        .map_err(|error| Refusal::Rejected {
+        .await
+        .map_err(|error| CredentialRefusal::Refused {
             message: error.to_string(),
             session: None,
         })?;
@@ -205,7 +207,7 @@ fn in_session(
     session: SessionId,
     peer: SocketAddr,
     now: Instant,
-) -> Result<Credentials, Refusal> {
+) -> Result<Credentials, CredentialRefusal> {
     let view = sessions(state).view(&session, now)?;
     let caller = match view.identity {
         Some(identity) => Caller::Administrator { identity },
@@ -225,15 +227,15 @@ async fn answered(
     session: SessionId,
     answer: RestAnswer,
     now: Instant,
-) -> Result<Credentials, Refusal> {
+) -> Result<Credentials, CredentialRefusal> {
     let nonce = sessions(state).take_nonce(&session, now)?;
     let challenge = answer.challenge(&nonce, now);
     let claimed = answer.challenge_answer();
-    let identity = match state.service.verify_answer(&challenge, &claimed).await {
+    let identity = match state.handler.verify_answer(&challenge, &claimed).await {
         Ok(identity) => identity,
-        Err(ServiceError::Busy) => return Err(Refusal::Busy),
+        Err(ServiceError::Busy) => return Err(CredentialRefusal::Busy),
         Err(error) => {
-            return Err(Refusal::Rejected {
+            return Err(CredentialRefusal::Refused {
                 message: error.to_string(),
                 session: Some(session.clone()),
             });
@@ -248,30 +250,32 @@ async fn answered(
 }
 
 /// The percent-decoded user and the password of Basic credentials.
-fn basic(encoded: &str) -> Result<(String, Vec<u8>), Refusal> {
+fn basic(encoded: &str) -> Result<(String, Vec<u8>), CredentialRefusal> {
     let decoded = base64::engine::general_purpose::STANDARD
         .decode(encoded)
-        .map_err(|_| Refusal::Malformed("not base64"))?;
+        .map_err(|_| CredentialRefusal::Malformed("not base64"))?;
     let colon = decoded
         .iter()
         .position(|&b| b == b':')
-        .ok_or(Refusal::Malformed("no ':' between user and password"))?;
+        .ok_or(CredentialRefusal::Malformed(
+            "no ':' between user and password",
+        ))?;
     let user = percent_encoding::percent_decode(&decoded[..colon])
         .decode_utf8()
-        .map_err(|_| Refusal::Malformed("user is not UTF-8"))?
+        .map_err(|_| CredentialRefusal::Malformed("user is not UTF-8"))?
         .into_owned();
     Ok((user, decoded[colon + 1..].to_vec()))
 }
 
-/// 503: the answer could not be checked now; the client should try again.
-fn busy() -> Response {
-    let body = json!({"responseCode": 3, "message": Refusal::Busy.to_string()});
-    Format::default().answer(StatusCode::SERVICE_UNAVAILABLE, &body)
+/// The answer refusing credentials: 503 when they could not be checked now (the
+/// client should try again), else 401.
+fn refused(refusal: &CredentialRefusal) -> Response {
+    Refusal::from(refusal).answer(RequestKind::Other, None, &Format::default())
 }
 
-fn unauthorised(state: &HttpState, refusal: &Refusal, honoured: bool) -> Response {
-    let body = json!({"responseCode": 402, "message": refusal.to_string()});
-    let mut response = Format::default().answer(StatusCode::UNAUTHORIZED, &body);
+/// 401, with the challenges where credentials are honoured.
+fn unauthorised(state: &HttpState, refusal: &CredentialRefusal, honoured: bool) -> Response {
+    let mut response = refused(refusal);
     challenge(state, response.headers_mut(), refusal.session(), honoured);
     response
 }
@@ -319,8 +323,11 @@ mod tests {
         let (user, secret) = basic(&encoded).unwrap();
         assert_eq!(user, "300:0.NA/TEST");
         assert_eq!(secret, b"pa:ss");
-        assert!(matches!(basic("!!"), Err(Refusal::Malformed(_))));
+        assert!(matches!(basic("!!"), Err(CredentialRefusal::Malformed(_))));
         let no_colon = base64::engine::general_purpose::STANDARD.encode("user");
-        assert!(matches!(basic(&no_colon), Err(Refusal::Malformed(_))));
+        assert!(matches!(
+            basic(&no_colon),
+            Err(CredentialRefusal::Malformed(_))
+        ));
     }
 }

@@ -4,9 +4,10 @@
 //! pairs separated by commas, in any order.
 //!
 //! Owns the sans-IO parser [`parse_params`], its reading [`parse_handle`] into a
-//! [`HandleAuthorization`], [`ParamError`], and the client side [`session_header`] and
-//! [`answer_header`]. Depends on [`crate::auth::rest`] for what an answer means and on
-//! [`super::sessions`] for the id type; no sockets, no clock, no table look-ups.
+//! [`HandleAuthorization`], and [`ParamError`]; the client side, which writes these
+//! headers, is `client::authorization`. Depends on [`crate::auth::rest`] for what an
+//! answer means and on [`super::sessions`] for the id type; no sockets, no clock, no
+//! table look-ups.
 //!
 //! Invariants: at most [`MAX_PARAMS`] parameters, none twice; every base64 value is
 //! bounded after decoding; nothing here panics on any input.
@@ -268,40 +269,11 @@ fn number(text: &str, name: &'static str) -> Result<u32, ParamError> {
     text.parse().map_err(|_| ParamError::Number(name))
 }
 
-/// The client side: `Handle sessionId="…"`, for requests in an authenticated session.
-pub fn session_header(session: &str) -> String {
-    format!("Handle version=\"0\", sessionId=\"{session}\"")
-}
-
-/// The client side: the header answering `session`'s nonce with `answer`; `None` for
-/// a proof REST cannot carry (the pre-2.1 MD5).
-pub fn answer_header(session: &str, answer: &RestAnswer) -> Option<String> {
-    let (alg, signature, pbkdf2) = answer.proof.parts()?;
-    let auth_type = answer.challenge_answer().auth_type.name();
-    let mut header = format!(
-        "{}, id=\"{}:{}\", type=\"{auth_type}\", cnonce=\"{}\", alg=\"{}\", signature=\"{}\"",
-        session_header(session),
-        answer.identity.index,
-        answer.identity.handle,
-        STANDARD.encode(&answer.cnonce),
-        alg.name(),
-        STANDARD.encode(signature),
-    );
-    if let Some(params) = pbkdf2 {
-        header.push_str(&format!(
-            ", salt=\"{}\", iterations=\"{}\", length=\"{}\"",
-            STANDARD.encode(&params.salt),
-            params.iterations,
-            params.key_bits
-        ));
-    }
-    Some(header)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::auth::SecretAnswer;
+    use crate::client::authorization::{answer_header, session_header};
 
     fn secret_answer() -> RestAnswer {
         RestAnswer {

@@ -12,12 +12,12 @@ use axum::response::Response;
 use serde_json::json;
 
 use super::HttpState;
-use super::answer::{Failure, Format};
-use super::codes::Operation;
+use super::answer::{Format, Refusal};
+use super::codes::RequestKind;
 use super::query::Query;
 use crate::codec::ResponseCode;
-use crate::names::Handle;
-use crate::service::{Caller, Service};
+use crate::names::{Handle, named_prefix};
+use crate::service::{Caller, Handler};
 
 /// The most handles one page holds.
 pub const MAX_PAGE_SIZE: u64 = 10_000;
@@ -35,35 +35,35 @@ pub async fn handles(
         Ok(read) => read,
         Err(response) => return *response,
     };
-    let service = state.service.clone();
-    let listing = tokio::task::spawn_blocking(move || page(&service, caller, &query)).await;
-    match listing {
-        Ok(Ok(body)) => format.answer(StatusCode::OK, &body),
-        Ok(Err(failure)) => failure.answer(Operation::Other, None, &format),
-        Err(_) => Failure::new(ResponseCode::Error, "the listing task failed").answer(
-            Operation::Other,
-            None,
-            &format,
-        ),
+    match page(state.handler.as_ref(), &caller, &query).await {
+        Ok(body) => format.answer(StatusCode::OK, &body),
+        Err(refusal) => refusal.answer(RequestKind::Other, None, &format),
     }
 }
 
 /// The page a listing query asks for.
-fn page(service: &Service, caller: Caller, query: &Query) -> Result<serde_json::Value, Failure> {
+async fn page(
+    handler: &dyn Handler,
+    caller: &Caller,
+    query: &Query,
+) -> Result<serde_json::Value, Refusal> {
     let Some(prefix) = query.first("prefix").filter(|prefix| !prefix.is_empty()) else {
         let message = "listing handles needs prefix=";
-        return Err(Failure::new(ResponseCode::ProtocolError, message));
+        return Err(Refusal::new(ResponseCode::ProtocolError, message));
     };
-    let prefix = strip_prefix_handle(prefix);
+    // `0.NA/P` names the prefix `P`.
+    let prefix = named_prefix(prefix).unwrap_or(prefix);
     let number = query.number("page", 0)?;
     let size = query.number("pageSize", MAX_PAGE_SIZE)?.min(MAX_PAGE_SIZE);
-    let total = service.count_handles(&caller, prefix)?;
+    let total = handler.count_handles(caller, prefix).await?;
     let skip = number.saturating_mul(size);
     let mut handles = Vec::new();
     let mut after: Option<Handle> = None;
     let mut skipped = 0u64;
     while size > 0 && (handles.len() as u64) < size {
-        let batch = service.list_handles(&caller, prefix, after.as_ref(), STEP)?;
+        let batch = handler
+            .list_handles(caller, prefix, after.as_ref(), STEP)
+            .await?;
         let Some(last) = batch.last() else { break };
         after = Handle::parse(last).ok();
         for handle in batch {
@@ -87,14 +87,6 @@ fn page(service: &Service, caller: Caller, query: &Query) -> Result<serde_json::
     }))
 }
 
-/// `0.NA/P` names the prefix `P`.
-fn strip_prefix_handle(prefix: &str) -> &str {
-    match prefix.split_once('/') {
-        Some((na, rest)) if na.eq_ignore_ascii_case("0.NA") => rest,
-        _ => prefix,
-    }
-}
-
 /// `GET /api/prefixes`: the naming authorities this node holds.
 pub async fn prefixes(
     State(state): State<HttpState>,
@@ -105,7 +97,7 @@ pub async fn prefixes(
         Ok(read) => read,
         Err(response) => return *response,
     };
-    match state.service.list_prefixes(&caller) {
+    match state.handler.list_prefixes(&caller).await {
         Ok(records) => {
             let names: Vec<_> = records.into_iter().map(|record| record.display).collect();
             format.answer(
@@ -113,15 +105,15 @@ pub async fn prefixes(
                 &json!({"responseCode": 1, "prefixes": names}),
             )
         }
-        Err(error) => Failure::from(error).answer(Operation::Other, None, &format),
+        Err(error) => Refusal::from(error).answer(RequestKind::Other, None, &format),
     }
 }
 
 fn read(uri: &Uri) -> Result<(Query, Format), Box<Response>> {
     let plain = Format::default();
     let query = Query::parse(uri.query())
-        .map_err(|error| Box::new(Failure::from(error).answer(Operation::Other, None, &plain)))?;
+        .map_err(|error| Box::new(Refusal::from(error).answer(RequestKind::Other, None, &plain)))?;
     let format = Format::of(&query)
-        .map_err(|failure| Box::new(failure.answer(Operation::Other, None, &plain)))?;
+        .map_err(|refusal| Box::new(refusal.answer(RequestKind::Other, None, &plain)))?;
     Ok((query, format))
 }

@@ -1,12 +1,15 @@
 //! The HTTP edge of a node: the Handle.Net-compatible JSON API (`/api/…`), the web
 //! proxy (`/<handle>`), the front page, `/status` and `/metrics`.
 //!
-//! Owns the HTTP and HTTPS sockets. Depends on [`crate::service`] for every answer,
-//! [`crate::restjson`] for the value JSON, [`crate::names`] for proxy references,
-//! [`crate::server::response_code`] for the one mapping of service errors to response
-//! codes, and [`crate::metrics`]. Administration goes through
-//! `api::administer` and nowhere else. Nothing that arrives here is unwrapped: a
-//! malformed path, query or body is answered 400 and changes nothing.
+//! Owns the HTTP and HTTPS sockets. Depends on [`crate::service`] for every answer
+//! (through an `Arc<dyn Handler>`, never the concrete service), [`crate::restjson`]
+//! for the value JSON, [`crate::names`] for proxy references, [`crate::auth`] for the
+//! REST answers, [`crate::config`] and [`crate::metrics`]; never on storage,
+//! replication, the client or the Handle protocol edge. Every error it answers
+//! becomes a response code and a status in one module (`codes`; this edge's refused
+//! outcome is `answer::Refusal`). Administration goes through `api::administer` and
+//! nowhere else. Nothing that arrives here is unwrapped: a malformed path, query or
+//! body is answered 400 and changes nothing.
 //!
 //! Sessions of the REST API (`/api/sessions`) live in this node's memory only
 //! ([`sessions`]): a client whose requests reach another member authenticates there.
@@ -17,7 +20,7 @@
 mod answer;
 mod api;
 mod auth;
-pub mod authorization;
+mod authorization;
 mod codes;
 mod html;
 mod list;
@@ -49,7 +52,7 @@ pub use sessions::SessionTable;
 
 use crate::config::HttpConfig;
 use crate::metrics::{Metrics, Protocol};
-use crate::service::Service;
+use crate::service::Handler;
 
 /// Why the HTTP listeners could not start.
 #[derive(Debug, Error)]
@@ -72,8 +75,8 @@ pub enum HttpError {
 /// What every request handler shares.
 #[derive(Debug, Clone)]
 pub struct HttpState {
-    /// The node's handle operations.
-    pub service: Service,
+    /// What answers every request.
+    pub handler: Arc<dyn Handler>,
     /// The node's metrics.
     pub metrics: Arc<Metrics>,
     /// How this node describes itself on `/status`.

@@ -11,7 +11,7 @@ use super::query::Query;
 use std::time::Duration;
 
 use crate::metrics::{Protocol, ReplicationState};
-use crate::replication::admin::Role;
+use crate::service::Role;
 
 /// `GET /`: the resolve form; `/?handle=H[&noredirect]` (what the form sends) goes
 /// on to the proxy path of `H`.
@@ -42,7 +42,7 @@ pub async fn front(uri: Uri) -> Response {
 /// `GET /status`: what this node is, its replica set, and how busy it has been.
 pub async fn status(State(state): State<HttpState>) -> Response {
     let node = &state.node;
-    let replica = state.service.replica_status();
+    let replica = state.handler.status();
     let uptime = state.metrics.uptime();
     let seconds = uptime.as_secs_f64().max(1.0);
     let rate = |protocol| {
@@ -55,7 +55,7 @@ pub async fn status(State(state): State<HttpState>) -> Response {
         _ => "0".to_owned(),
     };
     let primary = replica
-        .leader
+        .primary
         .map_or_else(|| "unknown".to_owned(), |leader| format!("node {leader}"));
     let https = node
         .https
@@ -85,19 +85,19 @@ pub async fn status(State(state): State<HttpState>) -> Response {
         .map(str::to_owned)
         .to_vec();
     let members = replica.members.iter().map(|member| {
-        let role = if replica.leader == Some(member.id) {
+        let role = if replica.primary == Some(member.id) {
             "primary"
         } else if member.voter {
             "secondary"
         } else {
             "learner"
         };
-        let http = member.node.http.map_or_else(String::new, |a| a.to_string());
+        let http = member.http.map_or_else(String::new, |a| a.to_string());
         vec![
             member.id.to_string(),
             role.to_owned(),
-            member.node.handle.to_string(),
-            member.node.peer.to_string(),
+            member.handle.to_string(),
+            member.peer.to_string(),
             http,
         ]
     });
@@ -136,7 +136,7 @@ fn table(rows: impl Iterator<Item = Vec<String>>, header: Option<Vec<String>>) -
 
 /// `GET /metrics`: the Prometheus text format.
 pub async fn metrics(State(state): State<HttpState>) -> Response {
-    let replica = state.service.replica_status();
+    let replica = state.handler.status();
     state.metrics.observe_replication(&ReplicationState {
         applied: replica.applied,
         last_log: replica.last_log,

@@ -24,8 +24,9 @@ use super::api::freshness;
 use super::html::{error_page, escape, page, values_page};
 use super::loc;
 use super::query::Query;
+use crate::clock::unix_now;
 use crate::names::HandleRef;
-use crate::service::{Error, unix_now};
+use crate::service::Error;
 use crate::values::select::type_matches;
 use crate::values::{HandleValue, Ttl};
 
@@ -104,10 +105,10 @@ async fn answer(state: &HttpState, raw: &str, query: &Query) -> Result<Response,
     let freshness = freshness(query).map_err(|error| bad(error.to_string()))?;
     let spelled = reference.handle.as_str();
     let record = state
-        .service
+        .handler
         .resolve(&reference.handle, &selection, freshness)
         .await
-        .map_err(|error| Box::new(failure_page(spelled, &error)))?;
+        .map_err(|error| Box::new(refusal_page(spelled, &error)))?;
     let show = query.first("noredirect").is_some()
         || query
             .first("action")
@@ -142,7 +143,7 @@ fn reference_octets(raw: &str) -> Vec<u8> {
     format!("http://proxy/{raw}").into_bytes()
 }
 
-fn failure_page(handle: &str, error: &Error) -> Response {
+fn refusal_page(handle: &str, error: &Error) -> Response {
     match error {
         Error::HandleNotFound => {
             let message = format!("The handle {handle} does not exist.");

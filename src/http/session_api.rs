@@ -17,10 +17,10 @@ use base64::Engine;
 use serde_json::{Value, json};
 
 use super::HttpState;
-use super::answer::{Failure, Format};
+use super::answer::{Format, Refusal};
 use super::auth::{Channel, RequestSession, honoured, sessions};
-use super::codes::Operation;
-use super::sessions::{SessionError, SessionId, SessionView};
+use super::codes::RequestKind;
+use super::sessions::{SessionId, SessionRefusal, SessionView};
 use crate::codec::ResponseCode;
 use crate::service::Caller;
 
@@ -33,11 +33,11 @@ pub async fn open(
     Extension(caller): Extension<Caller>,
 ) -> Response {
     if !honoured(&state, peer, channel) {
-        let failure = Failure::new(
+        let refusal = Refusal::new(
             ResponseCode::AuthenticationNeeded,
             "sessions are honoured only over HTTPS",
         );
-        return failure.answer(Operation::Other, None, &Format::default());
+        return refusal.answer(RequestKind::Other, None, &Format::default());
     }
     let now = Instant::now();
     let mut table = sessions(&state);
@@ -73,11 +73,11 @@ pub async fn confirm(
         Ok(view) if view.identity.is_some() => {
             Format::default().answer(StatusCode::OK, &session_json(&view))
         }
-        Ok(_) => Failure::new(
+        Ok(_) => Refusal::new(
             ResponseCode::AuthenticationNeeded,
             "the session is not authenticated: answer its nonce",
         )
-        .answer(Operation::Other, None, &Format::default()),
+        .answer(RequestKind::Other, None, &Format::default()),
         Err(error) => failed(error),
     }
 }
@@ -94,17 +94,17 @@ pub async fn close(
     if closed {
         StatusCode::NO_CONTENT.into_response()
     } else {
-        failed(SessionError::Unknown)
+        failed(SessionRefusal::Unknown)
     }
 }
 
-fn this(state: &HttpState, session: &RequestSession) -> Result<SessionView, SessionError> {
-    let id: &SessionId = session.0.as_ref().ok_or(SessionError::Unknown)?;
+fn this(state: &HttpState, session: &RequestSession) -> Result<SessionView, SessionRefusal> {
+    let id: &SessionId = session.0.as_ref().ok_or(SessionRefusal::Unknown)?;
     sessions(state).view(id, Instant::now())
 }
 
-fn failed(error: SessionError) -> Response {
-    Failure::from(error).answer(Operation::Other, None, &Format::default())
+fn failed(error: SessionRefusal) -> Response {
+    Refusal::from(error).answer(RequestKind::Other, None, &Format::default())
 }
 
 /// The session as the reference server shows it.

@@ -1,9 +1,11 @@
 //! The sessions of the HTTP API (`/api/sessions`, `HANDLE-NET-REFERENCE.md` §1.2): a
 //! session id, the nonce a client answers next, and the identity once it has.
 //!
-//! Owns [`SessionTable`], [`SessionId`], [`SessionView`] and [`SessionError`]. Pure
-//! apart from `getrandom`: no sockets, and time is passed in. The middleware holds the
-//! table behind a mutex and does no slow work (signature checks) while holding it.
+//! Owns [`SessionTable`], [`SessionId`], [`SessionView`] and [`SessionRefusal`]. Pure
+//! apart from `getrandom`: no sockets, and time is passed in. The bounded, expiring
+//! table is the one both edges share ([`crate::auth::session_table`]). The middleware
+//! holds the table behind a mutex and does no slow work (signature checks) while
+//! holding it.
 //!
 //! Invariants: the table never holds more than its capacity (when full, expired
 //! sessions are purged, then the oldest unauthenticated one is dropped, so anonymous
@@ -12,12 +14,12 @@
 //! has passed; each nonce is handed out for one answer only ([`SessionTable::take_nonce`]
 //! replaces it before the answer is checked, so a replay finds another nonce).
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use thiserror::Error;
 
 use crate::auth::Identity;
+use crate::auth::session_table::{self, SessionEntry, TableRefusal};
 
 /// Octets of a session nonce (as J9's challenges).
 const NONCE_LEN: usize = 16;
@@ -26,7 +28,7 @@ const ID_LEN: usize = 16;
 
 /// Why a session could not be opened or found.
 #[derive(Debug, Error)]
-pub enum SessionError {
+pub enum SessionRefusal {
     /// Every slot holds a live authenticated session.
     #[error("{capacity} sessions are already open")]
     Full {
@@ -60,24 +62,34 @@ pub struct SessionView {
 struct Session {
     nonce: Vec<u8>,
     identity: Option<Identity>,
-    opened_at: Instant,
+}
+
+impl SessionEntry for Session {
+    fn authenticated(&self) -> bool {
+        self.identity.is_some()
+    }
+}
+
+impl From<TableRefusal> for SessionRefusal {
+    fn from(refusal: TableRefusal) -> Self {
+        match refusal {
+            TableRefusal::Unknown | TableRefusal::Expired => SessionRefusal::Unknown,
+            TableRefusal::Full { capacity } => SessionRefusal::Full { capacity },
+        }
+    }
 }
 
 /// The open sessions of one node.
 #[derive(Debug)]
 pub struct SessionTable {
-    sessions: HashMap<SessionId, Session>,
-    capacity: usize,
-    lifetime: Duration,
+    sessions: session_table::SessionTable<SessionId, Session>,
 }
 
 impl SessionTable {
     /// A table of at most `capacity` sessions, each living `lifetime` from its opening.
     pub fn new(capacity: usize, lifetime: Duration) -> Self {
         SessionTable {
-            sessions: HashMap::new(),
-            capacity,
-            lifetime,
+            sessions: session_table::SessionTable::new(capacity, lifetime),
         }
     }
 
@@ -88,28 +100,26 @@ impl SessionTable {
     }
 
     /// Opens an unauthenticated session at `now`.
-    pub fn open(&mut self, now: Instant) -> Result<SessionView, SessionError> {
-        self.make_room(now)?;
+    pub fn open(&mut self, now: Instant) -> Result<SessionView, SessionRefusal> {
         let id = SessionId(hex(&random(ID_LEN)?));
         let session = Session {
             nonce: random(NONCE_LEN)?,
             identity: None,
-            opened_at: now,
         };
         let view = view(&id, &session);
-        self.sessions.insert(id, session);
+        self.sessions.open(id, session, None, now)?;
         Ok(view)
     }
 
     /// The session `id`, if it is open and has not expired at `now`.
-    pub fn view(&mut self, id: &SessionId, now: Instant) -> Result<SessionView, SessionError> {
+    pub fn view(&mut self, id: &SessionId, now: Instant) -> Result<SessionView, SessionRefusal> {
         let session = self.live(id, now)?;
         Ok(view(id, session))
     }
 
     /// The nonce of session `id`, which an answer is about to be checked against; the
     /// session gets a fresh one at once, so the nonce serves this answer only.
-    pub fn take_nonce(&mut self, id: &SessionId, now: Instant) -> Result<Vec<u8>, SessionError> {
+    pub fn take_nonce(&mut self, id: &SessionId, now: Instant) -> Result<Vec<u8>, SessionRefusal> {
         let fresh = random(NONCE_LEN)?;
         let session = self.live(id, now)?;
         Ok(std::mem::replace(&mut session.nonce, fresh))
@@ -121,7 +131,7 @@ impl SessionTable {
         id: &SessionId,
         identity: Identity,
         now: Instant,
-    ) -> Result<SessionView, SessionError> {
+    ) -> Result<SessionView, SessionRefusal> {
         let session = self.live(id, now)?;
         session.identity = Some(identity);
         Ok(view(id, session))
@@ -129,54 +139,13 @@ impl SessionTable {
 
     /// Closes session `id`; whether it was open.
     pub fn close(&mut self, id: &SessionId, now: Instant) -> bool {
-        self.live(id, now).is_ok() && self.sessions.remove(id).is_some()
+        self.sessions.close(id, now)
     }
 
     /// The session, dropping it if it has expired.
-    fn live(&mut self, id: &SessionId, now: Instant) -> Result<&mut Session, SessionError> {
-        let lifetime = self.lifetime;
-        let expired = self
-            .sessions
-            .get(id)
-            .is_some_and(|session| expired(session, now, lifetime));
-        if expired {
-            self.sessions.remove(id);
-        }
-        self.sessions.get_mut(id).ok_or(SessionError::Unknown)
+    fn live(&mut self, id: &SessionId, now: Instant) -> Result<&mut Session, SessionRefusal> {
+        Ok(self.sessions.get_mut(id, now)?)
     }
-
-    /// Frees a slot when the table is full: expired sessions first, then the oldest
-    /// unauthenticated one.
-    fn make_room(&mut self, now: Instant) -> Result<(), SessionError> {
-        if self.sessions.len() < self.capacity {
-            return Ok(());
-        }
-        let lifetime = self.lifetime;
-        self.sessions
-            .retain(|_, session| !expired(session, now, lifetime));
-        if self.sessions.len() < self.capacity {
-            return Ok(());
-        }
-        let oldest = self
-            .sessions
-            .iter()
-            .filter(|(_, session)| session.identity.is_none())
-            .min_by_key(|(_, session)| session.opened_at)
-            .map(|(id, _)| id.clone());
-        match oldest {
-            Some(id) => {
-                self.sessions.remove(&id);
-                Ok(())
-            }
-            None => Err(SessionError::Full {
-                capacity: self.capacity,
-            }),
-        }
-    }
-}
-
-fn expired(session: &Session, now: Instant, lifetime: Duration) -> bool {
-    now.saturating_duration_since(session.opened_at) >= lifetime
 }
 
 fn view(id: &SessionId, session: &Session) -> SessionView {
@@ -187,9 +156,9 @@ fn view(id: &SessionId, session: &Session) -> SessionView {
     }
 }
 
-fn random(len: usize) -> Result<Vec<u8>, SessionError> {
+fn random(len: usize) -> Result<Vec<u8>, SessionRefusal> {
     let mut octets = vec![0; len];
-    getrandom::fill(&mut octets).map_err(SessionError::Random)?;
+    getrandom::fill(&mut octets).map_err(SessionRefusal::Random)?;
     Ok(octets)
 }
 
@@ -221,7 +190,7 @@ mod tests {
         assert_eq!(table.view(&opened.id, later).unwrap(), opened);
         assert!(matches!(
             table.view(&opened.id, start + LIFETIME),
-            Err(SessionError::Unknown)
+            Err(SessionRefusal::Unknown)
         ));
         assert_eq!(table.len(), 0, "an expired session is dropped");
         let other = table.open(start).unwrap();
@@ -229,7 +198,7 @@ mod tests {
         assert!(!table.close(&other.id, start));
         assert!(matches!(
             table.view(&other.id, start),
-            Err(SessionError::Unknown)
+            Err(SessionRefusal::Unknown)
         ));
     }
 
@@ -260,7 +229,7 @@ mod tests {
         table.authenticate(&c.id, admin(), start).unwrap();
         assert!(matches!(
             table.open(start + Duration::from_secs(3)),
-            Err(SessionError::Full { capacity: 2 })
+            Err(SessionRefusal::Full { capacity: 2 })
         ));
         table
             .open(start + LIFETIME + Duration::from_secs(2))

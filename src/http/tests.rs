@@ -12,10 +12,10 @@ use tower::ServiceExt;
 
 use super::*;
 use crate::auth::Identity;
-use crate::service::AuthPolicy;
+use crate::config::SiteConfig;
 use crate::service::bootstrap::BootstrapAdmin;
-use crate::replication::HandleCommand as Command;
-use crate::storage::{ExistingHandle, Store};
+use crate::service::{AuthPolicy, ExistingHandle, Operation, Service};
+use crate::storage::Store;
 use crate::values::HandleValue;
 
 const REMOTE: &str = "192.0.2.7:5000";
@@ -34,7 +34,7 @@ async fn state() -> (tempfile::TempDir, HttpState) {
             index: 300,
         }],
     };
-    let service = Service::new(store, replica, policy);
+    let service = Service::new(store, replica, policy, SiteConfig::default());
     let admin = BootstrapAdmin::SecretKey(b"s3cret".to_vec());
     service
         .bootstrap(&admin, &["ADMIN".to_owned()])
@@ -44,14 +44,14 @@ async fn state() -> (tempfile::TempDir, HttpState) {
         permissions: crate::values::Permissions::ADMIN_ONLY,
         ..HandleValue::new(300, "HS_SECKEY", "u5er")
     };
-    let command = Command::Create {
+    let operation = Operation::Create {
         handle: crate::names::Handle::parse("TEST/user").unwrap(),
         values: vec![user],
         existing: ExistingHandle::Refuse,
     };
-    service.write(command).await.unwrap();
+    service.write(operation).await.unwrap();
     let state = HttpState {
-        service,
+        handler: Arc::new(service),
         metrics: Arc::new(Metrics::new()),
         node: NodeInfo {
             id: 1,
@@ -221,7 +221,7 @@ async fn sessions_are_opened_over_https_from_anywhere_but_not_plain_http() {
         (StatusCode::UNAUTHORIZED, true),
         "{json}"
     );
-    let only = authorization::session_header(&session);
+    let only = crate::client::authorization::session_header(&session);
     let show = |channel| Call {
         method: "GET",
         path: "/api/sessions/this",
@@ -234,3 +234,6 @@ async fn sessions_are_opened_over_https_from_anywhere_but_not_plain_http() {
     let (status, _, json) = call(&state, show(Channel::Http)).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED, "{json}");
 }
+
+#[path = "memory_tests.rs"]
+mod memory_tests;

@@ -13,6 +13,10 @@
 //! [`fold_key`] of the text, which upper-cases `a`–`z` and keeps every other octet
 //! (`ü`, `日`) as it is. The spelling as first written is kept for display.
 //!
+//! # Prefix handles
+//! A naming authority `P` is described by its prefix handle `0.NA/P`, built only by
+//! [`prefix_handle`] and read back by [`named_prefix`].
+//!
 //! # References
 //! `HandleRef = [modifier "@"] handle`, `modifier = [encoding] ["type=" 1*DIGIT]`,
 //! written bare or inside a URI; see [`ReferenceForm`]. Decisions made here:
@@ -48,6 +52,7 @@
 mod charset;
 mod error;
 mod handle;
+mod prefix;
 mod reference;
 mod server;
 
@@ -56,5 +61,6 @@ mod proptests;
 
 pub use error::NameError;
 pub use handle::{Handle, MAX_HANDLE_LEN, fold_key};
+pub use prefix::{PREFIX_AUTHORITY, named_prefix, prefix_handle};
 pub use reference::{HandleRef, MAX_REFERENCE_LEN, ReferenceForm};
 pub use server::ServerAddress;

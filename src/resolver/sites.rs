@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 
 use crate::client::{Client, ClientError, Transport};
 use crate::codec::{ResponseCode, server_index};
-use crate::names::Handle;
+use crate::names::{Handle, prefix_handle};
 use crate::values::{
     HandleTarget, HandleValue, InterfaceKind, InterfaceProtocol, KnownType, ServerRecord,
     SiteFlags, SiteInfo, ValueSelection,
@@ -16,9 +16,6 @@ use super::ResolveError;
 
 /// How many service handles (HS_SERV) are followed, one inside the other.
 pub const MAX_SERVICE_DEPTH: usize = 4;
-
-/// The naming authority of prefix handles.
-const PREFIX_NA: &str = "0.NA";
 
 /// The value types that say where a prefix's service is.
 const SERVICE_TYPES: [&str; 3] = ["HS_SITE", "HS_SITE.6", "HS_SERV"];
@@ -38,7 +35,7 @@ pub(super) async fn servers_for(
     let no_service = || ResolveError::NoService {
         prefix: prefix.clone(),
     };
-    let mut service = Handle::parse(&format!("{PREFIX_NA}/{prefix}")).map_err(|_| no_service())?;
+    let mut service = prefix_handle(&prefix).map_err(|_| no_service())?;
     for _ in 0..=MAX_SERVICE_DEPTH {
         let values = service_values(registry, &service).await?;
         let sites = sites_of(&values);

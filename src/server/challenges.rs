@@ -11,9 +11,10 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::auth::challenge::DEFAULT_CAPACITY;
-use crate::auth::{AuthError, Challenge, ChallengeBook, ChallengeId, authentication_code};
+use crate::auth::{AuthError, Challenge, ChallengeBook, ChallengeId};
 use crate::codec::{Message, OpCode, OpFlags, Request, RequestDigest};
 
+use super::codes::Refusal;
 use super::exchange::Exchange;
 
 /// A request held back until its challenge is answered.
@@ -66,7 +67,7 @@ impl Challenges {
                 let body = challenge.body.clone();
                 exchange.challenge(challenge.id.0, body.request_digest, body.nonce)
             }
-            Err(error) => exchange.error(authentication_code(&error), error.to_string()),
+            Err(error) => Refusal::from(error).into_message(exchange),
         }
     }
 

@@ -1,64 +1,86 @@
-//! The one place where service and session errors become RFC 3652 response codes.
+//! The one place where the Handle protocol edge turns what went wrong into a response
+//! code (digest §4): service errors (by the service's own table,
+//! [`Error::response_code`]), challenges unknown, expired or too many, session
+//! refusals and key exchanges refused.
+//!
+//! Owns [`Refusal`], this edge's refused outcome: a response code and a message for
+//! people, answered as an error response.
 
+use super::exchange::Exchange;
 use super::sessions::SessionRefusal;
-use crate::auth::{self, SessionError};
-use crate::codec::ResponseCode;
-use crate::replication::GroupError;
-use crate::service::Error;
-use crate::storage::Refusal;
+use crate::auth::{AuthError, SessionError};
+use crate::codec::{Message, ResponseCode};
+use crate::names::NameError;
+use crate::service::{Error, authentication_code};
 
-/// The response code that answers `error` (digest §4).
-pub fn response_code(error: &Error) -> ResponseCode {
-    match error {
-        Error::HandleNotFound => ResponseCode::HandleNotFound,
-        Error::ValuesNotFound => ResponseCode::ValuesNotFound,
-        Error::InvalidValue { .. } => ResponseCode::InvalidValue,
-        Error::AuthenticationNeeded => ResponseCode::AuthenticationNeeded,
-        Error::NotPermitted(error) => auth::authorisation_code(error),
-        Error::Authentication(error) => auth::authentication_code(error),
-        Error::KeyNotHeld { .. } | Error::KeyService { .. } => ResponseCode::AuthenticationError,
-        Error::Busy => ResponseCode::ServerTooBusy,
-        Error::Unreadable => ResponseCode::InsufficientPermissions,
-        Error::InvalidHandle(_) => ResponseCode::InvalidHandle,
-        Error::Storage(_) => ResponseCode::Error,
-        // The set is electing a primary or this member is behind: try again shortly.
-        Error::Replication(error) => match **error {
-            GroupError::NoLeader { .. } | GroupError::Behind { .. } => {
-                ResponseCode::ServerTooBusy
-            }
-            _ => ResponseCode::Error,
-        },
-        Error::Refused(refusal) => match refusal {
-            Refusal::HandleExists => ResponseCode::HandleAlreadyExists,
-            Refusal::HandleNotFound => ResponseCode::HandleNotFound,
-            Refusal::ValueExists(_) => ResponseCode::ValueAlreadyExists,
-            Refusal::ValueNotFound(_) => ResponseCode::ValuesNotFound,
-            Refusal::DuplicateIndex(_) | Refusal::ZeroIndex | Refusal::NoValues => {
-                ResponseCode::InvalidValue
-            }
-        },
+/// A request answered with an error code and a message.
+#[derive(Debug)]
+pub(super) struct Refusal {
+    pub(super) code: ResponseCode,
+    pub(super) message: String,
+}
+
+impl Refusal {
+    pub(super) fn new(code: ResponseCode, message: impl Into<String>) -> Self {
+        Refusal {
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// The error response answering the request of `exchange`.
+    pub(super) fn into_message(self, exchange: &Exchange) -> Message {
+        exchange.error(self.code, self.message)
     }
 }
 
-/// The response code that refuses a session message or setup (digest §4, J9 column):
-/// an unknown or expired session is RC_SESSION_TIMEOUT (500), on which J9 clients
-/// open a new session; a bad or replayed MAC is RC_SESSION_MESSAGE_REJECTED (505).
-pub fn session_code(refusal: &SessionRefusal) -> ResponseCode {
-    match refusal {
-        SessionRefusal::Unknown { .. } | SessionRefusal::Expired { .. } => {
-            ResponseCode::SessionTimeout
-        }
-        SessionRefusal::Full { .. } => ResponseCode::ServerTooBusy,
-        SessionRefusal::Mac(_) | SessionRefusal::Replay { .. } => {
-            ResponseCode::SessionMessageRejected
-        }
+impl From<Error> for Refusal {
+    fn from(error: Error) -> Self {
+        Refusal::new(error.response_code(), error.to_string())
     }
 }
 
-/// The response code that refuses a session setup's key exchange.
-pub fn key_exchange_code(error: &SessionError) -> ResponseCode {
-    match error {
-        SessionError::Random(_) | SessionError::Encrypt => ResponseCode::Error,
-        _ => ResponseCode::InvalidSessionSetupRequest,
+impl From<NameError> for Refusal {
+    fn from(error: NameError) -> Self {
+        Refusal::new(ResponseCode::InvalidHandle, error.to_string())
+    }
+}
+
+/// A challenge that could not be issued (a full book: busy) or an answer naming
+/// one that is unknown, expired or from elsewhere (405).
+impl From<AuthError> for Refusal {
+    fn from(error: AuthError) -> Self {
+        Refusal::new(authentication_code(&error), error.to_string())
+    }
+}
+
+/// A session message or setup refused (digest §4, J9 column): an unknown or expired
+/// session is RC_SESSION_TIMEOUT (500), on which J9 clients open a new session; a
+/// bad or replayed MAC is RC_SESSION_MESSAGE_REJECTED (505); a table full of
+/// authenticated sessions is busy (3).
+impl From<SessionRefusal> for Refusal {
+    fn from(refusal: SessionRefusal) -> Self {
+        let code = match &refusal {
+            SessionRefusal::Unknown { .. } | SessionRefusal::Expired { .. } => {
+                ResponseCode::SessionTimeout
+            }
+            SessionRefusal::Full { .. } => ResponseCode::ServerTooBusy,
+            SessionRefusal::Mac(_) | SessionRefusal::Replay { .. } => {
+                ResponseCode::SessionMessageRejected
+            }
+        };
+        Refusal::new(code, refusal.to_string())
+    }
+}
+
+/// A session setup whose key exchange was refused: the client's part is unusable
+/// (RC_INVALID_SESSION_SETUP_REQUEST, 504) or this server failed (2).
+impl From<SessionError> for Refusal {
+    fn from(error: SessionError) -> Self {
+        let code = match error {
+            SessionError::Random(_) | SessionError::Encrypt => ResponseCode::Error,
+            _ => ResponseCode::InvalidSessionSetupRequest,
+        };
+        Refusal::new(code, error.to_string())
     }
 }

@@ -11,7 +11,7 @@ use crate::codec::{
 };
 use std::time::Duration;
 
-use crate::service::unix_now;
+use crate::clock::unix_now;
 
 /// Settings that shape every response of a node.
 #[derive(Debug, Clone, Copy)]

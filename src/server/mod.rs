@@ -2,8 +2,11 @@
 //!
 //! Owns the sockets. Binds them, prints nothing (the binary announces the addresses),
 //! and serves until the shutdown future resolves. Depends on [`crate::codec`] for the
-//! wire, [`crate::service`] for what to answer and [`crate::config`] for settings;
-//! everything below it is reached through the service.
+//! wire, [`crate::auth`] for challenges and session MACs, [`crate::service`] for what
+//! to answer (through an `Arc<dyn Handler>`, never the concrete service),
+//! [`crate::config`] for settings and [`crate::metrics`]; never on storage,
+//! replication, the client or the HTTP edge. Every error it answers becomes a response
+//! code in one module (`codes`, with this edge's refused outcome, `Refusal`).
 
 mod challenges;
 mod codes;
@@ -12,7 +15,6 @@ mod requests;
 mod responder;
 mod session_requests;
 mod sessions;
-mod site;
 mod tcp;
 mod udp;
 
@@ -24,14 +26,12 @@ use std::time::Duration;
 use thiserror::Error;
 use tokio::net::{TcpListener, UdpSocket};
 
-pub use codes::response_code;
 pub use exchange::ResponseSettings;
 pub use responder::{LIST_PAGE_LEN, Responder};
-pub use site::advertised_handle_addr;
 
 use crate::config::Config;
 use crate::metrics::Metrics;
-use crate::service::Service;
+use crate::service::Handler;
 
 /// Why the listeners could not start.
 #[derive(Debug, Error)]
@@ -83,11 +83,11 @@ impl HandleListeners {
         self.tcp.local_addr()
     }
 
-    /// Serves the Handle protocol with `service` until `shutdown` resolves, recording
+    /// Serves the Handle protocol from `handler` until `shutdown` resolves, recording
     /// every answer in `metrics`.
     pub async fn serve(
         self,
-        service: Service,
+        handler: Arc<dyn Handler>,
         config: &Config,
         metrics: Arc<Metrics>,
         shutdown: impl Future<Output = ()>,
@@ -99,7 +99,7 @@ impl HandleListeners {
             session_lifetime: Duration::from_secs(config.auth.session_lifetime_secs),
             max_sessions: config.auth.max_sessions,
         };
-        let responder = Responder::new(service, config.site.clone(), settings, metrics);
+        let responder = Responder::new(handler, settings, metrics);
         let idle = Duration::from_secs(config.handle.tcp_idle_timeout_secs);
         let tcp = tokio::spawn(tcp::serve(self.tcp, responder.clone(), idle));
         let udp = tokio::spawn(udp::serve(self.udp, responder));

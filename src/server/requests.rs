@@ -1,21 +1,17 @@
-//! What administrative and resolution requests mean for the store, and how their
-//! outcomes are answered: the mapping from Handle protocol request bodies to store
-//! commands, handle names and selections, and [`Rejection`]/[`Done`] messages.
+//! What administrative and resolution requests ask of the service, and how their
+//! successes are answered: the mapping from Handle protocol request bodies to
+//! [`Operation`]s, handle names and selections, and [`Done`] messages (refusals are
+//! [`Refusal`]s).
 //!
 //! Owns no state and touches no socket; the [`super::responder`] calls it.
 
 use crate::codec::{Message, OpFlags, Request, ResolutionRequest, Response, ResponseCode};
-use crate::names::{Handle, NameError};
-use crate::service::Error;
-use crate::replication::HandleCommand as Command;
-use crate::storage::{ExistingHandle, ExistingValue};
+use crate::names::{Handle, named_prefix, prefix_handle};
+use crate::service::{ExistingHandle, ExistingValue, Operation};
 use crate::values::ValueSelection;
 
-use super::codes::response_code;
+use super::codes::Refusal;
 use super::exchange::Exchange;
-
-/// The naming authority of prefix handles (`0.NA/<prefix>`).
-const PREFIX_HANDLE_PREFIX: &str = "0.NA";
 
 /// A successful administrative outcome.
 pub(super) enum Done {
@@ -40,58 +36,28 @@ impl Done {
     }
 }
 
-/// A request answered with an error code and a message.
-pub(super) struct Rejection {
-    pub(super) code: ResponseCode,
-    pub(super) message: String,
-}
-
-impl Rejection {
-    pub(super) fn new(code: ResponseCode, message: impl Into<String>) -> Self {
-        Rejection {
-            code,
-            message: message.into(),
-        }
-    }
-
-    pub(super) fn into_message(self, exchange: &Exchange) -> Message {
-        exchange.error(self.code, self.message)
-    }
-}
-
-impl From<Error> for Rejection {
-    fn from(error: Error) -> Self {
-        Rejection::new(response_code(&error), error.to_string())
-    }
-}
-
-impl From<NameError> for Rejection {
-    fn from(error: NameError) -> Self {
-        Rejection::new(ResponseCode::InvalidHandle, error.to_string())
-    }
-}
-
 /// The handle a request names. A handle without `/` means the prefix handle
 /// `0.NA/<it>`, as the reference server reads it.
-pub(super) fn parse_handle(bytes: &[u8]) -> Result<Handle, Rejection> {
-    if !bytes.contains(&b'/') && !bytes.is_empty() {
-        let mut prefixed = format!("{PREFIX_HANDLE_PREFIX}/").into_bytes();
-        prefixed.extend_from_slice(bytes);
-        return Ok(Handle::from_utf8(&prefixed)?);
+pub(super) fn parse_handle(bytes: &[u8]) -> Result<Handle, Refusal> {
+    if !bytes.contains(&b'/')
+        && let Ok(prefix) = std::str::from_utf8(bytes)
+        && !prefix.is_empty()
+    {
+        return Ok(prefix_handle(prefix)?);
     }
     Ok(Handle::from_utf8(bytes)?)
 }
 
 pub(super) fn parse_resolution(
     request: &ResolutionRequest,
-) -> Result<(Handle, ValueSelection), Rejection> {
+) -> Result<(Handle, ValueSelection), Refusal> {
     let handle = parse_handle(&request.handle)?;
     let types = request
         .types
         .iter()
         .map(|t| String::from_utf8(t.clone()))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|_| Rejection::new(ResponseCode::ProtocolError, "a type is not UTF-8"))?;
+        .map_err(|_| Refusal::new(ResponseCode::ProtocolError, "a type is not UTF-8"))?;
     let selection = ValueSelection {
         indexes: request.indexes.clone(),
         types,
@@ -100,25 +66,25 @@ pub(super) fn parse_resolution(
 }
 
 /// The naming authority a list request names: `0.NA/<prefix>` or the bare prefix.
-pub(super) fn list_prefix(bytes: &[u8]) -> Result<String, Rejection> {
+pub(super) fn list_prefix(bytes: &[u8]) -> Result<String, Refusal> {
     let text = std::str::from_utf8(bytes)
-        .map_err(|_| Rejection::new(ResponseCode::InvalidHandle, "prefix is not UTF-8"))?;
-    let prefix = match text.split_once('/') {
-        Some((na, prefix)) if na.eq_ignore_ascii_case(PREFIX_HANDLE_PREFIX) => prefix,
-        Some(_) => {
+        .map_err(|_| Refusal::new(ResponseCode::InvalidHandle, "prefix is not UTF-8"))?;
+    let prefix = match named_prefix(text) {
+        Some(prefix) => prefix,
+        None if text.contains('/') => {
             let message = "list takes a prefix handle 0.NA/<prefix> or a bare prefix";
-            return Err(Rejection::new(ResponseCode::InvalidHandle, message));
+            return Err(Refusal::new(ResponseCode::InvalidHandle, message));
         }
         None => text,
     };
     if prefix.is_empty() {
-        return Err(Rejection::new(ResponseCode::InvalidHandle, "empty prefix"));
+        return Err(Refusal::new(ResponseCode::InvalidHandle, "empty prefix"));
     }
     Ok(prefix.to_owned())
 }
 
-/// The store command an administrative request asks for.
-pub(super) fn admin_command(flags: OpFlags, request: Request) -> Result<Command, Rejection> {
+/// The operation an administrative request asks for.
+pub(super) fn admin_operation(flags: OpFlags, request: Request) -> Result<Operation, Refusal> {
     Ok(match request {
         Request::CreateHandle(body) => {
             let existing = if flags.contains(OpFlags::OW) {
@@ -126,16 +92,16 @@ pub(super) fn admin_command(flags: OpFlags, request: Request) -> Result<Command,
             } else {
                 ExistingHandle::Refuse
             };
-            Command::Create {
+            Operation::Create {
                 handle: parse_handle(&body.handle)?,
                 values: body.values,
                 existing,
             }
         }
-        Request::DeleteHandle { handle } => Command::Delete {
+        Request::DeleteHandle { handle } => Operation::Delete {
             handle: parse_handle(&handle)?,
         },
-        Request::AddValue(body) => Command::AddValues {
+        Request::AddValue(body) => Operation::AddValues {
             handle: parse_handle(&body.handle)?,
             values: body.values,
             existing: if flags.contains(OpFlags::OW) {
@@ -144,11 +110,11 @@ pub(super) fn admin_command(flags: OpFlags, request: Request) -> Result<Command,
                 ExistingValue::Refuse
             },
         },
-        Request::ModifyValue(body) => Command::ModifyValues {
+        Request::ModifyValue(body) => Operation::ModifyValues {
             handle: parse_handle(&body.handle)?,
             values: body.values,
         },
-        Request::RemoveValue { handle, indexes } => Command::RemoveValues {
+        Request::RemoveValue { handle, indexes } => Operation::RemoveValues {
             handle: parse_handle(&handle)?,
             indexes,
         },
@@ -161,7 +127,7 @@ pub(super) fn admin_command(flags: OpFlags, request: Request) -> Result<Command,
         | Request::SessionTerminate { .. }
         | Request::SessionExchangeKey { .. } => {
             let message = "not an administrative request";
-            return Err(Rejection::new(ResponseCode::ProtocolError, message));
+            return Err(Refusal::new(ResponseCode::ProtocolError, message));
         }
     })
 }

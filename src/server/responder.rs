@@ -1,6 +1,6 @@
 //! Turns one request's bytes into its response messages.
 //!
-//! Owns the mapping from Handle protocol requests to [`Service`] calls and back. Every
+//! Owns the mapping from Handle protocol requests to [`Handler`] calls and back. Every
 //! request gets an answer with the right response code, except bytes too short to
 //! hold an envelope (nobody to answer). Nothing here panics on network input.
 //!
@@ -16,27 +16,22 @@ use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use crate::auth::{ChallengeAnswer, authentication_code};
+use crate::auth::ChallengeAnswer;
 use crate::codec::{
     AuthAnswer, Body, CodecError, HandleValues, Message, OpFlags, Request, ResolutionRequest,
     Response, ResponseCode,
 };
-use crate::config::SiteConfig;
 use crate::metrics::{Metrics, Protocol};
 use crate::names::Handle;
-use crate::service::{Caller, Error, Freshness, PrivateRead, Service};
-use crate::replication::HandleCommand as Command;
-use crate::storage::Applied;
+use crate::service::{Applied, Caller, Error, Freshness, Handler, Operation, PrivateRead};
 use crate::values::HandleValue;
 
 use super::challenges::Challenges;
+use super::codes::Refusal;
 use super::exchange::{Exchange, ResponseSettings};
-use super::requests::{
-    Done, Rejection, admin_command, is_administrative, list_prefix, parse_resolution,
-};
+use super::requests::{Done, admin_operation, is_administrative, list_prefix, parse_resolution};
 use super::session_requests::in_session;
 use super::sessions::SessionTable;
-use super::site;
 
 /// How many handles one message of a list answer carries, as the reference server.
 pub const LIST_PAGE_LEN: usize = 50;
@@ -55,8 +50,7 @@ pub enum Reply {
 /// Answers requests for one node.
 #[derive(Debug, Clone)]
 pub struct Responder {
-    pub(super) service: Service,
-    site: SiteConfig,
+    pub(super) handler: Arc<dyn Handler>,
     settings: ResponseSettings,
     challenges: Arc<Challenges>,
     pub(super) sessions: Arc<Mutex<SessionTable>>,
@@ -64,17 +58,14 @@ pub struct Responder {
 }
 
 impl Responder {
-    /// A responder over `service` that describes its replica set in HS_SITE as `site`
-    /// says, and records every answer in `metrics`.
+    /// A responder answering from `handler`, recording every answer in `metrics`.
     pub fn new(
-        service: Service,
-        site: SiteConfig,
+        handler: Arc<dyn Handler>,
         settings: ResponseSettings,
         metrics: Arc<Metrics>,
     ) -> Self {
         Responder {
-            service,
-            site,
+            handler,
             challenges: Arc::new(Challenges::new(settings.challenge_lifetime)),
             sessions: Arc::new(Mutex::new(SessionTable::new(
                 settings.max_sessions,
@@ -137,7 +128,7 @@ impl Responder {
         request: Request,
     ) -> Reply {
         if let (Caller::Anonymous { address }, Some(raw)) = (&caller, &raw) {
-            match self.needs_administrator(&exchange, &request) {
+            match self.needs_administrator(&exchange, &request).await {
                 Ok(true) => {
                     let challenge = self.challenges.challenge(*address, &exchange, raw, request);
                     return Reply::One(challenge);
@@ -158,11 +149,11 @@ impl Responder {
     /// Whether `request` from an anonymous caller must be challenged: administration
     /// always, a resolution with PO clear when it selects values that are not public
     /// (digest §3.2); or why it is refused outright.
-    fn needs_administrator(
+    async fn needs_administrator(
         &self,
         exchange: &Exchange,
         request: &Request,
-    ) -> Result<bool, Rejection> {
+    ) -> Result<bool, Refusal> {
         match request {
             request if is_administrative(request) => Ok(true),
             Request::Resolution(resolution) if !exchange.flags().contains(OpFlags::PO) => {
@@ -170,7 +161,7 @@ impl Responder {
                 let Ok((handle, selection)) = parse_resolution(resolution) else {
                     return Ok(false);
                 };
-                let needed = self.service.private_read(&handle, &selection)?;
+                let needed = self.handler.private_read(&handle, &selection).await?;
                 Ok(needed == PrivateRead::Administrator)
             }
             _ => Ok(false),
@@ -200,14 +191,11 @@ impl Responder {
         };
         let (challenge, pending) = match self.challenges.take(challenge_id, address) {
             Ok(taken) => taken,
-            Err(error) => {
-                let code = authentication_code(&error);
-                return Reply::One(exchange.error(code, error.to_string()));
-            }
+            Err(error) => return Reply::One(Refusal::from(error).into_message(&exchange)),
         };
         let exchange = exchange.resuming(pending.opcode, pending.flags);
         let identity = match ChallengeAnswer::from_wire(answer) {
-            Ok(answer) => self.service.verify_answer(&challenge, &answer).await,
+            Ok(answer) => self.handler.verify_answer(&challenge, &answer).await,
             Err(error) => Err(Error::Authentication(error)),
         };
         match identity {
@@ -215,7 +203,7 @@ impl Responder {
                 let administrator = Caller::Administrator { identity };
                 self.perform(administrator, exchange, pending.request).await
             }
-            Err(error) => Reply::One(Rejection::from(error).into_message(&exchange)),
+            Err(error) => Reply::One(Refusal::from(error).into_message(&exchange)),
         }
     }
 
@@ -249,19 +237,18 @@ impl Responder {
                 return self.resolve(&caller, exchange, resolution).await;
             }
             Request::GetSiteInfo { .. } => {
-                let (members, primary) = self.service.replica_set();
-                let site = site::describe(&self.site, &members, primary).encode();
+                let site = self.handler.site_info().await.encode();
                 return exchange.success(Response::SiteInfo { site });
             }
             Request::VerifyResponse(request) => {
                 let version = exchange.version();
                 return match self
-                    .service
+                    .handler
                     .verify_for_other_server(&request, version)
                     .await
                 {
                     Ok(valid) => exchange.success(Response::Verification { valid }),
-                    Err(error) => Rejection::from(error).into_message(exchange),
+                    Err(error) => Refusal::from(error).into_message(exchange),
                 };
             }
             Request::ChallengeResponse(_) => {
@@ -278,8 +265,8 @@ impl Responder {
             Request::CreateHandle(body) if exchange.flags().contains(OpFlags::MINT) => {
                 self.mint(&caller, &body.handle, body.values).await
             }
-            admin => match admin_command(exchange.flags(), admin) {
-                Ok(command) => self.administer(caller, command).await,
+            admin => match admin_operation(exchange.flags(), admin) {
+                Ok(operation) => self.administer(caller, operation).await,
                 Err(rejection) => Err(rejection),
             },
         };
@@ -308,15 +295,15 @@ impl Responder {
         let every_value = !flags.contains(OpFlags::PO) && address(caller).is_none();
         let outcome = match parse_resolution(&request) {
             Ok((handle, selection)) if every_value => self
-                .service
+                .handler
                 .resolve_all(caller, &handle, &selection, freshness)
                 .await
-                .map_err(Rejection::from),
+                .map_err(Refusal::from),
             Ok((handle, selection)) => self
-                .service
+                .handler
                 .resolve(&handle, &selection, freshness)
                 .await
-                .map_err(Rejection::from),
+                .map_err(Refusal::from),
             Err(rejection) => Err(rejection),
         };
         match outcome {
@@ -328,12 +315,12 @@ impl Responder {
         }
     }
 
-    async fn administer(&self, caller: Caller, command: Command) -> Result<Done, Rejection> {
-        let created = match &command {
-            Command::Create { handle, .. } => Some(handle.as_str().as_bytes().to_vec()),
+    async fn administer(&self, caller: Caller, operation: Operation) -> Result<Done, Refusal> {
+        let created = match &operation {
+            Operation::Create { handle, .. } => Some(handle.as_str().as_bytes().to_vec()),
             _ => None,
         };
-        let applied = self.service.administer(&caller, command).await?;
+        let applied = self.handler.administer(&caller, operation).await?;
         Ok(match (applied, created) {
             (Applied::Done, _) | (_, None) => Done::Plain,
             (Applied::Created, Some(handle)) => Done::Created(handle, OpFlags::NONE),
@@ -347,10 +334,10 @@ impl Responder {
         caller: &Caller,
         base: &[u8],
         values: Vec<HandleValue>,
-    ) -> Result<Done, Rejection> {
+    ) -> Result<Done, Refusal> {
         let base = std::str::from_utf8(base)
-            .map_err(|_| Rejection::new(ResponseCode::InvalidHandle, "handle is not UTF-8"))?;
-        let (handle, _created) = self.service.mint(caller, base, values).await?;
+            .map_err(|_| Refusal::new(ResponseCode::InvalidHandle, "handle is not UTF-8"))?;
+        let (handle, _created) = self.handler.mint(caller, base, values).await?;
         Ok(Done::Created(
             handle.as_str().as_bytes().to_vec(),
             OpFlags::NONE,
@@ -360,7 +347,7 @@ impl Responder {
     fn list(&self, caller: Caller, exchange: Exchange, prefix: &[u8]) -> Reply {
         match list_prefix(prefix) {
             Ok(prefix) => Reply::List(ListReply {
-                service: self.service.clone(),
+                handler: Arc::clone(&self.handler),
                 caller,
                 exchange,
                 prefix,
@@ -376,7 +363,7 @@ impl Responder {
 /// last handle sent, so a long listing holds no snapshot open.
 #[derive(Debug)]
 pub struct ListReply {
-    service: Service,
+    handler: Arc<dyn Handler>,
     caller: Caller,
     exchange: Exchange,
     prefix: String,
@@ -386,21 +373,24 @@ pub struct ListReply {
 
 impl ListReply {
     /// The next message, or `None` after the last one (the one without CN).
-    pub fn next_page(&mut self) -> Option<Message> {
+    pub async fn next_page(&mut self) -> Option<Message> {
         if self.finished {
             return None;
         }
-        let page = self.service.list_handles(
-            &self.caller,
-            &self.prefix,
-            self.after.as_ref(),
-            LIST_PAGE_LEN + 1,
-        );
+        let page = self
+            .handler
+            .list_handles(
+                &self.caller,
+                &self.prefix,
+                self.after.as_ref(),
+                LIST_PAGE_LEN + 1,
+            )
+            .await;
         let mut handles = match page {
             Ok(handles) => handles,
             Err(error) => {
                 self.finished = true;
-                return Some(Rejection::from(error).into_message(&self.exchange));
+                return Some(Refusal::from(error).into_message(&self.exchange));
             }
         };
         let more = handles.len() > LIST_PAGE_LEN;

@@ -18,13 +18,13 @@
 use std::sync::PoisonError;
 use std::time::Instant;
 
-use crate::auth::{SessionKey, server_key_exchange, session_credential};
+use crate::auth::{SessionKey, session_credential};
 use crate::codec::{
     Body, ENVELOPE_LEN, Message, OpFlags, Request, Response, SessionSetup, SessionSetupAnswer,
 };
 use crate::service::Caller;
 
-use super::codes::{key_exchange_code, response_code, session_code};
+use super::codes::Refusal;
 use super::exchange::Exchange;
 use super::responder::{Reply, Responder};
 use super::sessions::Admitted;
@@ -51,15 +51,11 @@ impl Responder {
             Caller::Administrator { identity } => Some(identity.clone()),
             Caller::Anonymous { .. } => None,
         };
-        let key_exchange = setup.exchange.clone();
-        let agreed = self
-            .service
-            .authentication_work(move || server_key_exchange(&key_exchange))
-            .await;
+        let agreed = self.handler.key_exchange(setup.exchange.clone()).await;
         let (key, data) = match agreed {
             Ok(Ok(agreed)) => agreed,
-            Ok(Err(error)) => return exchange.error(key_exchange_code(&error), error.to_string()),
-            Err(busy) => return exchange.error(response_code(&busy), busy.to_string()),
+            Ok(Err(error)) => return Refusal::from(error).into_message(&exchange),
+            Err(busy) => return Refusal::from(busy).into_message(&exchange),
         };
         let opened = self.sessions().open(
             exchange.session_id(),
@@ -75,7 +71,7 @@ impl Responder {
                     mode: setup.exchange.mode(),
                     data,
                 })),
-            Err(refusal) => exchange.error(session_code(&refusal), refusal.to_string()),
+            Err(refusal) => Refusal::from(refusal).into_message(&exchange),
         }
     }
 
@@ -96,9 +92,7 @@ impl Responder {
         );
         let admitted = match admitted {
             Ok(admitted) => admitted,
-            Err(refusal) => {
-                return Reply::One(exchange.error(session_code(&refusal), refusal.to_string()));
-            }
+            Err(refusal) => return Reply::One(Refusal::from(refusal).into_message(&exchange)),
         };
         let raw = raw.to_vec();
         let Body::Request(request) = message.body else {
@@ -107,7 +101,8 @@ impl Responder {
         let certify = exchange.flags().contains(OpFlags::CT);
         let reply = match request {
             Request::SessionTerminate { .. } => {
-                self.sessions().terminate(exchange.session_id());
+                self.sessions()
+                    .terminate(exchange.session_id(), Instant::now());
                 Reply::One(exchange.success(Response::Done))
             }
             request => {

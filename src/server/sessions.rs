@@ -1,14 +1,18 @@
-//! The table of Handle protocol sessions a node holds (digest §3.8, §8.6).
+//! The Handle protocol sessions a node holds (digest §3.8, §8.6).
 //!
 //! Owns [`SessionTable`], [`Admitted`] and [`SessionRefusal`]. Pure bookkeeping: the
-//! clock is passed in, keys and MACs come from [`crate::auth::session`]. Knows
-//! nothing of sockets or of what a request asks for.
+//! clock is passed in, keys and MACs come from [`crate::auth::session`], and the
+//! bounded, expiring table is the one both edges share
+//! ([`crate::auth::session_table`]). Knows nothing of sockets or of what a request
+//! asks for.
 //!
 //! Invariants: the table never holds more than its capacity (a full table first drops
-//! expired sessions, then refuses new ones); a session lives no longer than the
-//! configured lifetime nor than its client asked; an expired session is refused and
-//! dropped; a session message is admitted only with a valid `HS_MAC` and a counter
-//! never admitted before in that session, and a refused message changes nothing.
+//! expired sessions, then the oldest session nobody authenticated in, and refuses a
+//! new one only when every session is authenticated); a session lives no longer than
+//! the configured lifetime nor than its client asked; an expired session is refused
+//! and dropped; a session message is admitted only with a valid `HS_MAC` and a
+//! counter never admitted before in that session, and a refused message changes
+//! nothing.
 //!
 //! Counters: a client with several requests in flight (on several connections) may
 //! have them arrive out of order, so, as IPsec does against replays (RFC 4303
@@ -16,11 +20,11 @@
 //! [`REPLAY_WINDOW`] counters below it were seen: a counter above the highest, or
 //! within the window and unseen, is admitted once; anything older is refused.
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use thiserror::Error;
 
+use crate::auth::session_table::{self, SessionEntry, TableRefusal};
 use crate::auth::{Identity, SessionError, SessionKey, verify_session_mac};
 use crate::codec::{Credential, Envelope};
 
@@ -48,7 +52,7 @@ pub enum SessionRefusal {
         /// The envelope SessionId.
         id: u32,
     },
-    /// The table is full of live sessions.
+    /// The table is full of live, authenticated sessions.
     #[error("{capacity} sessions are open; try again later")]
     Full {
         /// The table's capacity.
@@ -86,8 +90,24 @@ pub struct Admitted {
 struct Session {
     key: SessionKey,
     identity: Option<Identity>,
-    expires_at: Instant,
     counters: SeenCounters,
+}
+
+impl SessionEntry for Session {
+    fn authenticated(&self) -> bool {
+        self.identity.is_some()
+    }
+}
+
+impl SessionRefusal {
+    /// The refusal of a table look-up of session `id`.
+    fn of_table(refusal: TableRefusal, id: u32) -> Self {
+        match refusal {
+            TableRefusal::Unknown => SessionRefusal::Unknown { id },
+            TableRefusal::Expired => SessionRefusal::Expired { id },
+            TableRefusal::Full { capacity } => SessionRefusal::Full { capacity },
+        }
+    }
 }
 
 /// The counters a session has admitted: the highest, and which of the
@@ -144,18 +164,14 @@ impl SeenCounters {
 /// The open sessions of a node.
 #[derive(Debug)]
 pub struct SessionTable {
-    sessions: HashMap<u32, Session>,
-    capacity: usize,
-    lifetime: Duration,
+    sessions: session_table::SessionTable<u32, Session>,
 }
 
 impl SessionTable {
     /// An empty table of at most `capacity` sessions living at most `lifetime`.
     pub fn new(capacity: usize, lifetime: Duration) -> Self {
         SessionTable {
-            sessions: HashMap::new(),
-            capacity,
-            lifetime,
+            sessions: session_table::SessionTable::new(capacity, lifetime),
         }
     }
 
@@ -170,39 +186,28 @@ impl SessionTable {
         requested_secs: u32,
         now: Instant,
     ) -> Result<u32, SessionRefusal> {
-        if self.sessions.len() >= self.capacity {
-            self.sessions.retain(|_, session| session.expires_at > now);
-            if self.sessions.len() >= self.capacity {
-                return Err(SessionRefusal::Full {
-                    capacity: self.capacity,
-                });
-            }
-        }
         let id = self.free_id(preferred)?;
-        let requested = Duration::from_secs(u64::from(requested_secs));
-        let lifetime = match requested_secs {
-            0 => self.lifetime,
-            _ => requested.min(self.lifetime),
-        };
+        let requested = (requested_secs != 0).then(|| Duration::from_secs(requested_secs.into()));
         let session = Session {
             key,
             identity,
-            expires_at: now + lifetime,
             counters: SeenCounters::default(),
         };
-        self.sessions.insert(id, session);
+        self.sessions
+            .open(id, session, requested, now)
+            .map_err(|refusal| SessionRefusal::of_table(refusal, id))?;
         Ok(id)
     }
 
     fn free_id(&self, preferred: u32) -> Result<u32, SessionRefusal> {
-        if preferred != 0 && !self.sessions.contains_key(&preferred) {
+        if preferred != 0 && !self.sessions.contains(&preferred) {
             return Ok(preferred);
         }
         (0..ID_ATTEMPTS)
             .map(|_| rand::random::<u32>() | RANDOM_ID_BIT)
-            .find(|id| !self.sessions.contains_key(id))
+            .find(|id| !self.sessions.contains(id))
             .ok_or(SessionRefusal::Full {
-                capacity: self.capacity,
+                capacity: self.sessions.capacity(),
             })
     }
 
@@ -219,12 +224,8 @@ impl SessionTable {
         let id = envelope.session_id;
         let session = self
             .sessions
-            .get_mut(&id)
-            .ok_or(SessionRefusal::Unknown { id })?;
-        if session.expires_at <= now {
-            self.sessions.remove(&id);
-            return Err(SessionRefusal::Expired { id });
-        }
+            .get_mut(&id, now)
+            .map_err(|refusal| SessionRefusal::of_table(refusal, id))?;
         let counter = verify_session_mac(&session.key, envelope, credential, raw)
             .map_err(SessionRefusal::Mac)?;
         session.counters.check(counter)?;
@@ -237,8 +238,8 @@ impl SessionTable {
     }
 
     /// Ends session `id`.
-    pub fn terminate(&mut self, id: u32) {
-        self.sessions.remove(&id);
+    pub fn terminate(&mut self, id: u32, now: Instant) {
+        self.sessions.close(&id, now);
     }
 }
 
@@ -341,8 +342,8 @@ mod tests {
         assert!(matches!(expired, Err(SessionRefusal::Expired { .. })));
         let gone = table.admit(&envelope, Some(&credential), RAW, now);
         assert!(matches!(gone, Err(SessionRefusal::Unknown { .. })));
-        let long = table.open(0, key, None, u32::MAX, now).unwrap();
-        let (envelope, credential) = message(&table.sessions[&long].key, long, 1);
+        let long = table.open(0, key.clone(), None, u32::MAX, now).unwrap();
+        let (envelope, credential) = message(&key, long, 1);
         let after_a_minute = now + Duration::from_secs(60);
         let expired = table.admit(&envelope, Some(&credential), RAW, after_a_minute);
         assert!(matches!(expired, Err(SessionRefusal::Expired { .. })));
@@ -352,14 +353,25 @@ mod tests {
     fn a_full_table_drops_expired_sessions_then_refuses() {
         let now = Instant::now();
         let mut table = SessionTable::new(2, Duration::from_secs(60));
-        table.open(0, key(), None, 1, now).unwrap();
-        let kept = table.open(0, key(), None, 0, now).unwrap();
-        let full = table.open(0, key(), None, 0, now);
+        table.open(0, key(), Some(admin()), 1, now).unwrap();
+        let kept = table.open(0, key(), Some(admin()), 0, now).unwrap();
+        let full = table.open(0, key(), Some(admin()), 0, now);
         assert!(matches!(full, Err(SessionRefusal::Full { capacity: 2 })));
         let later = now + Duration::from_secs(2);
-        table.open(kept, key(), None, 0, later).unwrap();
+        table.open(kept, key(), Some(admin()), 0, later).unwrap();
         assert_eq!(table.sessions.len(), 2);
-        table.terminate(kept);
-        assert!(!table.sessions.contains_key(&kept));
+        table.terminate(kept, later);
+        assert!(!table.sessions.contains(&kept));
+    }
+
+    #[test]
+    fn a_full_table_makes_room_by_dropping_the_oldest_anonymous_session() {
+        let now = Instant::now();
+        let mut table = SessionTable::new(2, Duration::from_secs(60));
+        let anonymous = table.open(0, key(), None, 0, now).unwrap();
+        let admins = table.open(0, key(), Some(admin()), 0, now).unwrap();
+        let newer = table.open(0, key(), Some(admin()), 0, now).unwrap();
+        assert!(!table.sessions.contains(&anonymous));
+        assert!(table.sessions.contains(&admins) && table.sessions.contains(&newer));
     }
 }

@@ -110,7 +110,7 @@ async fn write_reply(stream: &mut TcpStream, reply: Reply) -> std::io::Result<()
     match reply {
         Reply::One(message) => stream.write_all(&message.encode()).await,
         Reply::List(mut pages) => {
-            while let Some(message) = pages.next_page() {
+            while let Some(message) = pages.next_page().await {
                 stream.write_all(&message.encode()).await?;
             }
             Ok(())

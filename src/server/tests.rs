@@ -42,7 +42,6 @@ async fn responder_with(challenge_lifetime: Duration) -> (tempfile::TempDir, Res
     let store = Arc::new(Store::open(&dir.path().join("handles.redb")).unwrap());
     let handle = "127.0.0.1:2641".parse().unwrap();
     let replica = crate::replication::start_alone(Arc::clone(&store), dir.path(), handle).await;
-    let site = Config::default().site;
     let settings = ResponseSettings {
         site_serial: 7,
         validity_secs: 60,
@@ -53,9 +52,9 @@ async fn responder_with(challenge_lifetime: Duration) -> (tempfile::TempDir, Res
     let policy = AuthPolicy {
         server_admins: vec![admin()],
     };
-    let service = Service::new(store, replica, policy);
+    let service = Service::new(store, replica, policy, Config::default().site);
     let metrics = Arc::new(Metrics::new());
-    (dir, Responder::new(service, site, settings, metrics))
+    (dir, Responder::new(Arc::new(service), settings, metrics))
 }
 
 fn request(request: Request, flags: OpFlags) -> Vec<u8> {
@@ -116,7 +115,7 @@ async fn created_handle_resolves_with_echoed_ids_and_future_expiry() {
     assert_eq!(answer.envelope.version, ProtocolVersion::new(2, 11));
     assert_eq!(answer.header.opcode, OpCode::Resolution);
     assert_eq!(answer.header.site_info_serial, 7);
-    assert!(answer.header.expiration > crate::service::unix_now());
+    assert!(answer.header.expiration > crate::clock::unix_now());
     assert!(answer.header.flags.contains(OpFlags::AT));
     let Response::Resolution(values) = response(&answer) else {
         panic!("not a resolution: {answer:?}")
@@ -267,7 +266,7 @@ async fn list_is_sent_in_continued_pages() {
     };
     let mut listed = Vec::new();
     let mut continued = Vec::new();
-    while let Some(page) = pages.next_page() {
+    while let Some(page) = pages.next_page().await {
         continued.push(page.header.flags.contains(OpFlags::CN));
         let Response::ListHandles { handles } = response(&page) else {
             panic!("{page:?}")
@@ -296,3 +295,6 @@ async fn busy_answer_echoes_the_request() {
 
 #[path = "auth_tests.rs"]
 mod auth_tests;
+
+#[path = "memory_tests.rs"]
+mod memory_tests;

@@ -65,7 +65,13 @@ pub async fn serve(socket: UdpSocket, responder: Responder) {
 async fn send_reply(socket: &UdpSocket, peer: SocketAddr, reply: Reply) {
     let messages = match reply {
         Reply::One(message) => vec![message],
-        Reply::List(mut pages) => std::iter::from_fn(|| pages.next_page()).collect(),
+        Reply::List(mut pages) => {
+            let mut messages = Vec::new();
+            while let Some(message) = pages.next_page().await {
+                messages.push(message);
+            }
+            messages
+        }
         Reply::Nothing => Vec::new(),
     };
     for message in messages {

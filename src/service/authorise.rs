@@ -1,8 +1,8 @@
-//! Who may change what: each administrative command is broken into the exact
-//! operations it performs (digest §6.1; Handle.Net reference §1.7) and each is
+//! Who may change what: each administrative [`Operation`] is broken into the exact
+//! permissioned acts it performs (digest §6.1; Handle.Net reference §1.7) and each is
 //! checked with [`auth::authorise`] against this member's store.
 //!
-//! Owns [`AuthPolicy`] and the mapping from [`Command`] to [`Operation`]s:
+//! Owns [`AuthPolicy`] and the mapping from [`Operation`] to [`Act`]s:
 //! * create → `ADD_HANDLE` (`ADD_DERIVED_PREFIX` for `0.NA/a.b`) on the prefix handle;
 //!   replacing an existing handle (OverwriteWhenExists) also needs `DELETE_HANDLE` on it;
 //! * delete → `DELETE_HANDLE`;
@@ -18,13 +18,12 @@
 //! can only deny.
 
 use crate::auth::permissions::prefix_admin_handle;
-use crate::auth::{self, Identity, Operation};
-use crate::names::Handle;
-use crate::replication::HandleCommand as Command;
-use crate::storage::{ExistingHandle, ExistingValue, ReadSnapshot};
+use crate::auth::{self, Identity, Operation as Act};
+use crate::names::{self, Handle};
+use crate::storage::ReadSnapshot;
 use crate::values::{HandleValue, KnownType, ValueIndex, ValueSelection};
 
-use super::{Caller, Error};
+use super::{Caller, Error, ExistingHandle, ExistingValue, Operation};
 
 /// Who administers this server beyond what HS_ADMIN values say.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -42,28 +41,28 @@ fn identity(caller: &Caller) -> Result<&Identity, Error> {
     }
 }
 
-/// Checks that `caller` may carry out `command`.
-pub fn command(
+/// Checks that `caller` may carry out `operation`.
+pub fn operation(
     policy: &AuthPolicy,
     read: &ReadSnapshot,
     caller: &Caller,
-    command: &Command,
+    operation: &Operation,
 ) -> Result<(), Error> {
     let check = Checker::of(policy, read, caller)?;
-    match command {
-        Command::Create {
+    match operation {
+        Operation::Create {
             handle, existing, ..
         } => {
-            check.on_prefix(handle, Operation::create(handle))?;
+            check.on_prefix(handle, Act::create(handle))?;
             if *existing == ExistingHandle::Overwrite
                 && let Some(values) = check.values(handle)?
             {
-                check.on_handle(&values, Operation::DeleteHandle)?;
+                check.on_handle(&values, Act::DeleteHandle)?;
             }
             Ok(())
         }
-        Command::Delete { handle } => check.on_target(handle, |_| vec![Operation::DeleteHandle]),
-        Command::AddValues {
+        Operation::Delete { handle } => check.on_target(handle, |_| vec![Act::DeleteHandle]),
+        Operation::AddValues {
             handle,
             values,
             existing,
@@ -72,27 +71,27 @@ pub fn command(
                 .iter()
                 .map(|new| match (existing, find(old, new.index)) {
                     (ExistingValue::Replace, Some(old)) => modify(old, new),
-                    _ if is_admin(new) => Operation::AddAdminValue,
-                    _ => Operation::AddValue,
+                    _ if is_admin(new) => Act::AddAdminValue,
+                    _ => Act::AddValue,
                 })
                 .collect()
         }),
-        Command::ModifyValues { handle, values } => check.on_target(handle, |old| {
+        Operation::ModifyValues { handle, values } => check.on_target(handle, |old| {
             values
                 .iter()
-                .map(|new| find(old, new.index).map_or(Operation::ModifyValue, |o| modify(o, new)))
+                .map(|new| find(old, new.index).map_or(Act::ModifyValue, |o| modify(o, new)))
                 .collect()
         }),
-        Command::RemoveValues { handle, indexes } => check.on_target(handle, |old| {
+        Operation::RemoveValues { handle, indexes } => check.on_target(handle, |old| {
             indexes
                 .iter()
                 .map(|&index| match find(old, index) {
-                    Some(old) if is_admin(old) => Operation::RemoveAdminValue,
-                    _ => Operation::RemoveValue,
+                    Some(old) if is_admin(old) => Act::RemoveAdminValue,
+                    _ => Act::RemoveValue,
                 })
                 .collect()
         }),
-        Command::HomePrefix { .. } | Command::UnhomePrefix { .. } => check.server_admin(),
+        Operation::HomePrefix { .. } | Operation::UnhomePrefix { .. } => check.server_admin(),
     }
 }
 
@@ -104,10 +103,9 @@ pub fn listing(
     prefix: &str,
 ) -> Result<(), Error> {
     let check = Checker::of(policy, read, caller)?;
-    let prefix_handle =
-        Handle::parse(&format!("0.NA/{prefix}")).map_err(|_| Error::HandleNotFound)?;
+    let prefix_handle = names::prefix_handle(prefix).map_err(|_| Error::HandleNotFound)?;
     let values = check.values(&prefix_handle)?.unwrap_or_default();
-    check.authorise(Operation::ListHandles, &[], &values)
+    check.authorise(Act::ListHandles, &[], &values)
 }
 
 /// Checks that `caller` may read the non-public values of `handle` (READ_VALUE); a
@@ -119,7 +117,7 @@ pub fn reading(
     handle: &Handle,
 ) -> Result<(), Error> {
     let check = Checker::of(policy, read, caller)?;
-    check.on_target(handle, |_| vec![Operation::ReadValue])
+    check.on_target(handle, |_| vec![Act::ReadValue])
 }
 
 /// Checks that `caller` is a server administrator.
@@ -141,11 +139,11 @@ fn is_admin(value: &HandleValue) -> bool {
 }
 
 /// Replacing `old` by `new`: an admin modification if either is an HS_ADMIN.
-fn modify(old: &HandleValue, new: &HandleValue) -> Operation {
+fn modify(old: &HandleValue, new: &HandleValue) -> Act {
     if is_admin(old) || is_admin(new) {
-        Operation::ModifyAdminValue
+        Act::ModifyAdminValue
     } else {
-        Operation::ModifyValue
+        Act::ModifyValue
     }
 }
 
@@ -185,14 +183,14 @@ impl<'a> Checker<'a> {
 
     fn authorise(
         &self,
-        operation: Operation,
+        act: Act,
         target: &[HandleValue],
         prefix: &[HandleValue],
     ) -> Result<(), Error> {
         let lookup = |text: &str| self.lookup(text);
         auth::authorise(
             self.identity,
-            operation,
+            act,
             target,
             prefix,
             &self.policy.server_admins,
@@ -201,28 +199,32 @@ impl<'a> Checker<'a> {
         .map_err(Error::NotPermitted)
     }
 
-    /// An operation governed by the prefix handle of `handle`.
-    fn on_prefix(&self, handle: &Handle, operation: Operation) -> Result<(), Error> {
-        let prefix_handle = prefix_admin_handle(handle);
-        let values = self.lookup(&prefix_handle).unwrap_or_default();
-        self.authorise(operation, &[], &values)
+    /// An act governed by the prefix handle of `handle`.
+    fn on_prefix(&self, handle: &Handle, act: Act) -> Result<(), Error> {
+        // A prefix handle too long to be a handle governs nothing: only server
+        // administrators pass.
+        let values = prefix_admin_handle(handle)
+            .ok()
+            .and_then(|prefix| self.values(&prefix).ok().flatten())
+            .unwrap_or_default();
+        self.authorise(act, &[], &values)
     }
 
-    /// An operation governed by `values`, the target handle's.
-    fn on_handle(&self, values: &[HandleValue], operation: Operation) -> Result<(), Error> {
-        self.authorise(operation, values, &[])
+    /// An act governed by `values`, the target handle's.
+    fn on_handle(&self, values: &[HandleValue], act: Act) -> Result<(), Error> {
+        self.authorise(act, values, &[])
     }
 
-    /// The operations `operations` picks from the target's values, each checked; a
+    /// The acts `acts` picks from the target's values, each checked; a
     /// missing target is [`Error::HandleNotFound`], as J9 answers.
     fn on_target(
         &self,
         handle: &Handle,
-        operations: impl FnOnce(&[HandleValue]) -> Vec<Operation>,
+        acts: impl FnOnce(&[HandleValue]) -> Vec<Act>,
     ) -> Result<(), Error> {
         let values = self.values(handle)?.ok_or(Error::HandleNotFound)?;
-        for operation in operations(&values) {
-            self.on_handle(&values, operation)?;
+        for act in acts(&values) {
+            self.on_handle(&values, act)?;
         }
         Ok(())
     }
@@ -230,6 +232,6 @@ impl<'a> Checker<'a> {
     /// Server administrators only.
     fn server_admin(&self) -> Result<(), Error> {
         // No HS_ADMIN value applies, so only the server administrators can pass.
-        self.authorise(Operation::ListHandles, &[], &[])
+        self.authorise(Act::ListHandles, &[], &[])
     }
 }

@@ -3,7 +3,6 @@
 
 use super::*;
 use crate::auth::AuthzError;
-use crate::storage::{ExistingHandle, ExistingValue};
 use crate::values::{AdminPermissions, AdminRecord, Permissions, ValueIndex};
 
 fn admin_of(index: u32, handle: &str, permissions: AdminPermissions) -> HandleValue {
@@ -52,20 +51,24 @@ async fn world() -> (tempfile::TempDir, Service) {
     (dir, service)
 }
 
-async fn as_caller(service: &Service, caller: &Caller, command: Command) -> Result<Applied, Error> {
-    service.administer(caller, command).await
+async fn as_caller(
+    service: &Service,
+    caller: &Caller,
+    operation: Operation,
+) -> Result<Applied, Error> {
+    service.administer(caller, operation).await
 }
 
-fn add(value: HandleValue) -> Command {
-    Command::AddValues {
+fn add(value: HandleValue) -> Operation {
+    Operation::AddValues {
         handle: handle("10.1000/h"),
         values: vec![value],
         existing: ExistingValue::Refuse,
     }
 }
 
-fn new_handle(text: &str) -> Command {
-    Command::Create {
+fn new_handle(text: &str) -> Operation {
+    Operation::Create {
         handle: handle(text),
         values: vec![HandleValue::new(1, "URL", "https://n.example/")],
         existing: ExistingHandle::Refuse,
@@ -104,7 +107,7 @@ async fn resolve_all(service: &Service) -> usize {
 async fn anonymous_callers_must_authenticate() {
     let (_dir, service) = world().await;
     let anonymous = Caller::anonymous("192.0.2.1".parse().unwrap());
-    let delete = Command::Delete {
+    let delete = Operation::Delete {
         handle: handle("10.1000/h"),
     };
     assert!(matches!(
@@ -112,7 +115,7 @@ async fn anonymous_callers_must_authenticate() {
         Err(Error::AuthenticationNeeded)
     ));
     assert!(matches!(
-        service.list_handles(&anonymous, "10.1000", None, 10),
+        service.list_handles(&anonymous, "10.1000", None, 10).await,
         Err(Error::AuthenticationNeeded)
     ));
     assert_eq!(value_count(&service).await, 3);
@@ -129,7 +132,7 @@ async fn prefix_administrators_create_but_do_not_own_other_handles() {
     assert!(not_an_admin(
         as_caller(&service, &stranger, new_handle("10.1000/other")).await
     ));
-    let delete = Command::Delete {
+    let delete = Operation::Delete {
         handle: handle("10.1000/h"),
     };
     assert!(not_an_admin(
@@ -151,12 +154,12 @@ async fn admin_values_need_the_admin_bits() {
     .unwrap();
     let admin = admin_of(102, "10.1000/editor", AdminPermissions::ALL);
     assert!(lacking(as_caller(&service, &editor, add(admin)).await));
-    let remove_admin = Command::RemoveValues {
+    let remove_admin = Operation::RemoveValues {
         handle: handle("10.1000/h"),
         indexes: vec![ValueIndex(100)],
     };
     assert!(lacking(as_caller(&service, &editor, remove_admin).await));
-    let modify = Command::ModifyValues {
+    let modify = Operation::ModifyValues {
         handle: handle("10.1000/h"),
         values: vec![HandleValue::new(1, "URL", "https://b.example/")],
     };
@@ -171,7 +174,7 @@ async fn group_members_hold_the_group_permissions_only() {
     as_caller(&service, &member, add(HandleValue::new(3, "DESC", "x")))
         .await
         .unwrap();
-    let remove = Command::RemoveValues {
+    let remove = Operation::RemoveValues {
         handle: handle("10.1000/h"),
         indexes: vec![ValueIndex(1)],
     };
@@ -184,16 +187,19 @@ async fn listing_and_homing_need_their_permissions() {
     let (_dir, service) = world().await;
     let prefix_admin = as_admin("0.NA/10.1000");
     assert!(matches!(
-        service.list_handles(&prefix_admin, "10.1000", None, 10),
+        service
+            .list_handles(&prefix_admin, "10.1000", None, 10)
+            .await,
         Err(Error::NotPermitted(
             AuthzError::InsufficientPermissions { .. }
         ))
     ));
     let listed = service
         .list_handles(&as_admin("0.NA/ADMIN"), "10.1000", None, 10)
+        .await
         .unwrap();
     assert_eq!(listed.len(), 2);
-    let home = Command::HomePrefix {
+    let home = Operation::HomePrefix {
         prefix: "10.2000".into(),
     };
     assert!(not_an_admin(

@@ -10,13 +10,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::names::Handle;
+use crate::names::{Handle, prefix_handle};
 use crate::replication::GroupError;
-use crate::replication::HandleCommand as Command;
-use crate::storage::{ExistingHandle, Refusal};
 use crate::values::{AdminPermissions, AdminRecord, HandleValue, default_permissions};
 
-use super::{Error, Service};
+use super::{Applied, Error, ExistingHandle, Operation, Refusal, Service};
 
 /// The index of the HS_ADMIN value of a bootstrapped prefix handle.
 pub const ADMIN_VALUE_INDEX: u32 = 100;
@@ -69,11 +67,6 @@ impl BootstrapAdmin {
     }
 }
 
-/// The prefix handle `0.NA/<prefix>`.
-pub fn prefix_handle(prefix: &str) -> Result<Handle, Error> {
-    Handle::parse(&format!("0.NA/{prefix}")).map_err(|_| Error::HandleNotFound)
-}
-
 impl Service {
     /// Creates `0.NA/<prefix>` for each of `prefixes` that does not exist, through the
     /// replica set, waiting for it to have a primary. Returns the handles created.
@@ -84,16 +77,16 @@ impl Service {
     ) -> Result<Vec<Handle>, Error> {
         let mut created = Vec::new();
         for prefix in prefixes {
-            let handle = prefix_handle(prefix)?;
+            let handle = prefix_handle(prefix).map_err(Error::InvalidHandle)?;
             if self.store.read()?.contains(&handle)? {
                 continue;
             }
-            let command = Command::Create {
+            let operation = Operation::Create {
                 values: admin.values(&handle),
                 handle: handle.clone(),
                 existing: ExistingHandle::Refuse,
             };
-            match self.write_when_led(command).await {
+            match self.write_when_led(operation).await {
                 Ok(_) => created.push(handle),
                 Err(Error::Refused(Refusal::HandleExists)) => {}
                 Err(error) => return Err(error),
@@ -102,11 +95,11 @@ impl Service {
         Ok(created)
     }
 
-    /// Writes `command`, retrying while the set has no primary yet.
-    async fn write_when_led(&self, command: Command) -> Result<crate::storage::Applied, Error> {
+    /// Writes `operation`, retrying while the set has no primary yet.
+    async fn write_when_led(&self, operation: Operation) -> Result<Applied, Error> {
         let deadline = tokio::time::Instant::now() + LEADER_PATIENCE;
         loop {
-            match self.write(command.clone()).await {
+            match self.write(operation.clone()).await {
                 Err(Error::Replication(error))
                     if matches!(*error, GroupError::NoLeader { .. })
                         && tokio::time::Instant::now() < deadline =>

@@ -27,7 +27,7 @@ use super::{Error, Service};
 impl Service {
     /// The identity that answered `challenge` with `answer`, if the answer verifies
     /// against a key of the key handle, held here or at its own service.
-    pub async fn verify_answer(
+    pub(super) async fn identity_of_answer(
         &self,
         challenge: &Challenge,
         answer: &ChallengeAnswer,
@@ -47,16 +47,6 @@ impl Service {
         }
     }
 
-    /// Runs `work`, CPU-heavy authentication work of an edge (a session's key
-    /// exchange), where key checks run: off the async workers, one per core, refused
-    /// as [`Error::Busy`] when no core frees up in time.
-    pub async fn authentication_work<T: Send + 'static>(
-        &self,
-        work: impl FnOnce() -> T + Send + 'static,
-    ) -> Result<T, Error> {
-        self.verifier.run(work).await
-    }
-
     /// Checks `answer` against `key_values` on the [`Verifier`](super::Verifier).
     async fn check(
         &self,
@@ -74,7 +64,7 @@ impl Service {
 
     /// Whether `request` (an OC 201 from another server, in a message of `version`)
     /// holds a right answer for the HS_SECKEY it names in this member's store.
-    pub async fn verify_for_other_server(
+    pub(super) async fn verify_answer_held_here(
         &self,
         request: &VerifyRequest,
         version: ProtocolVersion,
@@ -90,21 +80,7 @@ impl Service {
             .ok_or(Error::KeyNotHeld {
                 handle: key_handle.clone(),
             })?;
-        let challenge = Challenge {
-            id: ChallengeId(0),
-            body: ChallengeBody {
-                request_digest: request.digest.clone(),
-                nonce: request.nonce.clone(),
-            },
-            issued_at: Instant::now(),
-            version,
-        };
-        let answer = ChallengeAnswer {
-            auth_type: AuthType::SecretKey,
-            key_handle,
-            key_index: request.key_index,
-            answer: request.answer.clone(),
-        };
+        let (challenge, answer) = other_server_answer(request, key_handle, version);
         match self.check(&challenge, &answer, record.values).await {
             Ok(_identity) => Ok(true),
             Err(Error::Authentication(_)) => Ok(false),
@@ -160,6 +136,31 @@ impl Service {
     }
 }
 
+/// The challenge and the answer an OC 201 from another server (in a message of
+/// `version`) carries for the HS_SECKEY of `key_handle`.
+pub(super) fn other_server_answer(
+    request: &VerifyRequest,
+    key_handle: String,
+    version: ProtocolVersion,
+) -> (Challenge, ChallengeAnswer) {
+    let challenge = Challenge {
+        id: ChallengeId(0),
+        body: ChallengeBody {
+            request_digest: request.digest.clone(),
+            nonce: request.nonce.clone(),
+        },
+        issued_at: Instant::now(),
+        version,
+    };
+    let answer = ChallengeAnswer {
+        auth_type: AuthType::SecretKey,
+        key_handle,
+        key_index: request.key_index,
+        answer: request.answer.clone(),
+    };
+    (challenge, answer)
+}
+
 /// The values to resolve for a public key at `index` (0: every HS_PUBKEY).
 fn key_selection(index: u32) -> ValueSelection {
     if index == 0 {
@@ -184,7 +185,11 @@ fn not_held(answer: &ChallengeAnswer) -> Error {
 impl Service {
     /// The identity whose HS_SECKEY (at its index, or any index when it is 0) in this
     /// member's store equals `secret`: HTTP Basic authentication.
-    pub fn verify_secret(&self, identity: &Identity, secret: &[u8]) -> Result<Identity, Error> {
+    pub(super) fn identity_of_secret(
+        &self,
+        identity: &Identity,
+        secret: &[u8],
+    ) -> Result<Identity, Error> {
         let handle = Handle::parse(&identity.handle).map_err(|_| Error::KeyNotHeld {
             handle: identity.handle.clone(),
         })?;
@@ -195,22 +200,31 @@ impl Service {
             .ok_or_else(|| Error::KeyNotHeld {
                 handle: identity.handle.clone(),
             })?;
-        record
-            .values
-            .iter()
-            .filter(|value| value.known_type() == Some(KnownType::HsSeckey))
-            .filter(|value| identity.index == 0 || value.index.0 == identity.index)
-            .find(|value| constant_time_eq(&value.data, secret))
-            .map(|value| Identity {
-                handle: identity.handle.clone(),
-                index: value.index.0,
-            })
-            .ok_or_else(|| {
-                Error::Authentication(AuthError::Mismatch {
-                    handle: identity.handle.clone(),
-                })
-            })
+        secret_identity(identity, &record.values, secret)
     }
+}
+
+/// The identity whose HS_SECKEY among `key_values` (at its index, or any index when
+/// it is 0) equals `secret`.
+pub(super) fn secret_identity(
+    identity: &Identity,
+    key_values: &[HandleValue],
+    secret: &[u8],
+) -> Result<Identity, Error> {
+    key_values
+        .iter()
+        .filter(|value| value.known_type() == Some(KnownType::HsSeckey))
+        .filter(|value| identity.index == 0 || value.index.0 == identity.index)
+        .find(|value| constant_time_eq(&value.data, secret))
+        .map(|value| Identity {
+            handle: identity.handle.clone(),
+            index: value.index.0,
+        })
+        .ok_or_else(|| {
+            Error::Authentication(AuthError::Mismatch {
+                handle: identity.handle.clone(),
+            })
+        })
 }
 
 /// Equality that takes the same time wherever the first difference is.

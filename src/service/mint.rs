@@ -7,11 +7,9 @@
 //! ordinary one, authorised and replicated like any other.
 
 use crate::names::Handle;
-use crate::replication::HandleCommand as Command;
-use crate::storage::{Applied, ExistingHandle, Refusal};
 use crate::values::HandleValue;
 
-use super::{Caller, Error, Service};
+use super::{Applied, Caller, Error, ExistingHandle, Handler, Operation, Refusal, Service};
 
 /// Attempts at a suffix that is not taken.
 const MINT_ATTEMPTS: usize = 3;
@@ -19,7 +17,7 @@ const MINT_ATTEMPTS: usize = 3;
 impl Service {
     /// Creates `base` followed by a random UUID with `values`, as `caller`; the handle
     /// created.
-    pub async fn mint(
+    pub(super) async fn mint_under(
         &self,
         caller: &Caller,
         base: &str,
@@ -29,12 +27,12 @@ impl Service {
         for _ in 0..MINT_ATTEMPTS {
             let handle = Handle::parse(&format!("{base}{separator}{}", uuid()))
                 .map_err(Error::InvalidHandle)?;
-            let command = Command::Create {
+            let operation = Operation::Create {
                 handle: handle.clone(),
                 values: values.clone(),
                 existing: ExistingHandle::Refuse,
             };
-            match self.administer(caller, command).await {
+            match self.administer(caller, operation).await {
                 Ok(applied) => return Ok((handle, applied)),
                 Err(Error::Refused(Refusal::HandleExists)) => {}
                 Err(error) => return Err(error),

@@ -1,40 +1,59 @@
 //! Transport-agnostic handle operations: resolution and administration.
 //!
-//! Owns the rules every edge (the Handle protocol, HTTP) shares: which values an
-//! anonymous resolution may see, value validation, server-assigned timestamps, and who
-//! may administer (an authenticated administrator whom the target handle, its prefix
-//! handle or the server configuration allows the exact change, module `authorise`). Writes go through the replica set ([`Group::client_write`]: the
-//! primary proposes them, any other member forwards them); reads come from the local
-//! store, which holds what this member has applied, after a
-//! [`Group::ensure_fresh_read`] when the caller asks for an authoritative answer.
-//! Depends on [`crate::names`], [`crate::values`], [`crate::auth`],
-//! [`crate::storage`] and [`crate::replication`], and on [`crate::resolver`] to check
-//! keys held by other services; knows nothing of sockets, wire formats or response
-//! codes (each edge maps [`Error`] to its own codes in one function).
+//! Owns the seam the protocol edges speak to ([`Handler`]) and this node's
+//! implementation of it ([`Service`]), what a client may ask ([`Operation`], the one
+//! conversion to a log command in module `operation`), the rules every edge shares
+//! (which values an anonymous resolution may see, value validation, server-assigned
+//! timestamps, who may administer: an authenticated administrator whom the target
+//! handle, its prefix handle or the server configuration allows the exact change,
+//! module `authorise`), the HS_SITE a node describes itself with, and the one table
+//! from [`Error`] to RFC 3652 response codes ([`Error::response_code`]).
+//!
+//! Writes go through the replica set ([`Group::client_write`](crate::replication::Group::client_write):
+//! the primary proposes them, any other member forwards them); reads come from the
+//! local store, which holds what this member has applied, after a
+//! [`Group::ensure_fresh_read`](crate::replication::Group::ensure_fresh_read) when the
+//! caller asks for an authoritative answer. Depends on [`crate::clock`],
+//! [`crate::names`], [`crate::values`], [`crate::codec`], [`crate::auth`],
+//! [`crate::config`], [`crate::storage`] and [`crate::replication`], and on
+//! [`crate::resolver`] to check keys held by other services; knows nothing of
+//! sockets. The edges reach the layers below only through what this module
+//! re-exports ([`Applied`], [`HandleRecord`], [`PrefixRecord`], [`ExistingHandle`],
+//! [`ExistingValue`], [`Role`]).
+//!
+//! A request the service declines for a reason of the request's own (a handle that
+//! exists, a missing permission) is a refusal; the word is [`Refusal`] across the
+//! crate, and each edge has its own `Refusal` carrying the response code it answers.
 
 mod authorise;
 pub mod bootstrap;
+mod codes;
 mod error;
+mod handler;
 mod keys;
+mod local;
+#[cfg(test)]
+pub mod memory;
 mod mint;
+mod operation;
+mod site;
+mod status;
 mod verifier;
 
 use std::net::IpAddr;
-use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use authorise::AuthPolicy;
+pub use codes::authentication_code;
 pub use error::Error;
+pub use handler::{Handler, KeyAgreement};
+pub use local::Service;
+pub use operation::{ExistingHandle, ExistingValue, Operation};
+pub use status::{Role, Status, StatusMember};
+
+pub use crate::storage::{Applied, HandleRecord, PrefixRecord, Refusal};
 
 use crate::auth::Identity;
-use crate::names::Handle;
-use crate::replication::admin::{Member, MemberStatus};
-use crate::replication::{Group, HandleSet, NodeId};
-use crate::resolver::Resolver;
-use crate::replication::HandleCommand as Command;
-use crate::storage::{Applied, HandleRecord, PrefixRecord, Store};
-use crate::values::{HandleValue, Permissions, ValueSelection};
-use verifier::Verifier;
+use crate::values::{HandleValue, Permissions};
 
 /// Who sent a request, as far as the service can tell.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,195 +95,35 @@ pub enum PrivateRead {
     Administrator,
 }
 
-/// The handle operations of one node, shared by every connection.
-#[derive(Debug, Clone)]
-pub struct Service {
-    store: Arc<Store>,
-    replica: Group<HandleSet>,
-    policy: Arc<AuthPolicy>,
-    resolver: Option<Arc<Resolver>>,
-    verifier: Verifier,
+/// `record` with only its public, non-administrative values, in stored order; none
+/// left is [`Error::ValuesNotFound`]. What every handler answers an anonymous
+/// resolution with.
+fn public_only(mut record: HandleRecord) -> Result<HandleRecord, Error> {
+    record.values.retain(HandleValue::is_public);
+    if record.values.is_empty() {
+        return Err(Error::ValuesNotFound);
+    }
+    Ok(record)
 }
 
-impl Service {
-    /// A service reading `store`, which `replica` keeps up to date and writes through,
-    /// allowing administration as `policy` says.
-    pub fn new(store: Arc<Store>, replica: Group<HandleSet>, policy: AuthPolicy) -> Self {
-        Service {
-            store,
-            replica,
-            policy: Arc::new(policy),
-            resolver: None,
-            verifier: Verifier::new(),
-        }
-    }
-
-    /// This service, asking the services that `resolver` finds for the keys of
-    /// administrators whose identity handles it does not hold.
-    pub fn with_resolver(self, resolver: Resolver) -> Self {
-        Service {
-            resolver: Some(Arc::new(resolver)),
-            ..self
-        }
-    }
-
-    /// Anonymous resolution: the selected values that are publicly readable and not
-    /// administrative, in stored order. A handle that exists but has no such value is
-    /// [`Error::ValuesNotFound`].
-    pub async fn resolve(
-        &self,
-        handle: &Handle,
-        selection: &ValueSelection,
-        freshness: Freshness,
-    ) -> Result<HandleRecord, Error> {
-        if freshness == Freshness::Authoritative {
-            self.replica.ensure_fresh_read().await?;
-        }
-        let mut record = self
-            .store
-            .read()?
-            .get(handle, selection)?
-            .ok_or(Error::HandleNotFound)?;
-        record.values.retain(HandleValue::is_public);
-        if record.values.is_empty() {
-            return Err(Error::ValuesNotFound);
-        }
-        Ok(record)
-    }
-
-    /// What an anonymous resolution asking for more than public values (the Handle
-    /// protocol's PO flag clear) needs first (digest §3.2, J9 `checkReadAccess`):
-    /// nothing when every selected value is public (or the handle is missing, which
-    /// the resolution itself reports), an administrator otherwise, and
-    /// [`Error::Unreadable`] when a selected value lacks admin read as well.
-    pub fn private_read(
-        &self,
-        handle: &Handle,
-        selection: &ValueSelection,
-    ) -> Result<PrivateRead, Error> {
-        let Some(record) = self.store.read()?.get(handle, selection)? else {
-            return Ok(PrivateRead::Public);
-        };
-        let mut private = record
-            .values
-            .iter()
-            .filter(|value| !value.is_public())
-            .peekable();
-        if private.peek().is_none() {
-            return Ok(PrivateRead::Public);
-        }
-        if private.any(|value| !value.permissions.contains(Permissions::ADMIN_READ)) {
-            return Err(Error::Unreadable);
-        }
-        Ok(PrivateRead::Administrator)
-    }
-
-    /// Resolution by an administrator allowed READ_VALUE on the handle: every selected
-    /// value, administrative and non-public ones included, in stored order (an empty
-    /// selection result is [`Error::ValuesNotFound`]).
-    pub async fn resolve_all(
-        &self,
-        caller: &Caller,
-        handle: &Handle,
-        selection: &ValueSelection,
-        freshness: Freshness,
-    ) -> Result<HandleRecord, Error> {
-        if freshness == Freshness::Authoritative {
-            self.replica.ensure_fresh_read().await?;
-        }
-        let read = self.store.read()?;
-        authorise::reading(&self.policy, &read, caller, handle)?;
-        let record = read.get(handle, selection)?.ok_or(Error::HandleNotFound)?;
-        if record.values.is_empty() {
-            return Err(Error::ValuesNotFound);
-        }
-        Ok(record)
-    }
-
-    /// How many handles the naming authority `prefix` holds (0 when it is unknown),
-    /// for an administrator allowed LIST_HANDLES on it.
-    pub fn count_handles(&self, caller: &Caller, prefix: &str) -> Result<u64, Error> {
-        let read = self.store.read()?;
-        authorise::listing(&self.policy, &read, caller, prefix)?;
-        let record = read.prefix(prefix)?;
-        Ok(record.map_or(0, |record| record.handle_count))
-    }
-
-    /// Every naming authority the store knows (with handles, or homed here), for a
-    /// server administrator.
-    pub fn list_prefixes(&self, caller: &Caller) -> Result<Vec<PrefixRecord>, Error> {
-        let read = self.store.read()?;
-        authorise::server_admin(&self.policy, &read, caller)?;
-        Ok(read.list_prefixes()?)
-    }
-
-    /// Up to `limit` handles under `prefix`, after `after` when paging.
-    pub fn list_handles(
-        &self,
-        caller: &Caller,
-        prefix: &str,
-        after: Option<&Handle>,
-        limit: usize,
-    ) -> Result<Vec<String>, Error> {
-        let read = self.store.read()?;
-        authorise::listing(&self.policy, &read, caller, prefix)?;
-        Ok(read.list_handles(prefix, after, limit)?)
-    }
-
-    /// Validates and timestamps an administrative `command` for `caller`, then has the
-    /// primary apply it; returns once it is committed by a quorum and applied there.
-    ///
-    /// Permissions are checked against this member's store before the write is
-    /// proposed (as J9 checks, then writes); a member that lags its primary checks
-    /// against what it has applied.
-    pub async fn administer(&self, caller: &Caller, command: Command) -> Result<Applied, Error> {
-        authorise::command(&self.policy, &self.store.read()?, caller, &command)?;
-        self.write(command).await
-    }
-
-    /// Writes `command` with no permission check: only for the server's own set-up
-    /// (the bootstrap administrator), never for a request.
-    pub async fn write(&self, command: Command) -> Result<Applied, Error> {
-        let command = prepare(command, unix_now())?;
-        Ok(self.replica.client_write(command).await??)
-    }
-
-    /// This node's view of itself and its replica set (role, applied index, members).
-    pub fn replica_status(&self) -> MemberStatus {
-        self.replica.status()
-    }
-
-    /// The members of this node's replica set, by id, and its primary if known.
-    pub fn replica_set(&self) -> (Vec<Member>, Option<NodeId>) {
-        self.replica.members()
-    }
-}
-
-/// Checks every value the command writes and stamps it with `now`, as the reference
-/// server does: the server's clock, not the client's, dates a change.
-fn prepare(mut command: Command, now: u32) -> Result<Command, Error> {
-    let values = match &mut command {
-        Command::Create { values, .. }
-        | Command::AddValues { values, .. }
-        | Command::ModifyValues { values, .. } => values,
-        _ => return Ok(command),
+/// What reading the selected values of `record` (`None`: no such handle) needs from
+/// an anonymous caller: see [`Handler::private_read`].
+fn private_read_of(record: Option<&HandleRecord>) -> Result<PrivateRead, Error> {
+    let Some(record) = record else {
+        return Ok(PrivateRead::Public);
     };
-    for value in values.iter_mut() {
-        value.validate().map_err(|reason| Error::InvalidValue {
-            index: value.index,
-            reason,
-        })?;
-        value.timestamp = now;
+    let mut private = record
+        .values
+        .iter()
+        .filter(|value| !value.is_public())
+        .peekable();
+    if private.peek().is_none() {
+        return Ok(PrivateRead::Public);
     }
-    Ok(command)
-}
-
-/// Seconds since the Unix epoch, as the wire's `u32` (saturating after 2106).
-pub fn unix_now() -> u32 {
-    let seconds = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_secs());
-    u32::try_from(seconds).unwrap_or(u32::MAX)
+    if private.any(|value| !value.permissions.contains(Permissions::ADMIN_READ)) {
+        return Err(Error::Unreadable);
+    }
+    Ok(PrivateRead::Administrator)
 }
 
 #[cfg(test)]

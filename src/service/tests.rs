@@ -1,8 +1,14 @@
 //! Service rules on a real store in a temporary directory.
 
+use std::sync::Arc;
+
 use super::*;
 use crate::auth::Identity;
-use crate::storage::{ExistingHandle, Refusal};
+use crate::clock::unix_now;
+use crate::config::SiteConfig;
+use crate::names::Handle;
+use crate::storage::Store;
+use crate::values::ValueSelection;
 use crate::values::{AdminPermissions, AdminRecord, Permissions, ValueIndex};
 
 /// The server administrator of the test services.
@@ -31,7 +37,10 @@ async fn service() -> (tempfile::TempDir, Service) {
     let policy = AuthPolicy {
         server_admins: vec![server_admin()],
     };
-    (dir, Service::new(store, replica, policy))
+    (
+        dir,
+        Service::new(store, replica, policy, SiteConfig::default()),
+    )
 }
 
 async fn resolve(
@@ -62,12 +71,12 @@ fn admin_value() -> HandleValue {
 }
 
 async fn create(service: &Service, text: &str, values: Vec<HandleValue>) -> Result<Applied, Error> {
-    let command = Command::Create {
+    let operation = Operation::Create {
         handle: handle(text),
         values,
         existing: ExistingHandle::Refuse,
     };
-    service.administer(&as_admin("0.NA/ADMIN"), command).await
+    service.administer(&as_admin("0.NA/ADMIN"), operation).await
 }
 
 #[tokio::test]
@@ -209,13 +218,13 @@ async fn administrators_read_every_value_count_and_list_prefixes() {
             .await,
         Err(Error::NotPermitted(_))
     ));
-    assert_eq!(service.count_handles(&admin, "10.1000").unwrap(), 1);
-    assert_eq!(service.count_handles(&admin, "nothing").unwrap(), 0);
-    let prefixes = service.list_prefixes(&admin).unwrap();
+    assert_eq!(service.count_handles(&admin, "10.1000").await.unwrap(), 1);
+    assert_eq!(service.count_handles(&admin, "nothing").await.unwrap(), 0);
+    let prefixes = service.list_prefixes(&admin).await.unwrap();
     assert_eq!(prefixes.len(), 1);
     assert_eq!(prefixes[0].display, "10.1000");
     assert!(matches!(
-        service.list_prefixes(&remote),
+        service.list_prefixes(&remote).await,
         Err(Error::NotPermitted(_))
     ));
 }

@@ -9,7 +9,7 @@ use base64::engine::general_purpose::STANDARD;
 use hdl::auth::{
     Identity, RestAlgorithm, RestAnswer, RestProof, SecretKey, SigningKey, mac_rest, sign_rest,
 };
-use hdl::http::authorization::{answer_header, session_header};
+use hdl::client::authorization::{answer_header, session_header};
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
 use reqwest::{Client, StatusCode};
 use serde_json::{Value, json};

@@ -11,6 +11,7 @@ mod http;
 mod http_proxy;
 mod http_sessions;
 mod key_services;
+mod layers;
 mod parse;
 mod protocol;
 mod raw;

@@ -1,7 +1,7 @@
-//! The HS_SITE record a node gives in answer to get-site-info (digest §3.3, §6.2): one
-//! primary site whose servers are the members of the replica set.
+//! The HS_SITE record a node describes itself with (get-site-info, digest §3.3, §6.2):
+//! one primary site whose servers are the members of the replica set.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr};
 
 use crate::codec::ProtocolVersion;
 use crate::config::SiteConfig;
@@ -15,7 +15,7 @@ use crate::values::{
 /// node id as server id), each answering administration and queries over TCP and
 /// queries over UDP on its handle port, and the attribute `primary` naming the
 /// current primary's node id when one is known.
-pub fn describe(site: &SiteConfig, members: &[Member], primary: Option<NodeId>) -> SiteInfo {
+pub(super) fn describe(site: &SiteConfig, members: &[Member], primary: Option<NodeId>) -> SiteInfo {
     let mut attributes = vec![("desc".into(), site.description.clone())];
     if let Some(primary) = primary {
         attributes.push(("primary".into(), primary.to_string()));
@@ -60,18 +60,6 @@ fn server_record(member: &Member) -> Option<ServerRecord> {
     })
 }
 
-/// The Handle protocol address a node bound to `handle_addr` records in its set's
-/// membership: the configured advertised address, else the listen address, else
-/// loopback when the listener is bound to every interface.
-pub fn advertised_handle_addr(site: &SiteConfig, handle_addr: SocketAddr) -> SocketAddr {
-    let ip = match site.advertise {
-        Some(address) => address,
-        None if handle_addr.ip().is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
-        None => handle_addr.ip(),
-    };
-    SocketAddr::new(ip, handle_addr.port())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -99,21 +87,5 @@ mod tests {
         assert!(info.attributes.contains(&("primary".into(), "2".into())));
         assert!(info.flags.contains(SiteFlags::PRIMARY));
         assert_eq!(SiteInfo::decode(&info.encode()).unwrap(), info);
-    }
-
-    #[test]
-    fn the_advertised_address_replaces_an_unspecified_one() {
-        let any: SocketAddr = "0.0.0.0:2641".parse().unwrap();
-        let default = advertised_handle_addr(&SiteConfig::default(), any);
-        assert_eq!(default.to_string(), "127.0.0.1:2641");
-        let site = SiteConfig {
-            advertise: Some("192.0.2.10".parse().unwrap()),
-            ..SiteConfig::default()
-        };
-        let specific: SocketAddr = "127.0.0.1:1".parse().unwrap();
-        assert_eq!(
-            advertised_handle_addr(&site, specific).to_string(),
-            "192.0.2.10:1"
-        );
     }
 }

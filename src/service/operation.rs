@@ -1,0 +1,133 @@
+//! What a client asks the service to change: an [`Operation`], built by the edges and
+//! the CLI, never a log entry.
+//!
+//! Owns [`Operation`] and the one conversion from a validated, authorised operation
+//! to the replicated log's command ([`log_command`]); nothing else in the crate above
+//! the replication layer builds a log command. The service validates and timestamps
+//! an operation ([`Operation::prepare`]), authorises it (module `authorise`), then
+//! converts it and proposes the command.
+
+use crate::names::Handle;
+use crate::replication::HandleCommand;
+use crate::values::{HandleValue, ValueIndex};
+
+pub use crate::storage::{ExistingHandle, ExistingValue};
+
+use super::Error;
+
+/// One administrative change a client asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Operation {
+    /// Create a handle with these values.
+    Create {
+        /// The handle, as written by the client.
+        handle: Handle,
+        /// Its values (the server stamps their timestamps).
+        values: Vec<HandleValue>,
+        /// Whether an existing handle is replaced or the create refused.
+        existing: ExistingHandle,
+    },
+    /// Delete a handle and its values.
+    Delete {
+        /// The handle.
+        handle: Handle,
+    },
+    /// Add values.
+    AddValues {
+        /// The handle.
+        handle: Handle,
+        /// The values to add.
+        values: Vec<HandleValue>,
+        /// Whether a value whose index is taken is refused or replaced (the
+        /// OverwriteWhenExists flag).
+        existing: ExistingValue,
+    },
+    /// Replace values with the same indexes.
+    ModifyValues {
+        /// The handle.
+        handle: Handle,
+        /// The new values.
+        values: Vec<HandleValue>,
+    },
+    /// Remove values by index.
+    RemoveValues {
+        /// The handle.
+        handle: Handle,
+        /// The indexes to remove.
+        indexes: Vec<ValueIndex>,
+    },
+    /// Serve a naming authority here (OC_HOME_NA).
+    HomePrefix {
+        /// The prefix, as written.
+        prefix: String,
+    },
+    /// Stop serving a naming authority (OC_UNHOME_NA).
+    UnhomePrefix {
+        /// The prefix.
+        prefix: String,
+    },
+}
+
+impl Operation {
+    /// The handle the operation changes; `None` for prefix operations.
+    pub fn handle(&self) -> Option<&Handle> {
+        match self {
+            Operation::Create { handle, .. }
+            | Operation::Delete { handle }
+            | Operation::AddValues { handle, .. }
+            | Operation::ModifyValues { handle, .. }
+            | Operation::RemoveValues { handle, .. } => Some(handle),
+            Operation::HomePrefix { .. } | Operation::UnhomePrefix { .. } => None,
+        }
+    }
+
+    /// This operation with every value it writes checked and stamped with `now`, as
+    /// the reference server does: the server's clock, not the client's, dates a
+    /// change.
+    pub(super) fn prepare(mut self, now: u32) -> Result<Operation, Error> {
+        let values = match &mut self {
+            Operation::Create { values, .. }
+            | Operation::AddValues { values, .. }
+            | Operation::ModifyValues { values, .. } => values,
+            _ => return Ok(self),
+        };
+        for value in values.iter_mut() {
+            value.validate().map_err(|reason| Error::InvalidValue {
+                index: value.index,
+                reason,
+            })?;
+            value.timestamp = now;
+        }
+        Ok(self)
+    }
+}
+
+/// The replicated log's command carrying out `operation`, which has been prepared
+/// and authorised: the one place a log command is built from a client's request.
+pub(super) fn log_command(operation: Operation) -> HandleCommand {
+    match operation {
+        Operation::Create {
+            handle,
+            values,
+            existing,
+        } => HandleCommand::Create {
+            handle,
+            values,
+            existing,
+        },
+        Operation::Delete { handle } => HandleCommand::Delete { handle },
+        Operation::AddValues {
+            handle,
+            values,
+            existing,
+        } => HandleCommand::AddValues {
+            handle,
+            values,
+            existing,
+        },
+        Operation::ModifyValues { handle, values } => HandleCommand::ModifyValues { handle, values },
+        Operation::RemoveValues { handle, indexes } => HandleCommand::RemoveValues { handle, indexes },
+        Operation::HomePrefix { prefix } => HandleCommand::HomePrefix { prefix },
+        Operation::UnhomePrefix { prefix } => HandleCommand::UnhomePrefix { prefix },
+    }
+}
