@@ -21,6 +21,9 @@ use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
 
+/// How long the edges have, after SIGINT or SIGTERM, to answer what they had accepted.
+const DRAIN_DEADLINE: Duration = Duration::from_secs(5);
+
 /// Arguments of `hdl serve`.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -185,14 +188,14 @@ async fn serve(
             Duration::from_secs(config.auth.session_lifetime_secs),
         ))),
     };
-    let http = tokio::spawn(http.serve(state, until(stopped.clone())));
+    let http = tokio::spawn(http.serve(state, until(stopped.clone()), DRAIN_DEADLINE));
     let signal = shutdown_signal()?;
     tokio::spawn(async move {
         signal.await;
         let _ = stop.send(true);
     });
     listeners
-        .serve(service, &config, metrics, until(stopped))
+        .serve(service, &config, metrics, until(stopped), DRAIN_DEADLINE)
         .await?;
     http.await??;
     replica.shutdown().await?;
