@@ -10,6 +10,8 @@
 //! on [`names`], [`values`] and [`codec`]. [`restjson`] (the REST JSON shape of values,
 //! pure, over [`values`]) and [`metrics`] (the registry the edges record into) serve
 //! several layers. [`config`] and [`cluster_file`] are plain data read by the binary.
+//! [`node`] assembles one process from all of these (store, replica, service, both
+//! edges, the peer port) and runs it until shutdown; the binary only parses arguments.
 
 pub mod auth;
 pub mod client;
@@ -19,6 +21,7 @@ pub mod config;
 pub mod http;
 pub mod metrics;
 pub mod names;
+pub mod node;
 pub mod replication;
 pub mod resolver;
 pub mod restjson;
