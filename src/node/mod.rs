@@ -2,9 +2,9 @@
 //!
 //! Owns the order things start and stop in. [`Node::start`] creates the data
 //! directory, binds every socket (Handle protocol TCP and UDP, HTTP and HTTPS, the peer
-//! port), starts the Raft groups this process belongs to ([`start_groups`]: today the
+//! port), starts the Raft groups this process belongs to (`start_groups`: today the
 //! one replica of the handle set, over the handle store), builds the service the edges
-//! answer with ([`service`]) and creates the bootstrap administrator when asked.
+//! answer with (`service`) and creates the bootstrap administrator when asked.
 //! [`Node::run`] serves until its shutdown future resolves, then drains: both edges
 //! stop accepting and answer what they had accepted, within [`DRAIN_DEADLINE`]; only
 //! then are the groups stopped (the peer server, then Raft), since a write forwarded to

@@ -1,10 +1,10 @@
 //! The network edges of a node: the Handle protocol on TCP and UDP.
 //!
 //! Owns the sockets. Binds them, prints nothing (the binary announces the addresses),
-//! and serves until the shutdown future resolves, then drains ([`drain`]): stops
-//! accepting and answers the requests already received, by a deadline. Depends on [`crate::codec`] for the
-//! wire, [`crate::service`] for what to answer and [`crate::config`] for settings;
-//! everything below it is reached through the service.
+//! and serves until the shutdown future resolves, then drains (`drain`): stops
+//! accepting and answers the requests already received, by a deadline. Depends on
+//! [`crate::codec`] for the wire, [`crate::service`] for what to answer and
+//! [`crate::config`] for settings; everything below it is reached through the service.
 
 mod challenges;
 mod codes;
