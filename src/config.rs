@@ -371,11 +371,6 @@ impl Config {
             .clone()
             .unwrap_or_else(|| self.data_dir.join("cluster.secret"))
     }
-
-    /// The store file inside the data directory.
-    pub fn store_path(&self) -> PathBuf {
-        self.data_dir.join("handles.redb")
-    }
 }
 
 /// The first ```` ```toml ```` block of a module's `//!` doc, as TOML text: tests

@@ -4,10 +4,12 @@
 //! as the layer table of README.md's "Layout" section says (a test reads that table
 //! and every import): [`clock`] and [`metrics`] → [`names`] → [`values`] → [`codec`]
 //! → [`auth`] and [`restjson`] (pure) → [`config`] → [`cluster_file`] → [`client`] →
-//! [`resolver`] → [`storage`] → [`replication`] → [`service`] (the
+//! [`resolver`] → [`storage`] → [`replication`] → [`placement`] → [`service`] (the
 //! [`service::Handler`] seam and this node's implementation of it) → [`server`] and
 //! [`http`], the edges that bind sockets and reach everything below through the
-//! handler. The binary (`src/main.rs`, `src/cli/`) sits on top.
+//! handler → [`node`], which assembles one process from all of these (its groups,
+//! service, both edges, the peer port) and runs it until shutdown. The binary
+//! (`src/main.rs`, `src/cli/`) only parses arguments and sits on top.
 //!
 //! One word for one thing: a request declined for a reason of its own (a handle that
 //! exists, a wrong answer, a full session table) is a *refusal* in every layer

@@ -9,8 +9,14 @@
 //! one HDR histogram per task and outcome (microseconds, 3 significant digits: bounded
 //! memory whatever the run's length), merged at the end. A hit that fails or a miss
 //! answered otherwise than 100 counts as an error, not a latency.
+//!
+//! When the server goes away under load (a request is refused: its port is closed),
+//! the resolvers stop and the figures end with `server closed after N s; M errors
+//! before (…)`: requests sent after it stopped taking them are told from those it took
+//! and did not answer (`bench_close`).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -23,6 +29,7 @@ use hdrhistogram::Histogram;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use super::bench_close::{Answering, Verdict, no_answer, verdict};
 use super::connect::{ServerArg, TransportArg, client, with_credentials};
 
 /// Arguments of `hdl bench`.
@@ -110,25 +117,53 @@ async fn resolve_bench(bench: &ResolveBench) -> anyhow::Result<()> {
         miss_percent: bench.misses,
     };
     let started = Instant::now();
+    let gone = Arc::new(AtomicBool::new(false));
     let mut workers = JoinSet::new();
     for _ in 0..bench.concurrency {
         let (client, hits, misses) = (client.clone(), hits.clone(), misses.clone());
-        workers.spawn(async move { plan.work(&client, &hits, &misses).await });
+        let gone = Arc::clone(&gone);
+        workers.spawn(async move { plan.work(&client, &hits, &misses, &gone).await });
     }
     let mut total = Tally::new()?;
+    let mut answering = Vec::new();
     while let Some(tally) = workers.join_next().await {
-        total.merge(&tally.context("a resolver task failed")??)?;
+        let tally = tally.context("a resolver task failed")??;
+        total.merge(&tally)?;
+        answering.push(tally.answering);
     }
-    let seconds = started.elapsed().as_secs_f64();
+    let verdict = verdict(&answering, total.slowest());
+    total.errors += verdict.errors;
+    let seconds = match verdict.closed {
+        Some(closed) => closed
+            .last_answered
+            .map(|last| last.duration_since(started)),
+        None => None,
+    }
+    .unwrap_or_else(|| started.elapsed())
+    .as_secs_f64()
+    .max(0.001);
     println!(
         "resolve over {transport}: {} resolvers, {seconds:.1} s, {} handles, {}% misses",
         bench.concurrency, bench.handles, bench.misses
     );
     total.print(seconds);
+    print_close(&verdict, total.errors, seconds);
     if total.hits.is_empty() && total.misses.is_empty() {
         bail!("every request failed ({} errors)", total.errors);
     }
     Ok(())
+}
+
+/// When the server closed: `server closed after N s; M errors before (K requests
+/// unanswered after it or within T ms of it)`.
+fn print_close(verdict: &Verdict, errors: u64, seconds: f64) {
+    if let Some(closed) = verdict.closed {
+        println!(
+            "server closed after {seconds:.1} s; {errors} errors before ({} requests unanswered after it or within {} ms of it)",
+            closed.unanswered_after,
+            closed.margin.as_millis()
+        );
+    }
 }
 
 /// `<prefix>/<part>/<n>` for n in `0..count`.
@@ -184,16 +219,18 @@ struct Plan {
 }
 
 impl Plan {
-    /// Resolves until the deadline; the latencies and errors seen.
+    /// Resolves until the deadline, or until a request is refused (then `gone` is set
+    /// and every resolver stops); the latencies and errors seen.
     async fn work(
         self,
         client: &Client,
         hits: &[Handle],
         misses: &[Handle],
+        gone: &AtomicBool,
     ) -> anyhow::Result<Tally> {
         let mut tally = Tally::new()?;
         let all = ValueSelection::all();
-        while Instant::now() < self.deadline {
+        while Instant::now() < self.deadline && !gone.load(Ordering::Relaxed) {
             let miss = rand::random_range(0..100u8) < self.miss_percent;
             let pool = if miss { misses } else { hits };
             let handle = &pool[rand::random_range(0..pool.len())];
@@ -211,19 +248,30 @@ impl Plan {
                 ) => {
                     tally.misses.saturating_record(micros);
                 }
+                (_, Err(error)) if no_answer(&error).is_some() => {
+                    let refused = no_answer(&error) == Some(true);
+                    tally.answering.unanswered(started, refused);
+                    if refused {
+                        gone.store(true, Ordering::Relaxed);
+                    }
+                    continue;
+                }
                 _ => tally.errors += 1,
             }
+            tally.answering.answered(started);
         }
         Ok(tally)
     }
 }
 
-/// Latencies in microseconds, by outcome, and the count of errors.
+/// Latencies in microseconds, by outcome, the count of wrong answers and which
+/// requests got none.
 #[derive(Debug)]
 struct Tally {
     hits: Histogram<u64>,
     misses: Histogram<u64>,
     errors: u64,
+    answering: Answering,
 }
 
 impl Tally {
@@ -232,6 +280,7 @@ impl Tally {
             hits: histogram()?,
             misses: histogram()?,
             errors: 0,
+            answering: Answering::default(),
         })
     }
 
@@ -240,6 +289,16 @@ impl Tally {
         self.misses.add(&other.misses)?;
         self.errors += other.errors;
         Ok(())
+    }
+
+    /// The 99.9th percentile latency of every answer.
+    fn slowest(&self) -> Duration {
+        let micros = [&self.hits, &self.misses]
+            .iter()
+            .map(|histogram| histogram.value_at_quantile(0.999))
+            .max()
+            .unwrap_or(0);
+        Duration::from_micros(micros)
     }
 
     fn print(&self, seconds: f64) {

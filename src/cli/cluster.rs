@@ -129,7 +129,10 @@ fn admin(target: &Target, timeout: Duration) -> anyhow::Result<ClusterAdmin> {
 
 async fn command(command: &ClusterCommand) -> anyhow::Result<()> {
     match command {
-        ClusterCommand::Init { target, admin: args } => {
+        ClusterCommand::Init {
+            target,
+            admin: args,
+        } => {
             let bootstrap = args.bootstrap()?;
             let admin = admin(target, CHANGE_TIMEOUT)?;
             anyhow::ensure!(

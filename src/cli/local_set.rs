@@ -161,7 +161,31 @@ impl LocalSet {
         if let Some(bootstrap) = bootstrap {
             super::cluster::create_admin(self.admin.client(), first, bootstrap).await?;
         }
-        self.primary_id().await
+        let primary = self.primary_id().await?;
+        self.await_caught_up(primary).await?;
+        Ok(primary)
+    }
+
+    /// Waits (bounded) until every running node has applied what the primary had
+    /// logged, so that a set reported ready answers alike on every member (the
+    /// bootstrap administrator included).
+    async fn await_caught_up(&self, primary: NodeId) -> anyhow::Result<()> {
+        let index = self.index_of(primary)?;
+        let target = self.set_status(self.nodes[index].plan.peer).await?.last_log;
+        let deadline = Instant::now() + STARTUP;
+        for peer in self.running_peers() {
+            loop {
+                let applied = self.set_status(peer).await.ok().and_then(|s| s.applied);
+                if applied >= target {
+                    break;
+                }
+                if Instant::now() >= deadline {
+                    bail!("the node at {peer} did not catch up within {STARTUP:?}");
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        Ok(())
     }
 
     /// What the node at `peer` says about itself and its replica set.

@@ -1,27 +1,17 @@
 //! `hdl serve`: runs one node, a member of its replica set, until SIGINT or SIGTERM.
+//!
+//! Parses the arguments and the configuration file; [`hdl::node::Node`] does the rest.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::pin::pin;
 
 use anyhow::Context;
 use clap::Args;
 use hdl::auth::Identity;
 use hdl::config::Config;
-use hdl::http::{HttpListeners, HttpState, NodeInfo, SessionTable};
-use hdl::metrics::Metrics;
-use hdl::node::calls::NodeEndpoint;
-use hdl::node::groups::{settings, start_groups};
-use hdl::placement::FIRST_SET;
-use hdl::replication::network::{Dispatch, Links, Registry, read_or_create_secret_file, serve as serve_peers};
-use hdl::replication::{GroupHost, Node};
-use hdl::resolver::Resolver;
-use hdl::server::HandleListeners;
-use hdl::service::{AuthPolicy, Handler, Service};
-use tokio::net::TcpListener;
+use hdl::node::{Addresses, FirstAdmin, Node, Settings};
 use tokio::signal::unix::{SignalKind, signal};
-use tokio::sync::watch;
 
 /// Arguments of `hdl serve`.
 #[derive(Debug, Args)]
@@ -60,25 +50,29 @@ pub struct ServeArgs {
     server_admins: Vec<Identity>,
 }
 
-/// Loads the configuration, opens the store, starts the replica, binds and serves.
+/// Loads the configuration, starts the node, announces its addresses and serves until
+/// SIGINT or SIGTERM, then drains and stops (see [`hdl::node`]).
 pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
-    let config = load_config(args)?;
-    let bootstrap = args.admin.bootstrap()?;
-    if bootstrap.is_some() && !config.cluster.bootstrap {
-        anyhow::bail!(
-            "--admin-key/--admin-secret-file need a node that forms its own set; use them with `hdl cluster init` instead"
-        );
-    }
-    std::fs::create_dir_all(&config.data_dir)
-        .with_context(|| format!("cannot create data directory {}", config.data_dir.display()))?;
-    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
-    let mut policy = AuthPolicy {
-        server_admins: config.auth.server_admin_identities()?,
+    let settings = Settings {
+        config: load_config(args)?,
+        server_admins: args.server_admins.clone(),
+        first_admin: args.admin.bootstrap()?.map(|bootstrap| FirstAdmin {
+            admin: bootstrap.admin,
+            prefixes: bootstrap.prefixes,
+        }),
     };
-    policy
-        .server_admins
-        .extend(args.server_admins.iter().cloned());
-    runtime.block_on(serve(config, policy, bootstrap))
+    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    runtime.block_on(async {
+        // Watched before the node starts: a signal during the start ends it there.
+        let mut shutdown = pin!(shutdown_signal()?);
+        let node = tokio::select! {
+            node = Node::start(settings) => node?,
+            () = &mut shutdown => return Ok(()),
+        };
+        announce(node.addresses())?;
+        node.run(shutdown).await?;
+        Ok(())
+    })
 }
 
 fn load_config(args: &ServeArgs) -> anyhow::Result<Config> {
@@ -106,131 +100,14 @@ fn load_config(args: &ServeArgs) -> anyhow::Result<Config> {
         cluster.secret_file = Some(file.clone());
     }
     cluster.bootstrap &= !args.no_bootstrap;
-    config.validate()?;
     Ok(config)
-}
-
-async fn serve(
-    config: Config,
-    policy: AuthPolicy,
-    bootstrap: Option<super::admin_arg::Bootstrap>,
-) -> anyhow::Result<()> {
-    let secret = read_or_create_secret_file(&config.secret_path())?;
-    let listeners = HandleListeners::bind(config.handle.listen).await?;
-    let handle = listeners.local_addr()?;
-    let peers = TcpListener::bind(config.cluster.peer_listen)
-        .await
-        .with_context(|| format!("cannot listen for peers on {}", config.cluster.peer_listen))?;
-    let peer = peers.local_addr()?;
-    let advertised = config.site.advertised_handle_addr(handle);
-    let settings = settings(&config);
-    let http = HttpListeners::bind(&config.http, &config.data_dir).await?;
-    let me = Node {
-        handle: advertised,
-        peer,
-        http: Some(http.local_addr()?),
-    };
-    let registry = Arc::new(Registry::default());
-    let dispatch: Arc<dyn Dispatch> = registry.clone();
-    let (stop_peers, peers_stopped) = watch::channel(false);
-    let peer_server = tokio::spawn(serve_peers(peers, secret.clone(), dispatch, until(peers_stopped)));
-    let host = GroupHost {
-        me,
-        links: Links::new(settings.id, secret),
-        registry: Arc::clone(&registry),
-    };
-    let groups = start_groups(&settings, &config.data_dir, &host)
-        .await
-        .context("cannot start the node's groups")?;
-    let mut service = Service::new(
-        Arc::clone(&groups.store),
-        groups.set.clone(),
-        policy,
-        config.site.clone(),
-    );
-    if !config.resolver.ghr.is_empty() {
-        service = service.with_resolver(Resolver::new(config.resolver.ghr.clone()));
-    }
-    registry.set_node(Arc::new(NodeEndpoint::new(service.clone(), groups.map.clone())));
-    let follower = {
-        let (map, set) = (groups.map.clone(), groups.set.clone());
-        tokio::spawn(async move { map.follow(FIRST_SET, set).await })
-    };
-    if let Some(bootstrap) = bootstrap {
-        create_bootstrap_admin(&service, &bootstrap).await?;
-    }
-    let node = NodeInfo {
-        id: settings.id,
-        handle,
-        http: http.local_addr()?,
-        https: http.https_addr()?,
-        peer,
-    };
-    announce(&node)?;
-    tracing::info!(?node, "serving");
-    let metrics = Arc::new(Metrics::new());
-    let (stop, stopped) = watch::channel(false);
-    let handler: Arc<dyn Handler> = Arc::new(service);
-    let state = HttpState {
-        handler: Arc::clone(&handler),
-        metrics: Arc::clone(&metrics),
-        node,
-        allow_plain_auth_from_loopback: config.http.allow_plain_auth_from_loopback,
-        sessions: Arc::new(Mutex::new(SessionTable::new(
-            config.auth.max_sessions,
-            Duration::from_secs(config.auth.session_lifetime_secs),
-        ))),
-    };
-    let http = tokio::spawn(http.serve(state, until(stopped.clone())));
-    let signal = shutdown_signal()?;
-    tokio::spawn(async move {
-        signal.await;
-        let _ = stop.send(true);
-    });
-    listeners
-        .serve(handler, &config, metrics, until(stopped))
-        .await?;
-    http.await??;
-    groups.set.shutdown().await?;
-    groups.map.group().shutdown().await?;
-    follower.abort();
-    let _ = stop_peers.send(true);
-    peer_server.await??;
-    Ok(())
 }
 
 /// Prints the one line that says the node is up:
 /// `listening handle=<addr> http=<addr> peer=<addr>[ https=<addr>]`.
-fn announce(node: &NodeInfo) -> anyhow::Result<()> {
-    let mut line = format!(
-        "listening handle={} http={} peer={}",
-        node.handle, node.http, node.peer
-    );
-    if let Some(https) = node.https {
-        line.push_str(&format!(" https={https}"));
-    }
-    println!("{line}");
+fn announce(addresses: Addresses) -> anyhow::Result<()> {
+    println!("listening {addresses}");
     std::io::Write::flush(&mut std::io::stdout())?;
-    Ok(())
-}
-
-/// Resolves once `stopped` turns true (or its sender is gone).
-async fn until(mut stopped: watch::Receiver<bool>) {
-    let _ = stopped.wait_for(|stop| *stop).await;
-}
-
-/// Creates the bootstrap administrator's prefix handles that do not exist yet.
-async fn create_bootstrap_admin(
-    service: &Service,
-    bootstrap: &super::admin_arg::Bootstrap,
-) -> anyhow::Result<()> {
-    let created = service
-        .bootstrap(&bootstrap.admin, &bootstrap.prefixes)
-        .await
-        .context("cannot create the bootstrap administrator")?;
-    for handle in created {
-        tracing::info!(%handle, "created the bootstrap administrator's prefix handle");
-    }
     Ok(())
 }
 

@@ -45,6 +45,7 @@ use axum::routing::{get, post};
 use axum::{Extension, Router};
 use thiserror::Error;
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 use tower_http::cors::CorsLayer;
 
 pub use auth::Channel;
@@ -142,11 +143,13 @@ impl HttpListeners {
             .transpose()
     }
 
-    /// Serves until `shutdown` resolves, then lets requests in flight finish.
+    /// Serves until `shutdown` resolves, then stops accepting, lets the requests in
+    /// flight finish and closes idle connections, within `drain`.
     pub async fn serve(
         self,
         state: HttpState,
         shutdown: impl Future<Output = ()> + Send + 'static,
+        drain: Duration,
     ) -> std::io::Result<()> {
         let app = router(state.clone(), Channel::Http)
             .into_make_service_with_connect_info::<SocketAddr>();
@@ -160,14 +163,21 @@ impl HttpListeners {
                 Some(tokio::spawn(server.handle(handle.clone()).serve(secure)))
             }
         };
-        let stop = handle.clone();
+        let (stopping, mut stopped) = watch::channel(false);
         let shutdown = async move {
             shutdown.await;
-            stop.graceful_shutdown(Some(Duration::from_secs(5)));
+            handle.graceful_shutdown(Some(drain));
+            stopping.send_replace(true);
         };
-        axum::serve(self.http, app)
-            .with_graceful_shutdown(shutdown)
-            .await?;
+        let plain = axum::serve(self.http, app).with_graceful_shutdown(shutdown);
+        let deadline = async move {
+            let _ = stopped.wait_for(|stop| *stop).await;
+            tokio::time::sleep(drain).await;
+        };
+        tokio::select! {
+            served = plain.into_future() => served?,
+            () = deadline => tracing::info!("HTTP drain deadline passed; connections left"),
+        }
         if let Some(https) = https {
             https.await.map_err(std::io::Error::other)??;
         }

@@ -51,7 +51,7 @@ pub enum NodeAnswer {
 pub enum NodeCallError {
     /// The peer link failed or the node takes no node calls.
     #[error(transparent)]
-    Peer(#[from] GroupError),
+    Peer(Box<GroupError>),
     /// The call could not be written or its answer read.
     #[error("unreadable node call or answer: {0}")]
     Unreadable(FrameError),
@@ -65,7 +65,10 @@ pub async fn call_node(
 ) -> Result<NodeAnswer, NodeCallError> {
     let body = postcard::to_stdvec(call)
         .map_err(|error| NodeCallError::Unreadable(FrameError::Encode(error)))?;
-    let answer = client.node_call(peer, &body).await?;
+    let answer = client
+        .node_call(peer, &body)
+        .await
+        .map_err(|error| NodeCallError::Peer(Box::new(error)))?;
     frame::decode(&answer).map_err(NodeCallError::Unreadable)
 }
 

@@ -63,7 +63,7 @@ pub enum GroupsError {
         /// The group.
         group: GroupId,
         /// Why.
-        source: GroupError,
+        source: Box<GroupError>,
     },
 }
 
@@ -115,7 +115,10 @@ pub async fn start_groups(
 }
 
 fn group_error(group: GroupId, source: GroupError) -> GroupsError {
-    GroupsError::Group { group, source }
+    GroupsError::Group {
+        group,
+        source: Box::new(source),
+    }
 }
 
 /// The directory of `group` under `data_dir`.

@@ -1,4 +1,325 @@
-//! One node, assembled: its groups, its service, its edges and its peer port.
+//! One hdl process: a node, assembled from the layers below and run until shutdown.
+//!
+//! Owns the order things start and stop in. [`Node::start`] creates the data
+//! directory, binds every socket (Handle protocol TCP and UDP, HTTP and HTTPS, the peer
+//! port), serves the peer port (its [`Registry`] answers every group and the node's own
+//! calls, [`calls`]), starts the Raft groups this process belongs to ([`groups`]: its
+//! replica set and the metadata group, each in a directory of its own), builds the
+//! service the edges answer with (`service`), has the metadata group follow the set's
+//! membership, and creates the bootstrap administrator when asked. [`Node::run`]
+//! serves until its shutdown future resolves, then drains: both edges stop accepting
+//! and answer what they had accepted, within [`DRAIN_DEADLINE`]; only then are the
+//! groups stopped (their Raft, then the peer port), since a write forwarded to the
+//! primary while draining still needs the peer link.
+//!
+//! The layer above every other library module: it may import any of them. The binary
+//! (`hdl serve`) only reads arguments and the configuration, prints the
+//! [`Addresses`] and hands [`Node::run`] the SIGINT/SIGTERM future.
 
 pub mod calls;
+mod error;
 pub mod groups;
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+pub use error::NodeError;
+
+use crate::auth::Identity;
+use crate::config::Config;
+use crate::http::{HttpListeners, HttpState, NodeInfo, SessionTable};
+use crate::metrics::Metrics;
+use crate::placement::FIRST_SET;
+use crate::replication::network::{
+    Dispatch, Links, Registry, read_or_create_secret_file, serve as serve_peers,
+};
+use crate::replication::{GroupHost, Node as Member};
+use crate::resolver::Resolver;
+use crate::server::HandleListeners;
+use crate::service::bootstrap::BootstrapAdmin;
+use crate::service::{AuthPolicy, Handler, Service};
+use calls::NodeEndpoint;
+use groups::{Groups, start_groups};
+
+/// How long the edges have, after shutdown begins, to answer what they had accepted;
+/// what is still unanswered then is dropped and the groups are stopped.
+pub const DRAIN_DEADLINE: Duration = Duration::from_secs(5);
+
+/// What a node is started with.
+#[derive(Debug)]
+pub struct Settings {
+    /// The configuration (already validated or not: [`Node::start`] validates it).
+    pub config: Config,
+    /// Server administrators besides those of `[auth] server_admins`.
+    pub server_admins: Vec<Identity>,
+    /// The first administrator to create on a new store, if any; needs
+    /// `[cluster] bootstrap`.
+    pub first_admin: Option<FirstAdmin>,
+}
+
+/// The first administrator of a new store: `0.NA/<prefix>` for each prefix, holding
+/// the administrator's key.
+#[derive(Debug)]
+pub struct FirstAdmin {
+    /// The administrator's key.
+    pub admin: BootstrapAdmin,
+    /// The prefixes it administers.
+    pub prefixes: Vec<String>,
+}
+
+/// Where a started node listens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Addresses {
+    /// The Handle protocol address, TCP and UDP.
+    pub handle: SocketAddr,
+    /// The HTTP address.
+    pub http: SocketAddr,
+    /// The peer address (Raft, forwarded requests, `hdl cluster`).
+    pub peer: SocketAddr,
+    /// The HTTPS address, when HTTPS is on.
+    pub https: Option<SocketAddr>,
+}
+
+/// `handle=<addr> http=<addr> peer=<addr>[ https=<addr>]`, as `hdl serve` announces it.
+impl fmt::Display for Addresses {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "handle={} http={} peer={}",
+            self.handle, self.http, self.peer
+        )?;
+        match self.https {
+            Some(https) => write!(f, " https={https}"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The peer port's server and what stops it.
+struct PeerPort {
+    server: JoinHandle<std::io::Result<()>>,
+    stop: watch::Sender<bool>,
+}
+
+/// A started node: its sockets bound, its groups running, not serving yet.
+pub struct Node {
+    config: Config,
+    addresses: Addresses,
+    handle: HandleListeners,
+    http: HttpListeners,
+    peers: PeerPort,
+    groups: Groups,
+    follower: JoinHandle<()>,
+    service: Service,
+}
+
+impl fmt::Debug for Node {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Node")
+            .field("id", &self.config.cluster.node_id)
+            .field("addresses", &self.addresses)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Node {
+    /// Assembles a node: data directory, sockets, groups, service, bootstrap
+    /// administrator. Nothing is served until [`Node::run`].
+    pub async fn start(settings: Settings) -> Result<Node, NodeError> {
+        let Settings {
+            config,
+            server_admins,
+            first_admin,
+        } = settings;
+        config.validate()?;
+        if first_admin.is_some() && !config.cluster.bootstrap {
+            return Err(NodeError::FirstAdminWithoutOwnSet);
+        }
+        let mut policy = AuthPolicy {
+            server_admins: config.auth.server_admin_identities()?,
+        };
+        policy.server_admins.extend(server_admins);
+        std::fs::create_dir_all(&config.data_dir).map_err(|source| NodeError::DataDir {
+            path: config.data_dir.clone(),
+            source,
+        })?;
+        let handle = HandleListeners::bind(config.handle.listen).await?;
+        let peers = TcpListener::bind(config.cluster.peer_listen)
+            .await
+            .map_err(|source| NodeError::PeerListen {
+                address: config.cluster.peer_listen,
+                source,
+            })?;
+        let http = HttpListeners::bind(&config.http, &config.data_dir).await?;
+        let addresses = Addresses {
+            handle: handle.local_addr().map_err(NodeError::Address)?,
+            http: http.local_addr().map_err(NodeError::Address)?,
+            peer: peers.local_addr().map_err(NodeError::Address)?,
+            https: http.https_addr().map_err(NodeError::Address)?,
+        };
+        let me = Member {
+            handle: config.site.advertised_handle_addr(addresses.handle),
+            peer: addresses.peer,
+            http: Some(addresses.http),
+        };
+        let registry = Arc::new(Registry::default());
+        let secret = read_or_create_secret_file(&config.secret_path())?;
+        let peers = serve_peer_port(peers, secret.clone(), Arc::clone(&registry));
+        let host = GroupHost {
+            me,
+            links: Links::new(config.cluster.node_id, secret),
+            registry: Arc::clone(&registry),
+        };
+        let groups = start_groups(&groups::settings(&config), &config.data_dir, &host).await?;
+        let service = service(&config, &groups, policy);
+        registry.set_node(Arc::new(NodeEndpoint::new(
+            service.clone(),
+            groups.map.clone(),
+        )));
+        let follower = {
+            let (map, set) = (groups.map.clone(), groups.set.clone());
+            tokio::spawn(async move { map.follow(FIRST_SET, set).await })
+        };
+        if let Some(first_admin) = first_admin {
+            create_first_admin(&service, &first_admin).await?;
+        }
+        Ok(Node {
+            config,
+            addresses,
+            handle,
+            http,
+            peers,
+            groups,
+            follower,
+            service,
+        })
+    }
+
+    /// Where the node listens.
+    pub fn addresses(&self) -> Addresses {
+        self.addresses
+    }
+
+    /// Serves until `shutdown` resolves; then drains both edges (each within
+    /// [`DRAIN_DEADLINE`]) and stops the groups. The groups are stopped even when an
+    /// edge failed; the first error is returned.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), NodeError> {
+        let Node {
+            config,
+            addresses,
+            handle,
+            http,
+            peers,
+            groups,
+            follower,
+            service,
+        } = self;
+        tracing::info!(%addresses, "serving");
+        let metrics = Arc::new(Metrics::new());
+        let (stop, stopped) = watch::channel(false);
+        let handler: Arc<dyn Handler> = Arc::new(service);
+        let state = http_state(
+            &config,
+            &addresses,
+            Arc::clone(&handler),
+            Arc::clone(&metrics),
+        );
+        let http = tokio::spawn(http.serve(state, until(stopped.clone()), DRAIN_DEADLINE));
+        let handle = handle.serve(handler, &config, metrics, until(stopped), DRAIN_DEADLINE);
+        let signal = async move {
+            shutdown.await;
+            tracing::info!(deadline = ?DRAIN_DEADLINE, "shutting down: draining");
+            stop.send_replace(true);
+        };
+        let (handle, http, ()) = tokio::join!(handle, http, signal);
+        let http = http.unwrap_or_else(|error| Err(std::io::Error::other(error)));
+        let drained = handle.and(http).map_err(NodeError::Serve);
+        tracing::info!("drained; stopping the groups");
+        follower.abort();
+        let stopped = stop_groups(groups, peers).await;
+        drained.and(stopped)
+    }
+}
+
+/// Serves the peer port with `registry` until the returned [`PeerPort`] is stopped.
+fn serve_peer_port(
+    listener: TcpListener,
+    secret: crate::replication::network::ClusterSecret,
+    registry: Arc<Registry>,
+) -> PeerPort {
+    let (stop, stopped) = watch::channel(false);
+    let dispatch: Arc<dyn Dispatch> = registry;
+    let server = tokio::spawn(serve_peers(listener, secret, dispatch, until(stopped)));
+    PeerPort { server, stop }
+}
+
+/// Stops the groups (their Raft; each stops answering its peer calls), then the peer
+/// port. Every part is stopped even when one fails; the first error is returned.
+async fn stop_groups(groups: Groups, peers: PeerPort) -> Result<(), NodeError> {
+    let set = groups.set.shutdown().await;
+    let map = groups.map.group().shutdown().await;
+    peers.stop.send_replace(true);
+    let port = match peers.server.await {
+        Ok(served) => served.map_err(NodeError::Serve),
+        Err(error) => Err(NodeError::Serve(std::io::Error::other(error))),
+    };
+    set.and(map).map_err(NodeError::StopGroup).and(port)
+}
+
+/// The service both edges answer with.
+fn service(config: &Config, groups: &Groups, policy: AuthPolicy) -> Service {
+    let store = Arc::clone(&groups.store);
+    let service = Service::new(store, groups.set.clone(), policy, config.site.clone());
+    if config.resolver.ghr.is_empty() {
+        return service;
+    }
+    service.with_resolver(Resolver::new(config.resolver.ghr.clone()))
+}
+
+/// What the HTTP handlers share.
+fn http_state(
+    config: &Config,
+    addresses: &Addresses,
+    handler: Arc<dyn Handler>,
+    metrics: Arc<Metrics>,
+) -> HttpState {
+    HttpState {
+        handler,
+        metrics,
+        node: NodeInfo {
+            id: config.cluster.node_id,
+            handle: addresses.handle,
+            http: addresses.http,
+            https: addresses.https,
+            peer: addresses.peer,
+        },
+        allow_plain_auth_from_loopback: config.http.allow_plain_auth_from_loopback,
+        sessions: Arc::new(Mutex::new(SessionTable::new(
+            config.auth.max_sessions,
+            Duration::from_secs(config.auth.session_lifetime_secs),
+        ))),
+    }
+}
+
+/// Creates the first administrator's prefix handles that do not exist yet.
+async fn create_first_admin(service: &Service, first: &FirstAdmin) -> Result<(), NodeError> {
+    let created = service
+        .bootstrap(&first.admin, &first.prefixes)
+        .await
+        .map_err(NodeError::FirstAdmin)?;
+    for handle in created {
+        tracing::info!(%handle, "created the bootstrap administrator's prefix handle");
+    }
+    Ok(())
+}
+
+/// Resolves once `stopped` turns true (or its sender is gone).
+async fn until(mut stopped: watch::Receiver<bool>) {
+    let _ = stopped.wait_for(|stop| *stop).await;
+}

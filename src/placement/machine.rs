@@ -71,7 +71,10 @@ mod tests {
     fn the_map_survives_its_store_and_a_bad_layout_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("map.redb")).unwrap();
-        assert_eq!(read_map(&store.read().unwrap()).unwrap(), ClusterMap::default());
+        assert_eq!(
+            read_map(&store.read().unwrap()).unwrap(),
+            ClusterMap::default()
+        );
         let mut batch = store.write().unwrap();
         let command = MapCommand::RecordSet {
             set: SetId(1),

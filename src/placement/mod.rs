@@ -21,9 +21,7 @@ pub use machine::MapMachine;
 pub use map::{ClusterMap, MapChanged, MapCommand, SetRecord};
 
 use crate::replication::admin::Member;
-use crate::replication::{
-    Group, GroupError, GroupHost, GroupId, GroupSettings, HandleSet, SetId,
-};
+use crate::replication::{Group, GroupError, GroupHost, GroupId, GroupSettings, HandleSet, SetId};
 use crate::storage::{StorageError, Store};
 
 /// How long [`MapGroup::follow`] waits before it checks a set again without news.
@@ -82,9 +80,8 @@ impl MapGroup {
             if let Err(error) = self.record_if_changed(id, &set).await {
                 tracing::warn!(%error, set = id.0, "cannot record the set's members in the cluster map");
             }
-            match tokio::time::timeout(FOLLOW_RETRY, news.changed()).await {
-                Ok(false) => return,
-                Ok(true) | Err(_) => {}
+            if let Ok(false) = tokio::time::timeout(FOLLOW_RETRY, news.changed()).await {
+                return;
             }
         }
     }
@@ -94,11 +91,20 @@ impl MapGroup {
         if leader != Some(set.status().id) {
             return Ok(());
         }
-        let map = self.map().map_err(|error| GroupError::Storage(error.into()))?;
-        let recorded = map.sets.get(&id).map(|record| record.members.values().cloned().collect::<Vec<_>>());
+        let map = self
+            .map()
+            .map_err(|error| GroupError::Storage(error.into()))?;
+        let recorded = map
+            .sets
+            .get(&id)
+            .map(|record| record.members.values().cloned().collect::<Vec<_>>());
         if recorded.as_ref() != Some(&members) {
             let changed = self.record_set(id, members).await?;
-            tracing::info!(set = id.0, epoch = changed.epoch, "recorded the set's members in the cluster map");
+            tracing::info!(
+                set = id.0,
+                epoch = changed.epoch,
+                "recorded the set's members in the cluster map"
+            );
         }
         Ok(())
     }

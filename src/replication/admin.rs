@@ -10,8 +10,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use openraft::{ChangeMembers, Raft, RaftMetrics, ServerState};
 use serde::{Deserialize, Serialize};
 
-use super::network::ForwardError;
 use super::machine::Machine;
+use super::network::ForwardError;
 use super::types::{GroupConfig, Node, NodeId};
 
 /// A membership or status call.

@@ -103,9 +103,9 @@ impl Machine for HandleSet {
             } => batch
                 .add_values(&handle, values, existing)
                 .map(|()| Applied::Done),
-            HandleCommand::ModifyValues { handle, values } => batch
-                .modify_values(&handle, values)
-                .map(|()| Applied::Done),
+            HandleCommand::ModifyValues { handle, values } => {
+                batch.modify_values(&handle, values).map(|()| Applied::Done)
+            }
             HandleCommand::RemoveValues { handle, indexes } => batch
                 .remove_values(&handle, &indexes)
                 .map(|()| Applied::Done),

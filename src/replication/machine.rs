@@ -19,10 +19,26 @@ use crate::storage::{StorageError, WriteBatch};
 /// becomes the other.
 pub trait Machine: Send + Sync + 'static {
     /// What a log entry carries.
-    type Command: Serialize + DeserializeOwned + Clone + Debug + PartialEq + Eq + Send + Sync + 'static;
+    type Command: Serialize
+        + DeserializeOwned
+        + Clone
+        + Debug
+        + PartialEq
+        + Eq
+        + Send
+        + Sync
+        + 'static;
     /// What applying a command answers: a success or a deterministic refusal, the same
     /// on every replica.
-    type Output: Serialize + DeserializeOwned + Clone + Debug + PartialEq + Eq + Send + Sync + 'static;
+    type Output: Serialize
+        + DeserializeOwned
+        + Clone
+        + Debug
+        + PartialEq
+        + Eq
+        + Send
+        + Sync
+        + 'static;
 
     /// What the machine holds, for logs and errors ("handles", "the cluster map").
     const NAME: &'static str;

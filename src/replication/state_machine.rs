@@ -92,12 +92,16 @@ impl<M: Machine> StateMachine<M> {
     }
 }
 
+/// What one batch of entries did: the applied state after it, and each entry's
+/// response.
+type Applied<M> = (AppliedState, Vec<Response<<M as Machine>::Output>>);
+
 /// Applies `entries` to `store` in one durable batch, starting from `applied`.
 fn apply_entries<M: Machine>(
     store: &Store,
     mut applied: AppliedState,
     entries: Vec<Entry<M>>,
-) -> Result<(AppliedState, Vec<Response<M::Output>>), Error> {
+) -> Result<Applied<M>, Error> {
     let mut batch = store.write()?;
     let mut responses = Vec::with_capacity(entries.len());
     for entry in entries {
@@ -219,10 +223,7 @@ impl<M: Machine> RaftStateMachine<GroupConfig<M>> for StateMachine<M> {
         Ok((self.applied.last_applied, self.applied.membership.clone()))
     }
 
-    async fn apply<I>(
-        &mut self,
-        entries: I,
-    ) -> Result<Vec<Response<M::Output>>, RaftStorageError>
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<Response<M::Output>>, RaftStorageError>
     where
         I: IntoIterator<Item = Entry<M>> + OptionalSend,
         I::IntoIter: OptionalSend,

@@ -1,7 +1,8 @@
 //! The network edges of a node: the Handle protocol on TCP and UDP.
 //!
 //! Owns the sockets. Binds them, prints nothing (the binary announces the addresses),
-//! and serves until the shutdown future resolves. Depends on [`crate::codec`] for the
+//! and serves until the shutdown future resolves, then drains (`drain`): stops
+//! accepting and answers the requests already received, by a deadline. Depends on [`crate::codec`] for the
 //! wire, [`crate::auth`] for challenges and session MACs, [`crate::service`] for what
 //! to answer (through an `Arc<dyn Handler>`, never the concrete service),
 //! [`crate::config`] for settings and [`crate::metrics`]; never on storage,
@@ -10,6 +11,7 @@
 
 mod challenges;
 mod codes;
+mod drain;
 mod exchange;
 mod requests;
 mod responder;
@@ -25,6 +27,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 use tokio::net::{TcpListener, UdpSocket};
+use tokio::task::JoinSet;
 
 pub use exchange::ResponseSettings;
 pub use responder::{LIST_PAGE_LEN, Responder};
@@ -84,13 +87,15 @@ impl HandleListeners {
     }
 
     /// Serves the Handle protocol from `handler` until `shutdown` resolves, recording
-    /// every answer in `metrics`.
+    /// every answer in `metrics`; then stops accepting and answers what was received
+    /// within `drain`, and returns.
     pub async fn serve(
         self,
         handler: Arc<dyn Handler>,
         config: &Config,
         metrics: Arc<Metrics>,
         shutdown: impl Future<Output = ()>,
+        drain: Duration,
     ) -> std::io::Result<()> {
         let settings = ResponseSettings {
             site_serial: config.site.serial,
@@ -101,11 +106,20 @@ impl HandleListeners {
         };
         let responder = Responder::new(handler, settings, metrics);
         let idle = Duration::from_secs(config.handle.tcp_idle_timeout_secs);
-        let tcp = tokio::spawn(tcp::serve(self.tcp, responder.clone(), idle));
-        let udp = tokio::spawn(udp::serve(self.udp, responder));
+        let (start, draining) = drain::channel();
+        let mut loops = JoinSet::new();
+        loops.spawn(tcp::serve(
+            self.tcp,
+            responder.clone(),
+            idle,
+            draining.clone(),
+        ));
+        loops.spawn(udp::serve(self.udp, responder, draining));
         shutdown.await;
-        tcp.abort();
-        udp.abort();
+        start.begin(drain);
+        while let Some(ended) = loops.join_next().await {
+            ended.map_err(std::io::Error::other)?;
+        }
         Ok(())
     }
 }

@@ -5,60 +5,149 @@
 //! timeout, or it sends a message longer than 256 KiB (answered, then closed: the rest
 //! of the stream cannot be framed). The reference server closes after one request;
 //! serving more costs nothing and lets clients reuse connections.
+//!
+//! On shutdown ([`super::drain`]) the listener takes the connections the kernel has
+//! already queued and is closed; each connection answers the request it is reading or
+//! answering (a new connection, its first request: clients send it right after
+//! connecting) and whole requests already received, then is closed. All of it ends by
+//! the drain's deadline.
 
 use std::net::SocketAddr;
+use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
-use tracing::{debug, warn};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tracing::{debug, info, warn};
 
 use crate::codec::{ENVELOPE_LEN, Frame, next_frame};
 use crate::service::Caller;
 
+use super::drain::{self, Draining};
 use super::responder::{Reply, Responder};
 
 /// At most this many connections are served at once; more wait to be accepted.
-const MAX_CONNECTIONS: usize = 4096;
+const MAX_CONNECTIONS: u32 = 4096;
 
-/// Accepts connections until the task is dropped.
-pub async fn serve(listener: TcpListener, responder: Responder, idle_timeout: Duration) {
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-    loop {
-        let Ok(permit) = Arc::clone(&slots).acquire_owned().await else {
-            return;
+/// Accepts connections until the drain begins, then drains them by its deadline.
+pub async fn serve(
+    listener: TcpListener,
+    responder: Responder,
+    idle_timeout: Duration,
+    draining: Draining,
+) {
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS as usize));
+    let serve = |(stream, peer), permit| {
+        let work = connection(
+            stream,
+            peer,
+            responder.clone(),
+            idle_timeout,
+            draining.clone(),
+        );
+        tokio::spawn(served(draining.clone().bound(work), peer, permit));
+    };
+    let deadline = loop {
+        let (accepted, permit) = tokio::select! {
+            biased;
+            deadline = draining.started() => break deadline,
+            slot = accept(&listener, &slots) => match slot {
+                Some(accepted) => accepted,
+                None => break tokio::time::Instant::now(),
+            },
         };
-        let (stream, peer) = match listener.accept().await {
-            Ok(accepted) => accepted,
+        match accepted {
+            Ok(accepted) => serve(accepted, permit),
             Err(error) => {
                 warn!(%error, "accepting a TCP connection failed");
                 tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
             }
-        };
-        let responder = responder.clone();
-        tokio::spawn(async move {
-            if let Err(error) = connection(stream, peer, &responder, idle_timeout).await {
-                debug!(%peer, %error, "TCP connection ended");
+        }
+    };
+    match queued(&listener) {
+        Ok(queued) => {
+            for _ in 0..MAX_CONNECTIONS {
+                let Some(accepted) = take_queued(&queued) else {
+                    break;
+                };
+                let Ok(permit) = Arc::clone(&slots).try_acquire_owned() else {
+                    break;
+                };
+                serve(accepted, permit);
             }
-            drop(permit);
-        });
+        }
+        Err(error) => warn!(%error, "cannot take the queued TCP connections"),
     }
+    drop(listener);
+    let left = drain::settled(&slots, MAX_CONNECTIONS, deadline).await;
+    if left > 0 {
+        info!(
+            left,
+            "TCP drain deadline passed; closing the connections left"
+        );
+    }
+}
+
+/// A free connection slot, then the next connection (`None` if the slots were
+/// closed, which they never are).
+async fn accept(
+    listener: &TcpListener,
+    slots: &Arc<Semaphore>,
+) -> Option<(
+    std::io::Result<(TcpStream, SocketAddr)>,
+    OwnedSemaphorePermit,
+)> {
+    let permit = Arc::clone(slots).acquire_owned().await.ok()?;
+    Some((listener.accept().await, permit))
+}
+
+/// The listener again, to take the connections the kernel has queued without waiting
+/// (a plain non-blocking accept: tokio's would wait for the reactor to report them).
+fn queued(listener: &TcpListener) -> std::io::Result<std::net::TcpListener> {
+    Ok(std::net::TcpListener::from(
+        listener.as_fd().try_clone_to_owned()?,
+    ))
+}
+
+/// The next connection `queued` holds, if any.
+fn take_queued(queued: &std::net::TcpListener) -> Option<(TcpStream, SocketAddr)> {
+    let (stream, peer) = queued.accept().ok()?;
+    stream.set_nonblocking(true).ok()?;
+    Some((TcpStream::from_std(stream).ok()?, peer))
+}
+
+/// Awaits a connection's end, logs how it ended and frees its slot.
+async fn served(
+    work: impl Future<Output = Option<std::io::Result<()>>>,
+    peer: SocketAddr,
+    permit: OwnedSemaphorePermit,
+) {
+    match work.await {
+        Some(Ok(())) => {}
+        Some(Err(error)) => debug!(%peer, %error, "TCP connection ended"),
+        None => debug!(%peer, "TCP connection closed at the drain deadline"),
+    }
+    drop(permit);
 }
 
 async fn connection(
     mut stream: TcpStream,
     peer: SocketAddr,
-    responder: &Responder,
+    responder: Responder,
     idle_timeout: Duration,
+    draining: Draining,
 ) -> std::io::Result<()> {
     stream.set_nodelay(true)?;
     let caller = Caller::anonymous(peer.ip());
     let mut buffer = Vec::with_capacity(1024);
+    let mut reading = Reading {
+        idle_timeout,
+        answered: false,
+    };
     loop {
-        let frame = match read_frame(&mut stream, &mut buffer, idle_timeout).await? {
+        let frame = match reading.frame(&mut stream, &mut buffer, &draining).await? {
             Some(frame) => frame,
             None => return Ok(()),
         };
@@ -67,6 +156,7 @@ async fn connection(
                 let reply = responder.respond(caller.clone(), &buffer[..len]).await;
                 write_reply(&mut stream, reply).await?;
                 buffer.drain(..len);
+                reading.answered = true;
             }
             Err(envelope_bytes) => {
                 let reply = responder.respond(caller.clone(), &envelope_bytes).await;
@@ -77,32 +167,72 @@ async fn connection(
     }
 }
 
-/// Reads until `buffer` starts with a whole message: `Ok(len)` of it, `Err(envelope)`
-/// when the message is too long to take (its envelope, to answer it), `None` when the
-/// peer closed or went idle between messages.
-async fn read_frame(
-    stream: &mut TcpStream,
-    buffer: &mut Vec<u8>,
+/// How a connection reads its next request.
+struct Reading {
     idle_timeout: Duration,
-) -> std::io::Result<Option<Result<usize, Vec<u8>>>> {
-    loop {
-        match next_frame(buffer) {
-            Frame::Ready { len } => return Ok(Some(Ok(len))),
-            Frame::TooLarge { .. } => return Ok(Some(Err(buffer[..ENVELOPE_LEN].to_vec()))),
-            Frame::Incomplete { needed } => {
-                let start = buffer.len();
-                buffer.resize(start + needed.max(1), 0);
-                let read = tokio::time::timeout(idle_timeout, stream.read(&mut buffer[start..]));
-                let count = match read.await {
-                    Ok(result) => result?,
-                    Err(_elapsed) => 0,
-                };
-                buffer.truncate(start + count);
-                if count == 0 {
-                    return Ok(None);
+    /// Whether a request has been answered on the connection: once one has, the
+    /// connection is idle between requests whenever nothing is buffered.
+    answered: bool,
+}
+
+impl Reading {
+    /// Reads until `buffer` starts with a whole message: `Ok(len)` of it,
+    /// `Err(envelope)` when the message is too long to take (its envelope, to answer
+    /// it), `None` when the peer closed, went idle between messages, or was idle
+    /// between messages when the drain began (then only octets already received are
+    /// still read).
+    async fn frame(
+        &self,
+        stream: &mut TcpStream,
+        buffer: &mut Vec<u8>,
+        draining: &Draining,
+    ) -> std::io::Result<Option<Result<usize, Vec<u8>>>> {
+        loop {
+            let needed = match next_frame(buffer) {
+                Frame::Ready { len } => return Ok(Some(Ok(len))),
+                Frame::TooLarge { .. } => return Ok(Some(Err(buffer[..ENVELOPE_LEN].to_vec()))),
+                Frame::Incomplete { needed } => needed,
+            };
+            let start = buffer.len();
+            buffer.resize(start + needed.max(1), 0);
+            let idle = start == 0 && self.answered;
+            let read = if idle && draining.has_started() {
+                received_already(stream, &mut buffer[start..])
+            } else if idle {
+                tokio::select! {
+                    biased;
+                    read = self.read(stream, &mut buffer[start..]) => read,
+                    _ = draining.started() => {
+                        buffer.truncate(start);
+                        continue;
+                    }
                 }
+            } else {
+                self.read(stream, &mut buffer[start..]).await
+            };
+            let count = read?;
+            buffer.truncate(start + count);
+            if count == 0 {
+                return Ok(None);
             }
         }
+    }
+
+    /// Reads what comes within the idle timeout; 0 octets when none came.
+    async fn read(&self, stream: &mut TcpStream, into: &mut [u8]) -> std::io::Result<usize> {
+        tokio::time::timeout(self.idle_timeout, stream.read(into))
+            .await
+            .unwrap_or(Ok(0))
+    }
+}
+
+/// Reads what has already arrived on `stream`, without waiting: 0 octets when nothing
+/// has (a plain non-blocking read, as tokio's would wait for the reactor to report it).
+fn received_already(stream: &TcpStream, into: &mut [u8]) -> std::io::Result<usize> {
+    let mut again = std::net::TcpStream::from(stream.as_fd().try_clone_to_owned()?);
+    match std::io::Read::read(&mut again, into) {
+        Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => Ok(0),
+        other => other,
     }
 }
 

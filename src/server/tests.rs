@@ -296,5 +296,7 @@ async fn busy_answer_echoes_the_request() {
 #[path = "auth_tests.rs"]
 mod auth_tests;
 
+#[path = "drain_tests.rs"]
+mod drain_tests;
 #[path = "memory_tests.rs"]
 mod memory_tests;

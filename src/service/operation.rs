@@ -125,8 +125,12 @@ pub(super) fn log_command(operation: Operation) -> HandleCommand {
             values,
             existing,
         },
-        Operation::ModifyValues { handle, values } => HandleCommand::ModifyValues { handle, values },
-        Operation::RemoveValues { handle, indexes } => HandleCommand::RemoveValues { handle, indexes },
+        Operation::ModifyValues { handle, values } => {
+            HandleCommand::ModifyValues { handle, values }
+        }
+        Operation::RemoveValues { handle, indexes } => {
+            HandleCommand::RemoveValues { handle, indexes }
+        }
         Operation::HomePrefix { prefix } => HandleCommand::HomePrefix { prefix },
         Operation::UnhomePrefix { prefix } => HandleCommand::UnhomePrefix { prefix },
     }

@@ -32,8 +32,8 @@ use std::path::Path;
 
 use redb::{Database, ReadableDatabase, ReadableTable, WriteTransaction};
 
-pub use batch::{CreateOutcome, ExistingHandle, ExistingValue, WriteBatch};
 pub use applied::Applied;
+pub use batch::{CreateOutcome, ExistingHandle, ExistingValue, WriteBatch};
 pub use error::{Refusal, StorageError};
 pub use image::{RecentResult, StoreImage};
 pub use log::EntryLog;

@@ -19,7 +19,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -162,11 +162,41 @@ impl Server {
     pub fn anonymous_client(&self) -> Client {
         Client::new(vec![self.address()])
     }
+
+    /// Its HTTP address.
+    pub fn http_address(&self) -> SocketAddr {
+        self.listening.http
+    }
+
+    /// Sends it SIGTERM: it drains and stops.
+    pub fn terminate(&self) {
+        let pid = rustix::process::Pid::from_child(&self.child);
+        rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("SIGTERM");
+    }
+
+    /// Waits (polling, within `within`) for it to exit and reaps it; `None` if it is
+    /// still running then.
+    pub fn wait_exit(&mut self, within: Duration) -> Option<ExitStatus> {
+        const POLL: Duration = Duration::from_millis(10);
+        let deadline = Instant::now() + within;
+        let polls = within.as_millis() / POLL.as_millis() + 1;
+        for _ in 0..polls {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                break;
+            }
+            thread::sleep(POLL);
+        }
+        self.child.try_wait().expect("try_wait")
+    }
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
-        // SIGKILL: the test is over, nothing needs a graceful stop.
+        // SIGKILL: the test is over, nothing needs a graceful stop (a server that has
+        // exited already is only reaped).
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

@@ -13,19 +13,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-/// Imports that break the table today and are waiting for work under way elsewhere
-/// in this issue: `hdl serve` assembling the node itself (until `node` exists) and
-/// `hdl cluster init` writing a raw store command (until bootstrap goes through the
-/// service). Each is `(file, module imported)`; an entry that no longer matches an
-/// import fails the test too, so this list only shrinks. Empty it, don't extend it.
-const WAITING_FOR_THE_COORDINATOR: &[(&str, &str)] = &[
-    ("src/cli/serve.rs", "server"),
-    ("src/cli/serve.rs", "http"),
-    ("src/cli/serve.rs", "storage"),
-    ("src/cli/serve.rs", "resolver"),
-    ("src/cli/cluster.rs", "storage"),
-];
-
 /// What a grouped `crate::{…}` import is recorded as: the checker reads one module
 /// per path, so such an import is reported for splitting.
 const GROUPED: &str = "{…}";
@@ -261,7 +248,6 @@ fn every_module_imports_only_what_its_layer_allows() {
         }
     }
 
-    let mut used_exceptions = BTreeSet::new();
     for (module, files) in &modules {
         let Some(row) = table.get(module) else {
             continue;
@@ -302,13 +288,6 @@ fn every_module_imports_only_what_its_layer_allows() {
                     );
                     continue;
                 }
-                let exception = WAITING_FOR_THE_COORDINATOR
-                    .iter()
-                    .find(|(file, module)| *file == import.file && *module == import.module);
-                if let Some(exception) = exception {
-                    used_exceptions.insert(*exception);
-                    continue;
-                }
                 let _ = writeln!(
                     problems,
                     "{}:{}: `{module}` imports `{}` ({}), which its row in README.md's layer table \
@@ -324,15 +303,6 @@ fn every_module_imports_only_what_its_layer_allows() {
                         .join(", "),
                 );
             }
-        }
-    }
-    for (file, module) in WAITING_FOR_THE_COORDINATOR {
-        if !used_exceptions.contains(&(*file, *module)) {
-            let _ = writeln!(
-                problems,
-                "WAITING_FOR_THE_COORDINATOR lists {file} importing `{module}`, which it \
-                 no longer does: remove the entry"
-            );
         }
     }
     assert!(

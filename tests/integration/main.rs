@@ -6,6 +6,7 @@
 mod auth;
 mod cluster;
 mod commands;
+mod drain;
 mod harness;
 mod http;
 mod http_proxy;

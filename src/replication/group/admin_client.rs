@@ -4,6 +4,8 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use super::error::GroupError;
 use crate::replication::admin::{AdminAnswer, AdminRequest, MemberStatus};
 use crate::replication::network::{self, ClusterSecret, ForwardError, Links};
@@ -12,8 +14,13 @@ use crate::replication::{GroupId, NodeId};
 /// The node id the admin client gives in the peer handshake; it is never a member.
 const ADMIN_CLIENT_ID: NodeId = 0;
 
-/// How many times a call follows a "not the leader" answer to the named leader.
-const MAX_REDIRECTS: usize = 3;
+/// How long a call keeps trying while the group elects a leader: the leader it was
+/// sent to is gone, or nobody knows a leader yet. An election takes a few election
+/// timeouts (`[cluster] election_timeout_max_ms`, 1 s by default).
+const ELECTION_PATIENCE: Duration = Duration::from_secs(10);
+
+/// How long to wait before asking again during an election.
+const RETRY_STEP: Duration = Duration::from_millis(100);
 
 /// Sends admin calls to the nodes of a cluster, authenticated with its secret.
 #[derive(Debug, Clone)]
@@ -32,35 +39,52 @@ impl AdminClient {
     }
 
     /// Sends `request` to `group` on the node whose peer address is `peer`; when it
-    /// answers that it is not the leader, asks the leader it names instead.
+    /// answers that it is not the leader, asks the leader it names instead. While the
+    /// group is electing (no leader known, the named leader unreachable, no quorum),
+    /// asks `peer` again, for at most [`ELECTION_PATIENCE`].
     pub async fn call(
         &self,
         peer: SocketAddr,
         group: GroupId,
         request: &AdminRequest,
     ) -> Result<AdminAnswer, GroupError> {
+        let deadline = Instant::now() + ELECTION_PATIENCE;
         let mut at = peer;
-        let mut redirects = 0;
         loop {
-            let answer =
-                network::admin_call(&self.links, at, group, request, self.timeout).await?;
-            match answer {
-                Ok(answer) => return Ok(answer),
-                Err(ForwardError::NotLeader {
+            let answer = network::admin_call(&self.links, at, group, request, self.timeout).await;
+            let electing = match answer {
+                Ok(Ok(answer)) => return Ok(answer),
+                // Two nodes naming each other (a stale view) end at the deadline.
+                Ok(Err(ForwardError::NotLeader {
                     leader_node: Some(leader),
                     ..
-                }) if leader.peer != at && redirects < MAX_REDIRECTS => {
-                    redirects += 1;
+                })) if leader.peer != at && Instant::now() < deadline => {
                     at = leader.peer;
+                    continue;
                 }
-                Err(ForwardError::Fatal(fatal)) => return Err(GroupError::Stopped(fatal)),
-                Err(error) => return Err(GroupError::Refused(error)),
+                Ok(Err(
+                    error @ (ForwardError::NotLeader { .. } | ForwardError::QuorumNotEnough(_)),
+                )) => GroupError::Refused(error),
+                Ok(Err(ForwardError::Fatal(fatal))) => return Err(GroupError::Stopped(fatal)),
+                Ok(Err(error)) => return Err(GroupError::Refused(error)),
+                // The node named as leader is gone: the group is electing.
+                Err(error) if at != peer => GroupError::Peer(error),
+                Err(error) => return Err(GroupError::Peer(error)),
+            };
+            if Instant::now() >= deadline {
+                return Err(electing);
             }
+            tokio::time::sleep(RETRY_STEP).await;
+            at = peer;
         }
     }
 
     /// What the node at `peer` says about itself and its member of `group`.
-    pub async fn status(&self, peer: SocketAddr, group: GroupId) -> Result<MemberStatus, GroupError> {
+    pub async fn status(
+        &self,
+        peer: SocketAddr,
+        group: GroupId,
+    ) -> Result<MemberStatus, GroupError> {
         match self.call(peer, group, &AdminRequest::Status).await? {
             AdminAnswer::Status(status) => Ok(*status),
             AdminAnswer::Done => Err(GroupError::UnexpectedAnswer("Done")),

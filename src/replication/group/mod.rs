@@ -32,7 +32,9 @@ pub use error::GroupError;
 use super::admin::{self, Member, MemberStatus};
 use super::machine::Machine;
 use super::network::{GroupEndpoint, GroupNetwork, Links, Registry};
-use super::{GroupConfig, GroupId, LogStore, Node, NodeId, Request, RequestId, Response, StateMachine};
+use super::{
+    GroupConfig, GroupId, LogStore, Node, NodeId, Request, RequestId, Response, StateMachine,
+};
 use crate::storage::Store;
 use leader::{ReadIndex, Write};
 
@@ -290,14 +292,21 @@ pub(crate) async fn start_alone(
     let secret = super::network::ClusterSecret::new(b"a shared cluster secret, 32 byte").unwrap();
     let registry = Arc::new(Registry::default());
     let dispatch: Arc<dyn super::network::Dispatch> = registry.clone();
-    tokio::spawn(super::network::serve(peers, secret.clone(), dispatch, std::future::pending()));
+    tokio::spawn(super::network::serve(
+        peers,
+        secret.clone(),
+        dispatch,
+        std::future::pending(),
+    ));
     let host = GroupHost {
         me,
         links: Links::new(1, secret),
         registry,
     };
     let group = GroupId::Set(super::SetId(1));
-    Group::start(&settings, group, store, data_dir, host).await.unwrap()
+    Group::start(&settings, group, store, data_dir, host)
+        .await
+        .unwrap()
 }
 
 #[cfg(test)]

@@ -146,7 +146,11 @@ async fn two_groups_share_the_peer_port_and_both_elect_after_their_leader_goes()
     // Writes through a follower are forwarded to each group's leader.
     let follower = &nodes[2];
     assert_eq!(
-        follower.set.client_write(create("10.1/before")).await.unwrap(),
+        follower
+            .set
+            .client_write(create("10.1/before"))
+            .await
+            .unwrap(),
         Ok(Applied::Created)
     );
     assert_eq!(follower.counter.client_write(5).await.unwrap(), 5);
@@ -163,7 +167,10 @@ async fn two_groups_share_the_peer_port_and_both_elect_after_their_leader_goes()
     // Both groups elect among the survivors and take writes again.
     for node in &nodes {
         assert_eq!(
-            node.set.client_write(create(&format!("10.1/after-{}", node.id))).await.unwrap(),
+            node.set
+                .client_write(create(&format!("10.1/after-{}", node.id)))
+                .await
+                .unwrap(),
             Ok(Applied::Created)
         );
     }
@@ -173,6 +180,9 @@ async fn two_groups_share_the_peer_port_and_both_elect_after_their_leader_goes()
         let (_, set_leader) = node.set.members();
         let (_, counter_leader) = node.counter.members();
         assert!(set_leader.is_some_and(|id| id != 1), "{set_leader:?}");
-        assert!(counter_leader.is_some_and(|id| id != 1), "{counter_leader:?}");
+        assert!(
+            counter_leader.is_some_and(|id| id != 1),
+            "{counter_leader:?}"
+        );
     }
 }

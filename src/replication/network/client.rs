@@ -16,9 +16,9 @@ use openraft::raft::{
     VoteRequest, VoteResponse,
 };
 
+use super::link::Links;
 use super::message::{self, Destination, ForwardError, GroupAnswer, GroupCall, Reply};
 use super::stream::PeerError;
-use super::link::Links;
 use crate::replication::admin::{AdminAnswer, AdminRequest};
 use crate::replication::machine::Machine;
 use crate::replication::{GroupConfig, GroupId, Node, NodeId, Request, Response};
@@ -28,6 +28,9 @@ type RpcError<E = openraft::error::Infallible> = RPCError<NodeId, Node, RaftErro
 
 /// What the peer's Raft answered to one RPC.
 type RemoteAnswer<T, E> = Result<T, RaftError<NodeId, E>>;
+
+/// Takes an RPC's answer out of the expected variant, or names the variant that came.
+type Pick<M, T, E> = fn(GroupAnswer<M>) -> Result<RemoteAnswer<T, E>, &'static str>;
 
 /// Connects one group of this node to the same group on other nodes.
 pub struct GroupNetwork<M> {
@@ -151,7 +154,11 @@ impl<M: Machine> GroupConnection<M> {
     }
 
     /// Sends `call` to this group on the peer and reads its answer within `timeout`.
-    async fn call(&self, call: &GroupCall<M>, timeout: Duration) -> Result<GroupAnswer<M>, Failure> {
+    async fn call(
+        &self,
+        call: &GroupCall<M>,
+        timeout: Duration,
+    ) -> Result<GroupAnswer<M>, Failure> {
         let destination = Destination::Group(self.network.group);
         let links = &self.network.links;
         let body = exchange(links, self.node.peer, &destination, call, timeout).await?;
@@ -164,7 +171,7 @@ impl<M: Machine> GroupConnection<M> {
         &self,
         call: GroupCall<M>,
         option: &RPCOption,
-        pick: fn(GroupAnswer<M>) -> Result<RemoteAnswer<T, E>, &'static str>,
+        pick: Pick<M, T, E>,
     ) -> Result<T, RpcError<E>> {
         let kind = call.kind();
         let answer = self
@@ -269,10 +276,14 @@ impl<M: Machine> RaftNetwork<GroupConfig<M>> for GroupConnection<M> {
         rpc: AppendEntriesRequest<GroupConfig<M>>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<NodeId>, RpcError> {
-        self.rpc(GroupCall::AppendEntries(rpc), &option, |answer| match answer {
-            GroupAnswer::AppendEntries(answer) => Ok(answer.map_err(raft_error)),
-            other => Err(other.kind()),
-        })
+        self.rpc(
+            GroupCall::AppendEntries(rpc),
+            &option,
+            |answer| match answer {
+                GroupAnswer::AppendEntries(answer) => Ok(answer.map_err(raft_error)),
+                other => Err(other.kind()),
+            },
+        )
         .await
     }
 
@@ -281,10 +292,14 @@ impl<M: Machine> RaftNetwork<GroupConfig<M>> for GroupConnection<M> {
         rpc: InstallSnapshotRequest<GroupConfig<M>>,
         option: RPCOption,
     ) -> Result<InstallSnapshotResponse<NodeId>, RpcError<InstallSnapshotError>> {
-        self.rpc(GroupCall::InstallSnapshot(rpc), &option, |answer| match answer {
-            GroupAnswer::InstallSnapshot(answer) => Ok(answer),
-            other => Err(other.kind()),
-        })
+        self.rpc(
+            GroupCall::InstallSnapshot(rpc),
+            &option,
+            |answer| match answer {
+                GroupAnswer::InstallSnapshot(answer) => Ok(answer),
+                other => Err(other.kind()),
+            },
+        )
         .await
     }
 

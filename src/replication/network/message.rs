@@ -110,7 +110,10 @@ impl<M: Machine> GroupAnswer<M> {
 }
 
 /// `head` followed by `body`, as one frame body.
-pub(super) fn encode<H: Serialize, B: Serialize>(head: &H, body: &B) -> Result<Vec<u8>, FrameError> {
+pub(super) fn encode<H: Serialize, B: Serialize>(
+    head: &H,
+    body: &B,
+) -> Result<Vec<u8>, FrameError> {
     let bytes = postcard::to_stdvec(head).map_err(FrameError::Encode)?;
     postcard::to_extend(body, bytes).map_err(FrameError::Encode)
 }

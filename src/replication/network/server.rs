@@ -9,8 +9,8 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 use openraft::Raft;
 
-use super::message::{self, Destination, ForwardError, GroupAnswer, GroupCall, Reply, fatal};
 use super::listener::{Dispatch, DispatchFuture};
+use super::message::{self, Destination, ForwardError, GroupAnswer, GroupCall, Reply, fatal};
 use crate::replication::admin::{self, AdminRequest};
 use crate::replication::machine::Machine;
 use crate::replication::{GroupConfig, GroupId, Node, NodeId};

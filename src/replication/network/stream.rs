@@ -18,8 +18,8 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::mpsc;
 
 use super::frame::{self, FrameError, HEADER_LEN};
-use crate::replication::GroupId;
 use super::seal::{self, Frame, Kind, Opener, SEALED_HEADER_LEN, Sealer, SessionKeys};
+use crate::replication::GroupId;
 
 /// Bytes the sealed reader buffers: many small frames per read call.
 const READ_BUFFER: usize = 64 << 10;

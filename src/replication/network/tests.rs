@@ -84,7 +84,9 @@ async fn start_node(id: NodeId, secret: ClusterSecret) -> TestNode {
     let log = LogStore::<HandleSet>::open(dir.path()).unwrap();
     let sm = StateMachine::<HandleSet>::open(Arc::clone(&store), dir.path()).unwrap();
     let network = GroupNetwork::new(Links::new(id, secret.clone()), SET);
-    let raft = Raft::new(id, raft_config(), network, log, sm).await.unwrap();
+    let raft = Raft::new(id, raft_config(), network, log, sm)
+        .await
+        .unwrap();
     let registry = Arc::new(Registry::default());
     let (peer, stop) = serve_peers(secret, Arc::clone(&registry)).await;
     let node = Node {
@@ -92,7 +94,10 @@ async fn start_node(id: NodeId, secret: ClusterSecret) -> TestNode {
         peer,
         http: None,
     };
-    registry.add_group(SET, Arc::new(GroupEndpoint::new(raft.clone(), node.clone())));
+    registry.add_group(
+        SET,
+        Arc::new(GroupEndpoint::new(raft.clone(), node.clone())),
+    );
     TestNode {
         raft,
         store,

@@ -9,7 +9,10 @@ use hdl::codec::ResponseCode;
 
 /// The node ids the cluster map records for replica set 1.
 fn mapped_members(status: &Value) -> Vec<u64> {
-    let sets = status["map"]["sets"].as_array().cloned().unwrap_or_default();
+    let sets = status["map"]["sets"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     let first = sets.iter().find(|set| set["id"] == 1);
     let members = first.and_then(|set| set["members"].as_array().cloned());
     members
@@ -33,7 +36,9 @@ fn both_groups_elect_and_keep_going_after_a_member_is_killed() {
         let leaders = metadata_leaders(s);
         mapped_members(s) == [1, 2, 3]
             && leaders.len() == 3
-            && leaders.iter().all(|leader| leader.is_some() && *leader == leaders[0])
+            && leaders
+                .iter()
+                .all(|leader| leader.is_some() && *leader == leaders[0])
     });
     let epoch = formed["epoch"].as_u64().expect("an epoch");
     let map_leader = metadata_leaders(&formed)[0].expect("a metadata leader");
