@@ -2,7 +2,7 @@
 //! versioned by an epoch that every change bumps (`DESIGN.md` §3).
 //!
 //! Pure: the map, the commands that change it and their deterministic application.
-//! The metadata group replicates the commands ([`super::machine`]); the slots of the
+//! The metadata group replicates the commands ([`super::MapMachine`]); the slots of the
 //! ring will join the map here.
 
 use std::collections::BTreeMap;

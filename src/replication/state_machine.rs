@@ -22,7 +22,6 @@ use std::io::Cursor;
 use std::marker::PhantomData;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use openraft::storage::RaftStateMachine;
 use openraft::{EntryPayload, ErrorSubject, ErrorVerb, OptionalSend, RaftSnapshotBuilder};
@@ -183,10 +182,7 @@ fn build<M: Machine>(store: &Store, snapshots: &SnapshotFile) -> Result<Snapshot
 /// A snapshot id: the last log id it covers and when it was built, so two builds at
 /// the same log position still differ.
 fn snapshot_id(last: Option<LogId>) -> String {
-    let built = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_micros();
+    let built = crate::clock::unix_micros();
     match last {
         Some(last) => format!(
             "{}-{}-{}-{built}",

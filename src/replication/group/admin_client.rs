@@ -41,7 +41,7 @@ impl AdminClient {
     /// Sends `request` to `group` on the node whose peer address is `peer`; when it
     /// answers that it is not the leader, asks the leader it names instead. While the
     /// group is electing (no leader known, the named leader unreachable, no quorum),
-    /// asks `peer` again, for at most [`ELECTION_PATIENCE`].
+    /// asks `peer` again, for at most ten seconds (an election takes a few election timeouts).
     pub async fn call(
         &self,
         peer: SocketAddr,

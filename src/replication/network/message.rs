@@ -27,7 +27,7 @@ pub enum Destination {
     /// One Raft group of the receiving node; the body is a [`GroupCall`] of it.
     Group(GroupId),
     /// The receiving node's member of a group, for the `hdl cluster` command; the body
-    /// is an [`AdminRequest`], answered with `Result<AdminAnswer, ForwardError>`.
+    /// is an [`AdminRequest`](crate::replication::admin::AdminRequest), answered with `Result<AdminAnswer, ForwardError>`.
     Admin(GroupId),
     /// The receiving node itself; the body is whatever its node calls are.
     Node,
