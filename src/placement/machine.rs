@@ -4,7 +4,7 @@
 //! The document is `u8 layout (1) ‖ postcard ClusterMap`; a layout this build does not
 //! know, or bytes that do not decode, stop the node (the store is not what it must be).
 
-use super::map::{ClusterMap, MapChanged, MapCommand};
+use super::map::{ClusterMap, MapCommand, MapResult};
 use crate::replication::Machine;
 use crate::storage::{ReadSnapshot, StorageError, WriteBatch};
 
@@ -20,15 +20,17 @@ pub enum MapMachine {}
 
 impl Machine for MapMachine {
     type Command = MapCommand;
-    type Output = MapChanged;
+    type Output = MapResult;
 
     const NAME: &'static str = "the cluster map";
 
-    fn apply(batch: &mut WriteBatch, command: MapCommand) -> Result<MapChanged, StorageError> {
+    fn apply(batch: &mut WriteBatch, command: MapCommand) -> Result<MapResult, StorageError> {
         let mut map = decode(batch.document(MAP_DOCUMENT)?)?;
-        let changed = map.apply(command);
-        batch.put_document(MAP_DOCUMENT, &encode(&map)?)?;
-        Ok(changed)
+        let result = map.apply(command);
+        if result.is_ok() {
+            batch.put_document(MAP_DOCUMENT, &encode(&map)?)?;
+        }
+        Ok(result)
     }
 }
 
@@ -80,7 +82,8 @@ mod tests {
             set: SetId(1),
             members: Vec::new(),
         };
-        assert_eq!(MapMachine::apply(&mut batch, command).unwrap().epoch, 1);
+        let changed = MapMachine::apply(&mut batch, command).unwrap();
+        assert_eq!(changed.unwrap().epoch, 1);
         batch.commit().unwrap();
         let map = read_map(&store.read().unwrap()).unwrap();
         assert_eq!(map.epoch, 1);

@@ -18,9 +18,10 @@ use std::sync::Arc;
 
 pub use admin::{ClusterAdmin, FIRST_SET, FIRST_SET_GROUP, MEMBER_GROUPS, MembershipError};
 pub use machine::MapMachine;
-pub use map::{ClusterMap, MapChanged, MapCommand, SetRecord};
+pub use map::{
+    ClusterMap, MapChanged, MapCommand, MapRefusal, MapResult, Migration, MigrationStep, SetRecord,
+};
 
-use crate::replication::admin::Member;
 use crate::replication::{Group, GroupError, GroupHost, GroupId, GroupSettings, HandleSet, SetId};
 use crate::storage::{StorageError, Store};
 
@@ -58,14 +59,9 @@ impl MapGroup {
         machine::read_map(&self.store.read()?)
     }
 
-    /// Records that replica set `set` now has `members`; returns once the metadata
-    /// group has committed and applied it.
-    pub async fn record_set(
-        &self,
-        set: SetId,
-        members: Vec<Member>,
-    ) -> Result<MapChanged, GroupError> {
-        let command = MapCommand::RecordSet { set, members };
+    /// Has the metadata group apply `command`; returns once it is committed and
+    /// applied, with the map's epoch, or why the map refused it.
+    pub async fn change(&self, command: MapCommand) -> Result<MapResult, GroupError> {
         self.group.client_write(command).await
     }
 
@@ -99,12 +95,14 @@ impl MapGroup {
             .get(&id)
             .map(|record| record.members.values().cloned().collect::<Vec<_>>());
         if recorded.as_ref() != Some(&members) {
-            let changed = self.record_set(id, members).await?;
-            tracing::info!(
-                set = id.0,
-                epoch = changed.epoch,
-                "recorded the set's members in the cluster map"
-            );
+            let command = MapCommand::RecordSet { set: id, members };
+            if let Ok(changed) = self.change(command).await? {
+                tracing::info!(
+                    set = id.0,
+                    epoch = changed.epoch,
+                    "recorded the set's members in the cluster map"
+                );
+            }
         }
         Ok(())
     }

@@ -8,9 +8,14 @@
 //! results, not failures.
 //!
 //! The command is a log format, read back for as long as a log or a node's disk holds
-//! it: version 1 is the seven variants below, in this order and with these fields, as
-//! the first hdl wrote them; their encoding is pinned by a test. A later change to a
-//! command is a new variant appended after them, never an edit.
+//! it: version 1 is the first seven variants below, in this order and with these
+//! fields, as the first hdl wrote them; their encoding is pinned by a test. Version 2
+//! appended the slot commands. A later change to a command is a new variant appended
+//! after them, never an edit.
+//!
+//! Once the store is sliced into a ring's slots, a change to a handle whose slot the
+//! set does not take writes for (another set owns it, or it is changing hands) is
+//! refused with [`Refusal::NotHere`]: the router finds the slot's owner and asks it.
 //!
 //! The service builds commands, in one place, from operations it has validated and
 //! authorised; nothing else does.
@@ -18,8 +23,12 @@
 use serde::{Deserialize, Serialize};
 
 use super::machine::Machine;
+use crate::codec::handle_hash;
 use crate::names::Handle;
-use crate::storage::{Applied, ExistingHandle, ExistingValue, Refusal, StorageError, WriteBatch};
+use crate::storage::{
+    Applied, ExistingHandle, ExistingValue, Refusal, Slice, Slot, StorageError, WriteBatch,
+};
+use crate::values::HashOption;
 use crate::values::{HandleValue, ValueIndex};
 
 /// The machine of a replica set's group.
@@ -80,6 +89,51 @@ pub enum HandleCommand {
         /// The prefix.
         prefix: String,
     },
+    /// Slice the store into a ring of `slot_count` slots, of which the set owns `owned`
+    /// (version 2).
+    MakeSlice {
+        /// The ring's slot count, a power of two.
+        slot_count: u32,
+        /// The slots the set owns.
+        owned: Vec<Slot>,
+    },
+}
+
+/// The slot of the handle whose folded key is `key` in a ring of `slot_count` slots:
+/// the RFC 3652 site hash of the whole handle (digest §7) modulo the slot count, so
+/// that a client choosing among an HS_SITE's `slot_count` servers lands on the slot's.
+pub fn slot_of(key: &str, slot_count: u32) -> Slot {
+    let hash = handle_hash(key.as_bytes(), HashOption::ByHandle);
+    Slot(hash % slot_count.max(1))
+}
+
+/// Refuses a change to `handle` when the store is sliced and the set does not take
+/// writes for its slot now.
+fn check_writable(batch: &WriteBatch, handle: &Handle) -> Result<(), StorageError> {
+    let Slice::Ring(count) = batch.slice()? else {
+        return Ok(());
+    };
+    let slot = slot_of(handle.key(), count);
+    match batch.slot_state(slot)? {
+        Some(state) if state.takes_writes() => Ok(()),
+        _ => Err(Refusal::NotHere(slot).into()),
+    }
+}
+
+impl HandleCommand {
+    /// The handle the command changes, if it changes one.
+    fn handle(&self) -> Option<&Handle> {
+        match self {
+            HandleCommand::Create { handle, .. }
+            | HandleCommand::Delete { handle }
+            | HandleCommand::AddValues { handle, .. }
+            | HandleCommand::ModifyValues { handle, .. }
+            | HandleCommand::RemoveValues { handle, .. } => Some(handle),
+            HandleCommand::HomePrefix { .. }
+            | HandleCommand::UnhomePrefix { .. }
+            | HandleCommand::MakeSlice { .. } => None,
+        }
+    }
 }
 
 impl Machine for HandleSet {
@@ -89,7 +143,22 @@ impl Machine for HandleSet {
     const NAME: &'static str = "handles";
 
     fn apply(batch: &mut WriteBatch, command: HandleCommand) -> Result<HandleResult, StorageError> {
-        let outcome = match command {
+        let outcome = match command.handle() {
+            Some(handle) => check_writable(batch, handle).and_then(|()| change(batch, command)),
+            None => change(batch, command),
+        };
+        match outcome {
+            Ok(applied) => Ok(Ok(applied)),
+            Err(StorageError::Refused(refusal)) => Ok(Err(refusal)),
+            Err(failure) => Err(failure),
+        }
+    }
+}
+
+/// Carries `command` out on `batch`.
+fn change(batch: &mut WriteBatch, command: HandleCommand) -> Result<Applied, StorageError> {
+    {
+        match command {
             HandleCommand::Create {
                 handle,
                 values,
@@ -115,11 +184,9 @@ impl Machine for HandleSet {
             HandleCommand::UnhomePrefix { prefix } => {
                 batch.unhome_prefix(&prefix).map(|()| Applied::Done)
             }
-        };
-        match outcome {
-            Ok(applied) => Ok(Ok(applied)),
-            Err(StorageError::Refused(refusal)) => Ok(Err(refusal)),
-            Err(failure) => Err(failure),
+            HandleCommand::MakeSlice { slot_count, owned } => {
+                batch.make_slice(slot_count, &owned).map(|()| Applied::Done)
+            }
         }
     }
 }

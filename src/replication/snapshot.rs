@@ -3,8 +3,8 @@
 //! Snapshot data, as sent to followers and as kept on disk, is
 //! `u8 format (3) ‖ postcard SnapshotMeta ‖ postcard StoreImage`: the meta comes first so
 //! that the current snapshot's meta can be read without decoding the image. Older
-//! formats are still read: format 2, written before the image held documents, as an
-//! image with none, and format 1, written before it held the results of recent
+//! formats are still read: format 2, written before the image held documents and
+//! slot states, as an image with none (a store never sliced), and format 1, written before it held the results of recent
 //! requests, as an image with neither. The current
 //! snapshot lives in one file of the data directory, replaced by write-to-temporary,
 //! fsync and rename, so it survives a restart and is never seen half written.
@@ -90,7 +90,7 @@ pub(super) fn decode(data: &[u8]) -> Result<(SnapshotMeta, StoreImage), Error> {
                 handles,
                 prefixes,
                 recent,
-                documents: Vec::new(),
+                ..StoreImage::default()
             }
         }
         _ => from_bytes(rest, "snapshot image")?,

@@ -7,7 +7,9 @@
 //! stored key, randomness, group depth) 406; not an administrator 400; missing
 //! permissions 401; a full challenge book 3 (busy). RC_AUTHEN_NEEDED (402) is not an
 //! error: it is the challenge itself. A replica set electing its primary, or a member
-//! too far behind for a fresh read, is busy (3): the client tries again shortly.
+//! too far behind for a fresh read, is busy (3): the client tries again shortly. A
+//! handle whose slot this replica set does not answer for now is 301 (not responsible),
+//! should no router have taken the request to the slot's owner.
 
 use crate::auth::{AuthError, AuthzError};
 use crate::codec::ResponseCode;
@@ -47,7 +49,9 @@ impl Error {
                 Refusal::DuplicateIndex(_) | Refusal::ZeroIndex | Refusal::NoValues => {
                     ResponseCode::InvalidValue
                 }
+                Refusal::NotHere(_) => ResponseCode::ServerNotResponsible,
             },
+            Error::NotHere(_) => ResponseCode::ServerNotResponsible,
         }
     }
 }

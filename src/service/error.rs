@@ -5,7 +5,7 @@ use thiserror::Error;
 use crate::auth::{AuthError, AuthzError};
 use crate::names::NameError;
 use crate::replication::GroupError;
-use crate::storage::{Refusal, StorageError};
+use crate::storage::{Refusal, Slot, StorageError};
 use crate::values::ValueIndex;
 use crate::values::types::InvalidValue;
 
@@ -62,6 +62,10 @@ pub enum Error {
     /// Too many key checks are waiting for a free core; try again shortly.
     #[error("too many authentications in progress; try again")]
     Busy,
+    /// The handle's slot is not one this replica set answers for now: another set owns
+    /// it, or it is moving in.
+    #[error("{0} is not answered here now")]
+    NotHere(Slot),
     /// The store failed.
     #[error("storage failure: {0}")]
     Storage(StorageError),

@@ -13,6 +13,7 @@ use super::batch::WriteBatch;
 use super::error::StorageError;
 use super::read::{ReadSnapshot, decode_handle, decode_prefix};
 use super::recent::split_value;
+use super::slots::{Slice, Slot, SlotState};
 use super::tables;
 use crate::names::{Handle, fold_key};
 use crate::values::DecodeError;
@@ -29,6 +30,10 @@ pub struct StoreImage {
     pub recent: Vec<RecentResult>,
     /// (document name, document bytes).
     pub documents: Vec<(String, Vec<u8>)>,
+    /// The ring's slot count, once the store is sliced.
+    pub slot_count: Option<u32>,
+    /// The slots held, with their states.
+    pub slot_states: Vec<(Slot, SlotState)>,
 }
 
 /// The recorded result of one recently applied request
@@ -53,6 +58,11 @@ impl ReadSnapshot {
             prefixes: self.export_table(tables::PREFIXES)?,
             recent: self.export_recent()?,
             documents: self.export_table(tables::DOCUMENTS)?,
+            slot_count: match self.slice()? {
+                Slice::Whole => None,
+                Slice::Ring(count) => Some(count),
+            },
+            slot_states: self.slot_states()?,
         })
     }
 
@@ -121,7 +131,25 @@ impl WriteBatch {
         self.replace_table(tables::HANDLES, &image.handles)?;
         self.replace_table(tables::PREFIXES, &image.prefixes)?;
         self.replace_table(tables::DOCUMENTS, &image.documents)?;
+        self.replace_slots(image)?;
         self.replace_recent(&image.recent)
+    }
+
+    fn replace_slots(&mut self, image: &StoreImage) -> Result<(), StorageError> {
+        match image.slot_count {
+            Some(count) => self.make_slice(count, &[])?,
+            None => {
+                self.txn()
+                    .open_table(tables::META)?
+                    .remove(tables::SLOT_COUNT_KEY)?;
+                self.txn().delete_table(tables::SLOT_STATES)?;
+                self.txn().open_table(tables::SLOT_STATES)?;
+            }
+        }
+        for (slot, state) in &image.slot_states {
+            self.set_slot_state(*slot, Some(*state))?;
+        }
+        Ok(())
     }
 
     fn replace_recent(&mut self, recent: &[RecentResult]) -> Result<(), StorageError> {

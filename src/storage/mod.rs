@@ -26,6 +26,7 @@ mod image;
 pub mod log;
 mod read;
 mod recent;
+mod slots;
 pub mod tables;
 
 use std::path::Path;
@@ -38,6 +39,7 @@ pub use error::{Refusal, StorageError};
 pub use image::{RecentResult, StoreImage};
 pub use log::EntryLog;
 pub use read::ReadSnapshot;
+pub use slots::{Slice, Slot, SlotState};
 pub use tables::{HandleRecord, PrefixRecord};
 
 /// A handle store in one redb file.
@@ -65,6 +67,7 @@ impl Store {
         txn.open_table(tables::RECENT_REQUESTS)?;
         txn.open_table(tables::RECENT_BY_INDEX)?;
         txn.open_table(tables::DOCUMENTS)?;
+        txn.open_table(tables::SLOT_STATES)?;
         txn.commit()?;
         Ok(())
     }

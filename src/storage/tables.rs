@@ -24,6 +24,12 @@
 //!   kept whole under one name (the cluster map of the metadata group, whose store holds
 //!   no handles). Added without a format change: a file without it gets it on open.
 //!
+//! - `slot_states`: `u32` slot → `u8` state (1 owned, 2 exporting, 3 frozen, 4
+//!   importing): the slots of the cluster's ring this store's replica set holds, once
+//!   the store is sliced; `meta` key `slot_count` then holds the ring's slot count. A
+//!   store that was never sliced (a lone node, or a set from before the ring) holds
+//!   every handle. Added without a format change: a file without them gets them on open.
+//!
 //! A folded handle key sorts the handles of one prefix together: they all start with
 //! `PREFIX/`, so listing a prefix is one range scan.
 //!
@@ -61,6 +67,10 @@ pub const HANDLES: TableDefinition<&str, &[u8]> = TableDefinition::new("handles"
 /// Prefix records by folded naming authority.
 pub const PREFIXES: TableDefinition<&str, &[u8]> = TableDefinition::new("prefixes");
 
+/// The state of every slot this store holds, by slot (see the module docs).
+pub const SLOT_STATES: TableDefinition<u32, u8> = TableDefinition::new("slot_states");
+/// Key in [`META`] of the ring's slot count, once the store is sliced.
+pub const SLOT_COUNT_KEY: &str = "slot_count";
 /// Named documents: small replicated states kept whole (see the module docs).
 pub const DOCUMENTS: TableDefinition<&str, &[u8]> = TableDefinition::new("documents");
 /// Replication metadata kept beside the handles (see [`APPLIED_STATE_KEY`]).
