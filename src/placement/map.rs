@@ -29,6 +29,21 @@ pub struct ClusterMap {
     pub slots: Vec<SetId>,
     /// The slots moving between sets, by slot.
     pub migrations: BTreeMap<Slot, Migration>,
+    /// What the moves that ended have moved, all told.
+    pub moved: MovedTotals,
+}
+
+/// What ended moves moved, all told (a rolled-back move counts nothing).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MovedTotals {
+    /// Slots that changed hands.
+    pub slots: u64,
+    /// Handles copied.
+    pub handles: u64,
+    /// Bytes of handle records copied.
+    pub bytes: u64,
+    /// The longest time writes to one slot were held, in microseconds.
+    pub longest_pause_micros: u64,
 }
 
 /// One replica set in the map.
@@ -51,6 +66,9 @@ pub struct Migration {
     pub handles: u64,
     /// Bytes of handle records copied to `to` so far.
     pub bytes: u64,
+    /// How long writes to the slot were held (from the freeze to the flip), in
+    /// microseconds; 0 before the flip.
+    pub pause_micros: u64,
 }
 
 /// The steps of a slot's move, in order (`DESIGN.md` §3, "Resharding a slot").
@@ -106,6 +124,8 @@ pub enum MapCommand {
         handles: u64,
         /// Bytes copied so far.
         bytes: u64,
+        /// How long writes were held, in microseconds (at the flip).
+        pause_micros: u64,
     },
     /// Ends a move: after the flip, once the source dropped its copy; before the flip,
     /// a rollback (the slot stays with its source).
@@ -185,10 +205,9 @@ impl ClusterMap {
                 step,
                 handles,
                 bytes,
-            } => self.advance(slot, step, handles, bytes)?,
-            MapCommand::EndMove { slot } => {
-                self.migrations.remove(&slot);
-            }
+                pause_micros,
+            } => self.advance(slot, step, (handles, bytes, pause_micros))?,
+            MapCommand::EndMove { slot } => self.end_move(slot),
             MapCommand::RemoveSet { set } => self.remove_set(set)?,
         }
         if *self != before {
@@ -273,6 +292,7 @@ impl ClusterMap {
                 step: MigrationStep::Planned,
                 handles: 0,
                 bytes: 0,
+                pause_micros: 0,
             };
             self.migrations.insert(*slot, migration);
         }
@@ -283,8 +303,7 @@ impl ClusterMap {
         &mut self,
         slot: Slot,
         step: MigrationStep,
-        handles: u64,
-        bytes: u64,
+        (handles, bytes, pause_micros): (u64, u64, u64),
     ) -> Result<(), MapRefusal> {
         let refused = MapRefusal::Step { slot: slot.0, step };
         let migration = self.migrations.get_mut(&slot).ok_or(refused.clone())?;
@@ -294,6 +313,7 @@ impl ClusterMap {
         migration.step = step;
         migration.handles = handles;
         migration.bytes = bytes;
+        migration.pause_micros = pause_micros;
         if step == MigrationStep::Flipped {
             let to = migration.to;
             if let Some(owner) = self
@@ -304,6 +324,20 @@ impl ClusterMap {
             }
         }
         Ok(())
+    }
+
+    /// Ends the move of `slot`; a move past its flip adds to the totals.
+    fn end_move(&mut self, slot: Slot) {
+        let Some(migration) = self.migrations.remove(&slot) else {
+            return;
+        };
+        if migration.step == MigrationStep::Flipped {
+            let moved = &mut self.moved;
+            moved.slots += 1;
+            moved.handles += migration.handles;
+            moved.bytes += migration.bytes;
+            moved.longest_pause_micros = moved.longest_pause_micros.max(migration.pause_micros);
+        }
     }
 
     fn remove_set(&mut self, set: SetId) -> Result<(), MapRefusal> {
@@ -421,6 +455,7 @@ mod tests {
             step,
             handles: 5,
             bytes: 500,
+            pause_micros: 40,
         };
         map.apply(advance(MigrationStep::Copying)).unwrap();
         map.apply(advance(MigrationStep::Frozen)).unwrap();

@@ -12,6 +12,8 @@
 mod admin;
 mod machine;
 pub mod map;
+mod mover;
+mod plan;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -19,8 +21,11 @@ use std::sync::Arc;
 pub use admin::{ClusterAdmin, FIRST_SET, FIRST_SET_GROUP, MEMBER_GROUPS, MembershipError};
 pub use machine::MapMachine;
 pub use map::{
-    ClusterMap, MapChanged, MapCommand, MapRefusal, MapResult, Migration, MigrationStep, SetRecord,
+    ClusterMap, MapChanged, MapCommand, MapRefusal, MapResult, Migration, MigrationStep,
+    MovedTotals, SetRecord,
 };
+pub use mover::{JournalRecord, MoveError, Mover, PAGE_LEN, SetAccess, SlotCommand};
+pub use plan::rebalance;
 
 use crate::replication::{Group, GroupError, GroupHost, GroupId, GroupSettings, HandleSet, SetId};
 use crate::storage::{StorageError, Store};

@@ -26,7 +26,8 @@ use super::machine::Machine;
 use crate::codec::handle_hash;
 use crate::names::Handle;
 use crate::storage::{
-    Applied, ExistingHandle, ExistingValue, Refusal, Slice, Slot, StorageError, WriteBatch,
+    Applied, ExistingHandle, ExistingValue, Refusal, Slice, Slot, SlotState, StorageError,
+    WriteBatch,
 };
 use crate::values::HashOption;
 use crate::values::{HandleValue, ValueIndex};
@@ -97,6 +98,48 @@ pub enum HandleCommand {
         /// The slots the set owns.
         owned: Vec<Slot>,
     },
+    /// Start exporting an owned slot: journal its changes (version 2).
+    BeginExport {
+        /// The slot.
+        slot: Slot,
+    },
+    /// Hold writes to an exporting slot while it changes hands (version 2).
+    FreezeSlot {
+        /// The slot.
+        slot: Slot,
+    },
+    /// Take an exporting or frozen slot back: writes again, journal forgotten (a move
+    /// rolled back; version 2).
+    ThawSlot {
+        /// The slot.
+        slot: Slot,
+    },
+    /// Give a slot up: delete its handles and journal, hold it no longer (version 2).
+    DropSlot {
+        /// The slot.
+        slot: Slot,
+    },
+    /// Start importing a slot this set does not hold: drop anything a cut-short import
+    /// left of it (version 2).
+    BeginImport {
+        /// The slot.
+        slot: Slot,
+    },
+    /// Records of an importing slot, copied from the set it comes from: `records`
+    /// replace what is there, `removed` are deleted where present (version 2).
+    PutRecords {
+        /// The slot.
+        slot: Slot,
+        /// Whole handles, as their owner holds them.
+        records: Vec<(Handle, Vec<HandleValue>)>,
+        /// Handles deleted at the source.
+        removed: Vec<Handle>,
+    },
+    /// Own an imported slot: answer its reads, take its writes (version 2).
+    AcceptSlot {
+        /// The slot.
+        slot: Slot,
+    },
 }
 
 /// The slot of the handle whose folded key is `key` in a ring of `slot_count` slots:
@@ -108,14 +151,15 @@ pub fn slot_of(key: &str, slot_count: u32) -> Slot {
 }
 
 /// Refuses a change to `handle` when the store is sliced and the set does not take
-/// writes for its slot now.
-fn check_writable(batch: &WriteBatch, handle: &Handle) -> Result<(), StorageError> {
+/// writes for its slot now; the slot to journal the change in when it is exporting.
+fn check_writable(batch: &WriteBatch, handle: &Handle) -> Result<Option<Slot>, StorageError> {
     let Slice::Ring(count) = batch.slice()? else {
-        return Ok(());
+        return Ok(None);
     };
     let slot = slot_of(handle.key(), count);
     match batch.slot_state(slot)? {
-        Some(state) if state.takes_writes() => Ok(()),
+        Some(SlotState::Exporting) => Ok(Some(slot)),
+        Some(state) if state.takes_writes() => Ok(None),
         _ => Err(Refusal::NotHere(slot).into()),
     }
 }
@@ -131,7 +175,14 @@ impl HandleCommand {
             | HandleCommand::RemoveValues { handle, .. } => Some(handle),
             HandleCommand::HomePrefix { .. }
             | HandleCommand::UnhomePrefix { .. }
-            | HandleCommand::MakeSlice { .. } => None,
+            | HandleCommand::MakeSlice { .. }
+            | HandleCommand::BeginExport { .. }
+            | HandleCommand::FreezeSlot { .. }
+            | HandleCommand::ThawSlot { .. }
+            | HandleCommand::DropSlot { .. }
+            | HandleCommand::BeginImport { .. }
+            | HandleCommand::PutRecords { .. }
+            | HandleCommand::AcceptSlot { .. } => None,
         }
     }
 }
@@ -143,8 +194,14 @@ impl Machine for HandleSet {
     const NAME: &'static str = "handles";
 
     fn apply(batch: &mut WriteBatch, command: HandleCommand) -> Result<HandleResult, StorageError> {
-        let outcome = match command.handle() {
-            Some(handle) => check_writable(batch, handle).and_then(|()| change(batch, command)),
+        let outcome = match command.handle().cloned() {
+            Some(handle) => check_writable(batch, &handle).and_then(|journal| {
+                let applied = change(batch, command)?;
+                if let Some(slot) = journal {
+                    batch.journal_change(slot, handle.key())?;
+                }
+                Ok(applied)
+            }),
             None => change(batch, command),
         };
         match outcome {
@@ -187,8 +244,122 @@ fn change(batch: &mut WriteBatch, command: HandleCommand) -> Result<Applied, Sto
             HandleCommand::MakeSlice { slot_count, owned } => {
                 batch.make_slice(slot_count, &owned).map(|()| Applied::Done)
             }
+            HandleCommand::BeginExport { slot } => {
+                let from = [SlotState::Owned, SlotState::Exporting, SlotState::Frozen];
+                let to = |state| match state {
+                    SlotState::Owned => SlotState::Exporting,
+                    other => other,
+                };
+                move_slot(batch, slot, &from, to)
+            }
+            HandleCommand::FreezeSlot { slot } => {
+                let from = [SlotState::Exporting, SlotState::Frozen];
+                move_slot(batch, slot, &from, |_| SlotState::Frozen)
+            }
+            HandleCommand::ThawSlot { slot } => {
+                let from = [SlotState::Owned, SlotState::Exporting, SlotState::Frozen];
+                move_slot(batch, slot, &from, |_| SlotState::Owned)?;
+                batch.clear_journal(slot).map(|()| Applied::Done)
+            }
+            HandleCommand::DropSlot { slot } => drop_slot(batch, slot),
+            HandleCommand::BeginImport { slot } => begin_import(batch, slot),
+            HandleCommand::PutRecords {
+                slot,
+                records,
+                removed,
+            } => put_records(batch, slot, records, &removed),
+            HandleCommand::AcceptSlot { slot } => {
+                let from = [SlotState::Importing, SlotState::Owned];
+                move_slot(batch, slot, &from, |_| SlotState::Owned)
+            }
         }
     }
+}
+
+/// Moves `slot` from one of the states `from` to `to(state)`; a slot in another state
+/// (or not held) is [`Refusal::NotHere`]. Repeating a move changes nothing.
+fn move_slot(
+    batch: &mut WriteBatch,
+    slot: Slot,
+    from: &[SlotState],
+    to: impl FnOnce(SlotState) -> SlotState,
+) -> Result<Applied, StorageError> {
+    let Slice::Ring(_) = batch.slice()? else {
+        return Err(Refusal::NotHere(slot).into());
+    };
+    match batch.slot_state(slot)? {
+        Some(state) if from.contains(&state) => {
+            batch.set_slot_state(slot, Some(to(state)))?;
+            Ok(Applied::Done)
+        }
+        _ => Err(Refusal::NotHere(slot).into()),
+    }
+}
+
+/// The slot function of a sliced store.
+fn slots_of(batch: &WriteBatch, slot: Slot) -> Result<impl Fn(&str) -> Slot + use<>, StorageError> {
+    match batch.slice()? {
+        Slice::Ring(count) => Ok(move |key: &str| slot_of(key, count)),
+        Slice::Whole => Err(Refusal::NotHere(slot).into()),
+    }
+}
+
+/// Gives `slot` up (it must be frozen, or already given up): its handles and journal go.
+fn drop_slot(batch: &mut WriteBatch, slot: Slot) -> Result<Applied, StorageError> {
+    let slot_of = slots_of(batch, slot)?;
+    match batch.slot_state(slot)? {
+        Some(SlotState::Frozen) => {}
+        None => return Ok(Applied::Done),
+        Some(_) => return Err(Refusal::NotHere(slot).into()),
+    }
+    batch.delete_slot(slot, &slot_of)?;
+    batch.clear_journal(slot)?;
+    batch.set_slot_state(slot, None)?;
+    Ok(Applied::Done)
+}
+
+/// Starts importing `slot` (not held, or importing already: a fresh start either way,
+/// dropping what a cut-short import left).
+fn begin_import(batch: &mut WriteBatch, slot: Slot) -> Result<Applied, StorageError> {
+    let slot_of = slots_of(batch, slot)?;
+    match batch.slot_state(slot)? {
+        None | Some(SlotState::Importing) => {}
+        Some(_) => return Err(Refusal::NotHere(slot).into()),
+    }
+    batch.delete_slot(slot, &slot_of)?;
+    batch.set_slot_state(slot, Some(SlotState::Importing))?;
+    Ok(Applied::Done)
+}
+
+/// Writes copied records of an importing slot; a record of another slot is refused
+/// whole (the batch is left as it was).
+fn put_records(
+    batch: &mut WriteBatch,
+    slot: Slot,
+    records: Vec<(Handle, Vec<HandleValue>)>,
+    removed: &[Handle],
+) -> Result<Applied, StorageError> {
+    let slot_of = slots_of(batch, slot)?;
+    if batch.slot_state(slot)? != Some(SlotState::Importing) {
+        return Err(Refusal::NotHere(slot).into());
+    }
+    let named = records.iter().map(|(handle, _)| handle).chain(removed);
+    if named
+        .into_iter()
+        .any(|handle| slot_of(handle.key()) != slot)
+    {
+        return Err(Refusal::NotHere(slot).into());
+    }
+    for handle in removed {
+        match batch.delete(handle) {
+            Ok(()) | Err(StorageError::Refused(Refusal::HandleNotFound)) => {}
+            Err(error) => return Err(error),
+        }
+    }
+    for (handle, values) in records {
+        batch.create(&handle, values, ExistingHandle::Overwrite)?;
+    }
+    Ok(Applied::Done)
 }
 
 #[cfg(test)]

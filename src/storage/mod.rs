@@ -23,9 +23,11 @@ mod batch;
 mod documents;
 mod error;
 mod image;
+mod journal;
 pub mod log;
 mod read;
 mod recent;
+mod slot_scan;
 mod slots;
 pub mod tables;
 
@@ -37,8 +39,10 @@ pub use applied::Applied;
 pub use batch::{CreateOutcome, ExistingHandle, ExistingValue, WriteBatch};
 pub use error::{Refusal, StorageError};
 pub use image::{RecentResult, StoreImage};
+pub use journal::JournalEntry;
 pub use log::EntryLog;
 pub use read::ReadSnapshot;
+pub use slot_scan::StoredRecord;
 pub use slots::{Slice, Slot, SlotState};
 pub use tables::{HandleRecord, PrefixRecord};
 
@@ -68,6 +72,7 @@ impl Store {
         txn.open_table(tables::RECENT_BY_INDEX)?;
         txn.open_table(tables::DOCUMENTS)?;
         txn.open_table(tables::SLOT_STATES)?;
+        txn.open_table(tables::SLOT_JOURNAL)?;
         txn.commit()?;
         Ok(())
     }

@@ -30,6 +30,9 @@
 //!   store that was never sliced (a lone node, or a set from before the ring) holds
 //!   every handle. Added without a format change: a file without them gets them on open.
 //!
+//! - `slot_journal`: `(u32 slot, u64 sequence)` → folded handle key: the handles changed
+//!   in a slot being exported, in order (see [`super::WriteBatch::journal_change`]).
+//!
 //! A folded handle key sorts the handles of one prefix together: they all start with
 //! `PREFIX/`, so listing a prefix is one range scan.
 //!
@@ -69,6 +72,8 @@ pub const PREFIXES: TableDefinition<&str, &[u8]> = TableDefinition::new("prefixe
 
 /// The state of every slot this store holds, by slot (see the module docs).
 pub const SLOT_STATES: TableDefinition<u32, u8> = TableDefinition::new("slot_states");
+/// The journal of exporting slots (see the module docs).
+pub const SLOT_JOURNAL: TableDefinition<(u32, u64), &str> = TableDefinition::new("slot_journal");
 /// Key in [`META`] of the ring's slot count, once the store is sliced.
 pub const SLOT_COUNT_KEY: &str = "slot_count";
 /// Named documents: small replicated states kept whole (see the module docs).
