@@ -24,7 +24,7 @@ pub use map::{
     ClusterMap, MapChanged, MapCommand, MapRefusal, MapResult, Migration, MigrationStep,
     MovedTotals, SetRecord,
 };
-pub use mover::{JournalRecord, MoveError, Mover, PAGE_LEN, SetAccess, SlotCommand};
+pub use mover::{MoveError, Mover, PAGE_LEN, SetAccess, SlotCommand};
 pub use plan::rebalance;
 
 use crate::replication::{Group, GroupError, GroupHost, GroupId, GroupSettings, HandleSet, SetId};

@@ -31,7 +31,7 @@ use super::MapGroup;
 use super::map::{ClusterMap, MapCommand, Migration, MigrationStep};
 use crate::names::Handle;
 use crate::replication::{GroupError, HandleCommand, SetId};
-use crate::storage::{Slot, StoredRecord};
+use crate::storage::{JournalRecord, Slot, StoredRecord};
 use crate::values::HandleValue;
 
 /// Records copied per page and per log entry at the destination.
@@ -95,9 +95,6 @@ impl From<SlotCommand> for HandleCommand {
         }
     }
 }
-
-/// A journal entry with the changed handle's current record: `None` when it is gone.
-pub type JournalRecord = (u64, String, Option<Vec<u8>>);
 
 /// Why a step of a move did not happen; the mover tries again later.
 #[derive(Debug, Error)]
@@ -210,6 +207,10 @@ impl<A: SetAccess> Mover<A> {
         let mut step = migration.step;
         let mut pause_micros = migration.pause_micros;
         let mut frozen_at = None;
+        // How far `from`'s journal has been replayed onto `to` by this call: a new
+        // leader resuming a move replays it from its start, which repeats nothing
+        // wrong (each entry writes the handle's current record).
+        let mut journal_read = None;
         loop {
             step = match step {
                 MigrationStep::Planned => {
@@ -222,14 +223,17 @@ impl<A: SetAccess> Mover<A> {
                 }
                 MigrationStep::Copying => {
                     moved = self.copy(slot, from, to).await?;
-                    self.catch_up(slot, from, to, Some(FREEZE_BELOW)).await?;
+                    let rounds = Some(FREEZE_BELOW);
+                    self.catch_up(slot, (from, to), &mut journal_read, rounds)
+                        .await?;
                     frozen_at = Some(Instant::now());
                     self.sets.apply(from, SlotCommand::Freeze(slot)).await?;
                     MigrationStep::Frozen
                 }
                 MigrationStep::Frozen => {
                     let frozen = frozen_at.unwrap_or_else(Instant::now);
-                    self.catch_up(slot, from, to, None).await?;
+                    self.catch_up(slot, (from, to), &mut journal_read, None)
+                        .await?;
                     self.sets.apply(to, SlotCommand::Accept(slot)).await?;
                     let flip = self.advance(slot, MigrationStep::Flipped, moved, 0);
                     flip.await?;
@@ -275,25 +279,24 @@ impl<A: SetAccess> Mover<A> {
         }
     }
 
-    /// Replays `from`'s journal of `slot` onto `to`, from its start, in rounds; with
-    /// `until`, stops after a round that left fewer entries than that (or after
-    /// [`MAX_ROUNDS`]); without, goes to the journal's end.
+    /// Replays `from`'s journal of `slot` onto `to`, after the entry `after` (which it
+    /// moves on), in rounds; with `until`, stops after a round that replayed fewer
+    /// entries than that (or after [`MAX_ROUNDS`]); without, goes to the journal's end.
     async fn catch_up(
         &self,
         slot: Slot,
-        from: SetId,
-        to: SetId,
+        (from, to): (SetId, SetId),
+        after: &mut Option<u64>,
         until: Option<usize>,
     ) -> Result<(), MoveError> {
-        let mut after = None;
         for round in 0.. {
             let mut replayed = 0;
             loop {
-                let entries = self.sets.journal(from, slot, after, PAGE_LEN).await?;
+                let entries = self.sets.journal(from, slot, *after, PAGE_LEN).await?;
                 let Some((last, _, _)) = entries.last() else {
                     break;
                 };
-                after = Some(*last);
+                *after = Some(*last);
                 replayed += entries.len();
                 self.replay(slot, to, &entries).await?;
                 if entries.len() < PAGE_LEN {
@@ -390,3 +393,7 @@ fn decode_record(key: &str, bytes: &[u8]) -> Result<(Handle, Vec<HandleValue>), 
         .map_err(|error| MoveError::Record(format!("{key}: {error}")))?;
     Ok((handle, record.values))
 }
+
+#[cfg(test)]
+#[path = "mover_tests.rs"]
+mod tests;

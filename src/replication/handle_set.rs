@@ -475,3 +475,7 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "handle_set_slots_tests.rs"]
+mod slots_tests;

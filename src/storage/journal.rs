@@ -11,10 +11,14 @@ use super::batch::WriteBatch;
 use super::error::StorageError;
 use super::read::ReadSnapshot;
 use super::slots::Slot;
-use super::tables::SLOT_JOURNAL;
+use super::tables::{HANDLES, SLOT_JOURNAL};
 
 /// One journal entry: the sequence number of a change and the handle it changed.
 pub type JournalEntry = (u64, String);
+
+/// A journal entry with the changed handle's current record bytes: `None` when the
+/// handle is gone.
+pub type JournalRecord = (u64, String, Option<Vec<u8>>);
 
 impl WriteBatch {
     /// Records that the handle with folded key `key`, of `slot`, changed.
@@ -65,6 +69,25 @@ impl ReadSnapshot {
             entries.push((key.value().1, handle.value().to_owned()));
         }
         Ok(entries)
+    }
+
+    /// [`ReadSnapshot::journal_page`] with each changed handle's current record, read
+    /// in the same snapshot: what the set a slot moves to replays.
+    pub fn journal_records(
+        &self,
+        slot: Slot,
+        after: Option<u64>,
+        limit: usize,
+    ) -> Result<Vec<JournalRecord>, StorageError> {
+        let handles = self.txn().open_table(HANDLES)?;
+        let mut records = Vec::new();
+        for (sequence, key) in self.journal_page(slot, after, limit)? {
+            let record = handles
+                .get(key.as_str())?
+                .map(|bytes| bytes.value().to_vec());
+            records.push((sequence, key, record));
+        }
+        Ok(records)
     }
 }
 

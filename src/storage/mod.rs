@@ -39,7 +39,7 @@ pub use applied::Applied;
 pub use batch::{CreateOutcome, ExistingHandle, ExistingValue, WriteBatch};
 pub use error::{Refusal, StorageError};
 pub use image::{RecentResult, StoreImage};
-pub use journal::JournalEntry;
+pub use journal::{JournalEntry, JournalRecord};
 pub use log::EntryLog;
 pub use read::ReadSnapshot;
 pub use slot_scan::StoredRecord;
