@@ -81,6 +81,11 @@ enum ClusterCommand {
         #[arg(long)]
         id: NodeId,
     },
+    /// Plan the slot moves that balance the ring over every replica set (each owns
+    /// S/N ± 1 slots); with --wait, follow them to the end.
+    Rebalance(super::reshard::RebalanceArgs),
+    /// Move every slot of a replica set to the others, then take the set out.
+    RemoveSet(super::reshard::RemoveSetArgs),
     /// List every member: id, role, pid, addresses, applied log index and lag.
     Status {
         #[command(flatten)]
@@ -118,7 +123,7 @@ pub(super) async fn create_admin(
         NodeAnswer::Failed(reason) => {
             anyhow::bail!("cannot create the bootstrap administrator: {reason}")
         }
-        NodeAnswer::ClusterMap(_) => anyhow::bail!("the node answered another call"),
+        _ => anyhow::bail!("the node answered another call"),
     }
 }
 
@@ -160,6 +165,8 @@ async fn command(command: &ClusterCommand) -> anyhow::Result<()> {
         }
         ClusterCommand::Status { target, json } => status(target, *json).await?,
         ClusterCommand::Up(args) => super::cluster_up::up(args).await?,
+        ClusterCommand::Rebalance(args) => super::reshard::rebalance(args).await?,
+        ClusterCommand::RemoveSet(args) => super::reshard::remove_set(args).await?,
     }
     Ok(())
 }
@@ -232,7 +239,7 @@ async fn cluster_map(client: &AdminClient, peer: SocketAddr) -> anyhow::Result<C
     match call_node(client, peer, &NodeCall::ClusterMap).await? {
         NodeAnswer::ClusterMap(map) => Ok(map),
         NodeAnswer::Failed(reason) => anyhow::bail!("cannot read the cluster map: {reason}"),
-        NodeAnswer::Bootstrapped { .. } => anyhow::bail!("the node answered another call"),
+        _ => anyhow::bail!("the node answered another call"),
     }
 }
 

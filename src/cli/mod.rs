@@ -25,6 +25,7 @@ mod modify;
 mod output;
 mod parse;
 mod remove;
+mod reshard;
 mod resolve;
 mod serve;
 mod value_arg;

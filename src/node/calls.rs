@@ -6,16 +6,19 @@
 //! the peer frame's destination; only peers that proved the cluster secret reach here.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::placement::{ClusterMap, MapGroup};
+use super::moves::{MoveAnswer, MoveCall, answer_move};
+use crate::placement::{ClusterMap, MapCommand, MapGroup};
 use crate::replication::network::frame::{self, FrameError};
 use crate::replication::network::{Endpoint, EndpointAnswer};
-use crate::replication::{AdminClient, GroupError, NodeId};
+use crate::replication::{AdminClient, Group, GroupError, HandleSet, NodeId, SetId};
 use crate::service::Service;
 use crate::service::bootstrap::BootstrapAdmin;
+use crate::storage::Store;
 
 /// What a node is asked as a whole.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -30,6 +33,19 @@ pub enum NodeCall {
     },
     /// The cluster map as the node has applied it.
     ClusterMap,
+    /// A step of a slot move, for the node's replica set.
+    Move(MoveCall),
+    /// Plan the slot moves that balance the ring over every set but `leaving`, whose
+    /// slots all go to the others.
+    Rebalance {
+        /// Sets to empty.
+        leaving: Vec<SetId>,
+    },
+    /// Take a set that owns no slot out of the cluster map.
+    RemoveSet {
+        /// The set.
+        set: SetId,
+    },
 }
 
 /// The answer to a [`NodeCall`].
@@ -42,6 +58,18 @@ pub enum NodeAnswer {
     },
     /// The node's cluster map.
     ClusterMap(ClusterMap),
+    /// The answer to a [`NodeCall::Move`].
+    Moved(MoveAnswer),
+    /// How many moves a [`NodeCall::Rebalance`] planned.
+    Planned {
+        /// The moves planned.
+        moves: usize,
+    },
+    /// The map's epoch after a change.
+    MapChanged {
+        /// The epoch.
+        epoch: u64,
+    },
     /// The node could not carry the call out.
     Failed(String),
 }
@@ -72,17 +100,23 @@ pub async fn call_node(
     frame::decode(&answer).map_err(NodeCallError::Unreadable)
 }
 
-/// Answers node calls with this node's service and metadata group.
+/// Answers node calls with this node's service, replica set and metadata group.
 #[derive(Debug)]
 pub struct NodeEndpoint {
     service: Service,
+    set: (SetId, Group<HandleSet>, Arc<Store>),
     map: MapGroup,
 }
 
 impl NodeEndpoint {
-    /// The endpoint of the node running `service` and `map`.
-    pub fn new(service: Service, map: MapGroup) -> NodeEndpoint {
-        NodeEndpoint { service, map }
+    /// The endpoint of the node running `service` over its member `set` of a replica
+    /// set (its id, group and store) and `map`.
+    pub fn new(
+        service: Service,
+        set: (SetId, Group<HandleSet>, Arc<Store>),
+        map: MapGroup,
+    ) -> NodeEndpoint {
+        NodeEndpoint { service, set, map }
     }
 
     async fn carry_out(&self, call: NodeCall) -> NodeAnswer {
@@ -99,6 +133,23 @@ impl NodeEndpoint {
                 Ok(map) => NodeAnswer::ClusterMap(map),
                 Err(error) => NodeAnswer::Failed(error.to_string()),
             },
+            NodeCall::Move(call) => {
+                let (id, group, store) = &self.set;
+                NodeAnswer::Moved(answer_move(*id, group, store, call).await)
+            }
+            NodeCall::Rebalance { leaving } => match self.map.plan_rebalance(&leaving).await {
+                Ok(moves) => NodeAnswer::Planned { moves },
+                Err(error) => NodeAnswer::Failed(error.to_string()),
+            },
+            NodeCall::RemoveSet { set } => {
+                match self.map.change(MapCommand::RemoveSet { set }).await {
+                    Ok(Ok(changed)) => NodeAnswer::MapChanged {
+                        epoch: changed.epoch,
+                    },
+                    Ok(Err(refusal)) => NodeAnswer::Failed(refusal.to_string()),
+                    Err(error) => NodeAnswer::Failed(error.to_string()),
+                }
+            }
         }
     }
 }

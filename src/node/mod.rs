@@ -19,6 +19,7 @@
 pub mod calls;
 mod error;
 pub mod groups;
+pub mod moves;
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -35,17 +36,22 @@ use crate::auth::Identity;
 use crate::config::Config;
 use crate::http::{HttpListeners, HttpState, NodeInfo, SessionTable};
 use crate::metrics::Metrics;
-use crate::placement::FIRST_SET;
+use crate::placement::{FIRST_SET, Mover};
 use crate::replication::network::{
     Dispatch, Links, Registry, read_or_create_secret_file, serve as serve_peers,
 };
-use crate::replication::{GroupHost, Node as Member};
+use crate::replication::{AdminClient, GroupHost, Node as Member};
 use crate::resolver::Resolver;
 use crate::server::HandleListeners;
 use crate::service::bootstrap::BootstrapAdmin;
 use crate::service::{AuthPolicy, Handler, Service};
 use calls::NodeEndpoint;
 use groups::{Groups, start_groups};
+use moves::PeerSets;
+
+/// How long a node waits for a member of another set to answer a step of a slot
+/// move (a page of records is the longest).
+const MOVE_CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long the edges have, after shutdown begins, to answer what they had accepted;
 /// what is still unanswered then is dropped and the groups are stopped.
@@ -116,6 +122,7 @@ pub struct Node {
     peers: PeerPort,
     groups: Groups,
     follower: JoinHandle<()>,
+    mover: JoinHandle<()>,
     service: Service,
 }
 
@@ -170,6 +177,7 @@ impl Node {
         };
         let registry = Arc::new(Registry::default());
         let secret = read_or_create_secret_file(&config.secret_path())?;
+        let secret_for_moves = secret.clone();
         let peers = serve_peer_port(peers, secret.clone(), Arc::clone(&registry));
         let host = GroupHost {
             me,
@@ -178,10 +186,20 @@ impl Node {
         };
         let groups = start_groups(&groups::settings(&config), &config.data_dir, &host).await?;
         let service = service(&config, &groups, policy);
+        let local = (FIRST_SET, groups.set.clone(), Arc::clone(&groups.store));
         registry.set_node(Arc::new(NodeEndpoint::new(
             service.clone(),
+            local,
             groups.map.clone(),
         )));
+        let mover = {
+            let client = AdminClient::new(secret_for_moves, MOVE_CALL_TIMEOUT);
+            let mover = Mover::new(
+                groups.map.clone(),
+                PeerSets::new(client, groups.map.clone()),
+            );
+            tokio::spawn(async move { mover.run().await })
+        };
         let follower = {
             let (map, set) = (groups.map.clone(), groups.set.clone());
             tokio::spawn(async move { map.follow(FIRST_SET, set).await })
@@ -197,6 +215,7 @@ impl Node {
             peers,
             groups,
             follower,
+            mover,
             service,
         })
     }
@@ -218,6 +237,7 @@ impl Node {
             peers,
             groups,
             follower,
+            mover,
             service,
         } = self;
         tracing::info!(%addresses, "serving");
@@ -242,6 +262,7 @@ impl Node {
         let drained = handle.and(http).map_err(NodeError::Serve);
         tracing::info!("drained; stopping the groups");
         follower.abort();
+        mover.abort();
         let stopped = stop_groups(groups, peers).await;
         drained.and(stopped)
     }

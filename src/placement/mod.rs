@@ -112,6 +112,25 @@ impl MapGroup {
         Ok(())
     }
 
+    /// Plans the moves that balance the ring over every set but `leaving` (see
+    /// [`rebalance`]) from the map as applied here; how many it planned. The map
+    /// refuses a plan made from a stale map (a slot no longer its planned source's),
+    /// and the call can simply be made again.
+    pub async fn plan_rebalance(&self, leaving: &[SetId]) -> Result<usize, MoveError> {
+        let map = self
+            .map()
+            .map_err(|error| MoveError::Map(error.to_string()))?;
+        let moves = rebalance(&map, leaving);
+        let planned = moves.len();
+        if planned > 0 {
+            match self.change(MapCommand::PlanMoves { moves }).await? {
+                Ok(_) => {}
+                Err(refusal) => return Err(MoveError::Map(refusal.to_string())),
+            }
+        }
+        Ok(planned)
+    }
+
     /// The metadata group itself (status, membership, shutdown).
     pub fn group(&self) -> &Group<MapMachine> {
         &self.group
