@@ -1,0 +1,315 @@
+//! Clusters of several replica sets (a ring of hash slots): handles spread over the
+//! sets, any node answers any handle, a set added or removed under reads and writes
+//! with nothing lost, and a whole set down answering "too busy", never "not found".
+//!
+//! Sets of one node keep the process count low where failover is not the point;
+//! the migration under a killed primary uses sets of three.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Mutex, mpsc};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use hdl::codec::ResponseCode;
+use serde_json::Value;
+
+use super::{Member, Set, create, receive, resolve_at, url};
+
+/// The longest a resharding may take in these tests.
+const RESHARD_WAIT: Duration = Duration::from_secs(240);
+
+/// A cluster: set 1 formed with `init` and `add-secondary`, the others with `add-set`.
+struct Cluster {
+    set: Set,
+    /// The members of each set, by position in `set.members`.
+    sets: Vec<Vec<usize>>,
+}
+
+impl Cluster {
+    /// `count` sets of `size` nodes each; the sets after the first are added with
+    /// `add-set`, which rebalances the (empty) ring.
+    fn form(count: usize, size: u64) -> Cluster {
+        let set = Set::form(size);
+        let first: Vec<usize> = (0..set.members.len()).collect();
+        let mut cluster = Cluster {
+            set,
+            sets: vec![first],
+        };
+        for _ in 1..count {
+            cluster.add_set(size, &[]);
+        }
+        cluster
+    }
+
+    /// Starts `size` new nodes and runs `add-set` with them (and `extra` arguments).
+    fn add_set(&mut self, size: u64, extra: &[&str]) -> std::process::Output {
+        let next_id = self.set.members.iter().map(|m| m.id).max().unwrap_or(0) + 1;
+        let mut positions = Vec::new();
+        let mut nodes = Vec::new();
+        for id in next_id..next_id + size {
+            let member = self.set.spawn(id, "127.0.0.1:0", "127.0.0.1:0");
+            let l = member.listening;
+            nodes.push(format!("{id}:{}:{}:{}", l.handle, l.peer, l.http));
+            positions.push(self.set.members.len());
+            self.set.members.push(member);
+        }
+        let peer = self.set.peer(0);
+        let mut args = vec!["add-set", "--peer", peer.as_str()];
+        for node in &nodes {
+            args.extend(["--node", node.as_str()]);
+        }
+        args.extend(extra);
+        let output = self.set.cli(&args);
+        self.sets.push(positions);
+        output
+    }
+
+    /// `hdl cluster status --json` through node 0.
+    fn status(&self) -> Value {
+        self.set.await_status(0, "a status", |s| s["sets"].is_array())
+    }
+
+    /// Handles held by each set (by set id), as the status reports them.
+    fn handles_per_set(&self) -> Vec<(u64, u64)> {
+        let status = self.status();
+        status["sets"]
+            .as_array()
+            .expect("sets")
+            .iter()
+            .map(|set| (set["id"].as_u64().expect("id"), set["handles"].as_u64().expect("handles")))
+            .collect()
+    }
+
+    fn member(&self, position: usize) -> &Member {
+        &self.set.members[position]
+    }
+
+    /// A running member picked by `n`.
+    fn any_member(&self, n: usize) -> &Member {
+        let running: Vec<&Member> = self.set.members.iter().filter(|m| m.child.is_some()).collect();
+        running[n % running.len()]
+    }
+}
+
+fn test_names(count: usize, label: &str) -> Vec<String> {
+    (0..count).map(|n| format!("test/{label}-{n}")).collect()
+}
+
+fn resolves_right(member: &Member, name: &str) -> bool {
+    let answer = resolve_at(member, name);
+    if answer.header.response_code != ResponseCode::Success {
+        return false;
+    }
+    match answer.body {
+        hdl::codec::Body::Response {
+            response: hdl::codec::Response::Resolution(found),
+            ..
+        } => found.values.first().is_some_and(|v| v.data == url(name).data),
+        _ => false,
+    }
+}
+
+/// Handles besides the tests' own: the bootstrap administrator's `0.NA/ADMIN`.
+const OTHER_HANDLES: u64 = 1;
+
+#[test]
+fn two_sets_share_a_thousand_handles_and_any_node_answers_any_of_them() {
+    let cluster = Cluster::form(2, 1);
+    let names = test_names(1_000, "spread");
+    for (n, name) in names.iter().enumerate() {
+        assert_eq!(create(cluster.any_member(n * 7 + 3), name), ResponseCode::Success, "{name}");
+    }
+    let per_set = cluster.handles_per_set();
+    assert_eq!(per_set.len(), 2, "{per_set:?}");
+    let total: u64 = per_set.iter().map(|(_, h)| h).sum();
+    assert_eq!(total, 1_000 + OTHER_HANDLES, "{per_set:?}");
+    for (id, handles) in &per_set {
+        assert!(
+            (420..=580).contains(handles),
+            "set {id} holds {handles} of 1000: {per_set:?}"
+        );
+    }
+    for (n, name) in names.iter().enumerate().step_by(7) {
+        assert!(resolves_right(cluster.any_member(n), name), "{name}");
+    }
+}
+
+/// Resolves every acknowledged name through rotating members until `stop`; counts
+/// wrong or failed answers.
+fn read_until(
+    members: Vec<Member>,
+    acked: Arc<Mutex<Vec<String>>>,
+    stop: Arc<AtomicBool>,
+    failed: Arc<Mutex<Vec<String>>>,
+    reads: Arc<AtomicUsize>,
+) {
+    for round in 0..1_000_000usize {
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
+        let names: Vec<String> = acked.lock().expect("names").clone();
+        for (n, name) in names.iter().enumerate() {
+            let member = &members[(round + n) % members.len()];
+            if !resolves_right(member, name) {
+                failed.lock().expect("failures").push(format!("{name} at node {}", member.id));
+            }
+            reads.fetch_add(1, Ordering::Relaxed);
+            if stop.load(Ordering::Relaxed) {
+                return;
+            }
+        }
+    }
+}
+
+/// A reader and a writer running against a cluster while it reshards.
+struct Load {
+    stop: Arc<AtomicBool>,
+    acked: Arc<Mutex<Vec<String>>>,
+    failed: Arc<Mutex<Vec<String>>>,
+    reads: Arc<AtomicUsize>,
+    threads: Vec<thread::JoinHandle<()>>,
+    new_names: mpsc::Receiver<String>,
+}
+
+impl Load {
+    fn start(cluster: &Cluster, loaded: Vec<String>) -> Load {
+        let stop = Arc::new(AtomicBool::new(false));
+        let acked = Arc::new(Mutex::new(loaded));
+        let failed = Arc::new(Mutex::new(Vec::new()));
+        let reads = Arc::new(AtomicUsize::new(0));
+        let copy = |m: &Member| Member {
+            id: m.id,
+            child: None,
+            listening: m.listening,
+        };
+        let members: Vec<Member> = cluster.set.members.iter().map(copy).collect();
+        let reader = {
+            let (acked, stop, failed, reads) =
+                (Arc::clone(&acked), Arc::clone(&stop), Arc::clone(&failed), Arc::clone(&reads));
+            thread::spawn(move || read_until(members, acked, stop, failed, reads))
+        };
+        let (sender, new_names) = mpsc::channel();
+        let writer = {
+            let listening = cluster.member(0).listening;
+            let stop = Arc::clone(&stop);
+            thread::spawn(move || super::write_until(listening, stop, sender))
+        };
+        Load {
+            stop,
+            acked,
+            failed,
+            reads,
+            threads: vec![reader, writer],
+            new_names,
+        }
+    }
+
+    /// Moves newly acknowledged names into the reader's list.
+    fn collect(&self, at_least: usize) {
+        let mut fresh = Vec::new();
+        receive(&self.new_names, at_least, &mut fresh);
+        fresh.extend(self.new_names.try_iter());
+        self.acked.lock().expect("names").extend(fresh);
+    }
+
+    /// Stops both threads; every acknowledged name.
+    fn stop(self) -> (Vec<String>, Vec<String>, usize) {
+        self.stop.store(true, Ordering::Relaxed);
+        for thread in self.threads {
+            thread.join().expect("load thread");
+        }
+        let mut acked = self.acked.lock().expect("names").clone();
+        acked.extend(self.new_names.try_iter());
+        let failed = self.failed.lock().expect("failures").clone();
+        (acked, failed, self.reads.load(Ordering::Relaxed))
+    }
+}
+
+#[test]
+fn a_third_set_takes_a_third_of_the_handles_under_reads_and_writes() {
+    let mut cluster = Cluster::form(2, 1);
+    let loaded = test_names(600, "before");
+    for (n, name) in loaded.iter().enumerate() {
+        assert_eq!(create(cluster.any_member(n), name), ResponseCode::Success);
+    }
+    let load = Load::start(&cluster, loaded);
+    load.collect(20);
+    let started = Instant::now();
+    let output = cluster.add_set(1, &[]);
+    assert!(started.elapsed() < RESHARD_WAIT);
+    let said = String::from_utf8_lossy(&output.stdout);
+    assert!(said.contains("handles/s"), "{said}");
+    load.collect(20);
+    let (acked, failed, reads) = load.stop();
+    assert!(reads > 0);
+    assert!(failed.is_empty(), "{} failed reads of {reads}: {:?}", failed.len(), &failed[..failed.len().min(10)]);
+    for (n, name) in acked.iter().enumerate() {
+        assert!(resolves_right(cluster.any_member(n), name), "{name} lost");
+    }
+    let per_set = cluster.handles_per_set();
+    let total: u64 = per_set.iter().map(|(_, h)| h).sum();
+    let created = u64::try_from(acked.len()).expect("count") + OTHER_HANDLES;
+    assert_eq!(total, created, "every handle on exactly one set: {per_set:?}");
+    let third = per_set.iter().find(|(id, _)| *id == 3).expect("set 3").1;
+    let fraction = third as f64 / total as f64;
+    assert!((0.2833..=0.3834).contains(&fraction), "set 3 holds {fraction:.3}: {per_set:?}");
+}
+
+#[test]
+fn a_removed_set_hands_every_handle_to_the_others_under_reads() {
+    let cluster = Cluster::form(3, 1);
+    let loaded = test_names(300, "leaving");
+    for (n, name) in loaded.iter().enumerate() {
+        assert_eq!(create(cluster.any_member(n), name), ResponseCode::Success);
+    }
+    let load = Load::start(&cluster, loaded);
+    load.collect(10);
+    let peer = cluster.set.peer(0);
+    cluster.set.cli(&["remove-set", "--peer", &peer, "--id", "3"]);
+    load.collect(10);
+    let (acked, failed, reads) = load.stop();
+    assert!(failed.is_empty(), "{} failed reads of {reads}: {:?}", failed.len(), &failed[..failed.len().min(10)]);
+    let per_set = cluster.handles_per_set();
+    assert_eq!(per_set.iter().map(|(id, _)| *id).collect::<Vec<_>>(), [1, 2]);
+    let total: u64 = per_set.iter().map(|(_, h)| h).sum();
+    assert_eq!(total, u64::try_from(acked.len()).expect("count") + OTHER_HANDLES);
+    for position in &cluster.sets[0] {
+        for name in acked.iter().step_by(5) {
+            assert!(resolves_right(cluster.member(*position), name), "{name}");
+        }
+    }
+}
+
+#[test]
+fn a_set_down_makes_its_handles_busy_and_leaves_the_others_working() {
+    let mut cluster = Cluster::form(3, 1);
+    let names = test_names(90, "down");
+    for (n, name) in names.iter().enumerate() {
+        assert_eq!(create(cluster.any_member(n), name), ResponseCode::Success);
+    }
+    let down_holds = cluster.handles_per_set().iter().find(|(id, _)| *id == 3).expect("set 3").1;
+    for position in cluster.sets[2].clone() {
+        cluster.set.members[position].kill();
+    }
+    let via = cluster.member(cluster.sets[0][0]);
+    let mut busy = 0;
+    for name in &names {
+        let code = resolve_at(via, name).header.response_code;
+        match code {
+            ResponseCode::Success => {}
+            ResponseCode::ServerTooBusy => busy += 1,
+            other => panic!("{name}: {other:?}, never not found"),
+        }
+    }
+    assert_eq!(busy, down_holds, "the down set's handles, and only those, are busy");
+    let mut written = 0;
+    for name in test_names(30, "down-new") {
+        match create(via, &name) {
+            ResponseCode::Success => written += 1,
+            ResponseCode::ServerTooBusy => {}
+            other => panic!("{name}: {other:?}"),
+        }
+    }
+    assert!(written >= 10, "the other sets take writes: {written} of 30");
+}
