@@ -249,7 +249,11 @@ mod tests {
         move_old_layout(dir.path(), &group_dir(dir.path(), GroupId::Set(FIRST_SET))).unwrap();
         make_dir(&group_dir(dir.path(), GroupId::Map)).unwrap();
         make_dir(&dir.path().join(GROUPS_DIR).join("set-07")).unwrap();
-        assert_eq!(find_set(dir.path()).unwrap(), None, "no store moved, no set");
+        assert_eq!(
+            find_set(dir.path()).unwrap(),
+            None,
+            "no store moved, no set"
+        );
         make_dir(&group_dir(dir.path(), GroupId::Set(SetId(2)))).unwrap();
         assert_eq!(find_set(dir.path()).unwrap(), Some(SetId(2)));
         make_dir(&group_dir(dir.path(), GroupId::Set(SetId(3)))).unwrap();

@@ -27,9 +27,7 @@ use tokio::task::JoinHandle;
 use super::groups::{self, GroupsError};
 use crate::config::Config;
 use crate::placement::{FIRST_SET, FOLLOW_RETRY, MapCommand, MapGroup, MapResult};
-use crate::replication::{
-    Bootstrap, GroupError, GroupHost, GroupSettings, HandleCommand, SetId,
-};
+use crate::replication::{Bootstrap, GroupError, GroupHost, GroupSettings, HandleCommand, SetId};
 use crate::resolver::Resolver;
 use crate::routing::LocalSet;
 use crate::service::{AuthPolicy, Service};
@@ -192,7 +190,9 @@ impl SetHost {
 /// Has the metadata group make a ring of `slot_count` slots over every set `map`
 /// records (as applied here).
 async fn make_ring(map: &MapGroup, slot_count: u32) -> Result<MapResult, GroupError> {
-    let recorded = map.map().map_err(|error| GroupError::Storage(error.into()))?;
+    let recorded = map
+        .map()
+        .map_err(|error| GroupError::Storage(error.into()))?;
     let sets = recorded.sets.keys().copied().collect();
     map.change(MapCommand::MakeRing { slot_count, sets }).await
 }
@@ -281,7 +281,12 @@ async fn slice_if_led(map: &MapGroup, local: &LocalSet) -> Result<bool, GroupErr
     let owns = owned.len();
     let command = HandleCommand::MakeSlice { slot_count, owned };
     match local.group.client_write(command).await? {
-        Ok(_) => tracing::info!(set = local.id.0, slot_count, owns, "sliced the store to the ring"),
+        Ok(_) => tracing::info!(
+            set = local.id.0,
+            slot_count,
+            owns,
+            "sliced the store to the ring"
+        ),
         Err(refused) => tracing::warn!(%refused, set = local.id.0, "the set refused the slice"),
     }
     Ok(true)
