@@ -31,6 +31,7 @@ pub mod placement;
 pub mod replication;
 pub mod resolver;
 pub mod restjson;
+pub mod routing;
 pub mod server;
 pub mod service;
 pub mod storage;

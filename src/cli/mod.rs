@@ -14,6 +14,8 @@ mod bench_failover;
 mod bench_http;
 mod bench_write;
 mod cluster;
+mod cluster_calls;
+mod cluster_status;
 mod cluster_up;
 mod connect;
 mod create;

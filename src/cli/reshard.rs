@@ -8,7 +8,6 @@
 
 use std::io::{IsTerminal, Write};
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -17,7 +16,13 @@ use hdl::node::calls::{NodeAnswer, NodeCall, call_node};
 use hdl::placement::ClusterMap;
 use hdl::replication::admin::AdminRequest;
 use hdl::replication::network::read_secret_file;
-use hdl::replication::{AdminClient, GroupId, SetId};
+use hdl::replication::{AdminClient, GroupId, Node, NodeId, SetId};
+
+use super::cluster::Target;
+use super::cluster_calls::{cluster_map, form_set};
+
+/// How long forming a set may take, its members catching up included.
+const FORM_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// How long one node call may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -32,38 +37,132 @@ const LINE_EVERY: Duration = Duration::from_secs(5);
 /// waiting (the cluster keeps trying).
 const STALL_LIMIT: Duration = Duration::from_secs(180);
 
-/// Where to send the calls.
-#[derive(Debug, Args)]
-pub struct ReshardTarget {
-    /// Peer address of any node of the cluster.
-    #[arg(long)]
-    peer: SocketAddr,
-    /// The cluster secret file.
-    #[arg(long)]
-    secret_file: PathBuf,
-}
-
 /// Arguments of `hdl cluster rebalance`.
 #[derive(Debug, Args)]
 pub struct RebalanceArgs {
     #[command(flatten)]
-    target: ReshardTarget,
+    target: Target,
     /// Wait until every move has ended, showing progress.
     #[arg(long)]
     wait: bool,
+}
+
+/// Arguments of `hdl cluster add-set`.
+#[derive(Debug, Args)]
+pub struct AddSetArgs {
+    #[command(flatten)]
+    target: Target,
+    /// A member of the new set, `ID:HANDLE_ADDR:PEER_ADDR[:HTTP_ADDR]`: an
+    /// `hdl serve --no-bootstrap` already running; the first forms the set. Repeat
+    /// for each member (three make a set that survives the loss of one).
+    #[arg(long = "node", required = true, value_parser = parse_node)]
+    nodes: Vec<(NodeId, Node)>,
+    /// Only form the set; move no slots to it (`hdl cluster rebalance` does later).
+    #[arg(long)]
+    no_rebalance: bool,
+}
+
+/// `ID:HANDLE_ADDR:PEER_ADDR[:HTTP_ADDR]`, IPv4 or bracketed IPv6 addresses.
+fn parse_node(text: &str) -> Result<(NodeId, Node), String> {
+    let (id, rest) = text
+        .split_once(':')
+        .ok_or("expected ID:HANDLE_ADDR:PEER_ADDR[:HTTP_ADDR]")?;
+    let id: NodeId = id
+        .parse()
+        .map_err(|_| format!("node id {id:?} is not a number"))?;
+    let mut addresses = Vec::new();
+    let mut rest = rest;
+    while !rest.is_empty() {
+        // An address is HOST:PORT; HOST may be a bracketed IPv6 address.
+        let host_end = if rest.starts_with('[') {
+            rest.find("]:").map(|at| at + 1)
+        } else {
+            rest.find(':')
+        }
+        .ok_or_else(|| format!("{rest:?} is not HOST:PORT"))?;
+        let port_end = rest[host_end + 1..]
+            .find(':')
+            .map_or(rest.len(), |at| host_end + 1 + at);
+        let address: SocketAddr = rest[..port_end]
+            .parse()
+            .map_err(|_| format!("{:?} is not an address", &rest[..port_end]))?;
+        addresses.push(address);
+        rest = rest.get(port_end + 1..).unwrap_or("");
+    }
+    match addresses[..] {
+        [handle, peer] => Ok((
+            id,
+            Node {
+                handle,
+                peer,
+                http: None,
+            },
+        )),
+        [handle, peer, http] => Ok((
+            id,
+            Node {
+                handle,
+                peer,
+                http: Some(http),
+            },
+        )),
+        _ => Err("expected ID:HANDLE_ADDR:PEER_ADDR[:HTTP_ADDR]".into()),
+    }
+}
+
+/// Forms a new replica set of the given nodes, records it in the cluster map, and
+/// unless told not to, moves slots to it until the ring is balanced.
+pub async fn add_set(args: &AddSetArgs) -> anyhow::Result<()> {
+    let admin = super::cluster::admin(&args.target, FORM_TIMEOUT)?;
+    let peer = args.target.peer;
+    let map = cluster_map(admin.client(), peer).await?;
+    anyhow::ensure!(
+        map.slot_count() > 0,
+        "the cluster has no ring yet: form its first set (hdl cluster init or up) first"
+    );
+    let set = SetId(map.sets.keys().map(|set| set.0).max().unwrap_or(0) + 1);
+    form_set(&admin, set, peer, &args.nodes).await?;
+    await_recorded(admin.client(), peer, set).await?;
+    println!(
+        "formed replica set {} of nodes {:?}",
+        set.0,
+        args.nodes.iter().map(|(id, _)| *id).collect::<Vec<_>>()
+    );
+    if args.no_rebalance {
+        return Ok(());
+    }
+    let client = client(&args.target)?;
+    let planned = plan(&client, peer, Vec::new()).await?;
+    println!("planned {planned} slot moves");
+    follow_moves(&client, peer).await
+}
+
+/// Waits (bounded) until the map at `peer` records `set`.
+async fn await_recorded(client: &AdminClient, peer: SocketAddr, set: SetId) -> anyhow::Result<()> {
+    let deadline = Instant::now() + FORM_TIMEOUT;
+    while !cluster_map(client, peer).await?.sets.contains_key(&set) {
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the cluster map did not record replica set {} within {} s",
+            set.0,
+            FORM_TIMEOUT.as_secs()
+        );
+        tokio::time::sleep(POLL).await;
+    }
+    Ok(())
 }
 
 /// Arguments of `hdl cluster remove-set`.
 #[derive(Debug, Args)]
 pub struct RemoveSetArgs {
     #[command(flatten)]
-    target: ReshardTarget,
+    target: Target,
     /// The replica set to empty and take out.
     #[arg(long)]
     id: u32,
 }
 
-fn client(target: &ReshardTarget) -> anyhow::Result<AdminClient> {
+fn client(target: &Target) -> anyhow::Result<AdminClient> {
     let secret = read_secret_file(&target.secret_file)?;
     Ok(AdminClient::new(secret, CALL_TIMEOUT))
 }
@@ -130,15 +229,6 @@ async fn plan(
     match call_node(client, peer, &NodeCall::Rebalance { leaving }).await? {
         NodeAnswer::Planned { moves } => Ok(moves),
         NodeAnswer::Failed(reason) => anyhow::bail!("cannot plan the slot moves: {reason}"),
-        _ => anyhow::bail!("the node answered another call"),
-    }
-}
-
-/// The cluster map as the node at `peer` has applied it.
-pub async fn cluster_map(client: &AdminClient, peer: SocketAddr) -> anyhow::Result<ClusterMap> {
-    match call_node(client, peer, &NodeCall::ClusterMap).await? {
-        NodeAnswer::ClusterMap(map) => Ok(map),
-        NodeAnswer::Failed(reason) => anyhow::bail!("cannot read the cluster map: {reason}"),
         _ => anyhow::bail!("the node answered another call"),
     }
 }

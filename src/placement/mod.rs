@@ -4,7 +4,8 @@
 //! Owns [`ClusterMap`] and its commands (pure, [`map`]), the metadata group's machine
 //! ([`MapMachine`]), [`MapGroup`], this node's member of the metadata group (which
 //! follows the replica set's membership into the map), and [`ClusterAdmin`], the
-//! membership changes `hdl cluster` makes to the set and the metadata group together. Depends
+//! membership changes `hdl cluster` makes to a set and the metadata group together
+//! (the first set's members vote in the metadata group, other sets' are its learners). Depends
 //! on [`crate::replication`] (the group it runs on) and [`crate::storage`] (the
 //! group's store holds the map as one document); knows nothing of handles' wire forms,
 //! the service or the edges.
@@ -18,7 +19,9 @@ mod plan;
 use std::path::Path;
 use std::sync::Arc;
 
-pub use admin::{ClusterAdmin, FIRST_SET, FIRST_SET_GROUP, MEMBER_GROUPS, MembershipError};
+pub use admin::{
+    ClusterAdmin, FIRST_SET, FIRST_SET_GROUP, MEMBER_GROUPS, MembershipError, Via, Vote,
+};
 pub use machine::MapMachine;
 pub use map::{
     ClusterMap, MapChanged, MapCommand, MapRefusal, MapResult, Migration, MigrationStep,

@@ -36,7 +36,7 @@ mod local;
 pub mod memory;
 mod mint;
 mod operation;
-mod site;
+pub mod site;
 mod status;
 mod verifier;
 

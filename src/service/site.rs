@@ -1,10 +1,12 @@
 //! The HS_SITE record a node describes itself with (get-site-info, digest §3.3, §6.2):
-//! one primary site whose servers are the members of the replica set.
+//! one primary site whose servers are the members of the replica set, or, for a ring
+//! over several sets, one server entry per slot (`DESIGN.md` §3).
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use crate::codec::ProtocolVersion;
 use crate::config::SiteConfig;
+use crate::placement::ClusterMap;
 use crate::replication::NodeId;
 use crate::replication::admin::Member;
 use crate::values::{
@@ -30,19 +32,53 @@ pub(super) fn describe(site: &SiteConfig, members: &[Member], primary: Option<No
         hash_filter: String::new(),
         attributes,
         // Node ids are checked to fit a server id when a node starts or joins.
-        servers: members.iter().filter_map(server_record).collect(),
+        servers: members
+            .iter()
+            .filter_map(|m| Some(server_record(u32::try_from(m.id).ok()?, m.node.handle)))
+            .collect(),
     }
 }
 
-fn server_record(member: &Member) -> Option<ServerRecord> {
-    let handle = member.node.handle;
+/// The HS_SITE of member rank `rank` of a cluster whose map is `map`. With one set (or
+/// no ring yet) the set's HS_SITE, every member a server. With several: one server
+/// entry per slot, entry `i` (server id `i + 1`) at the member of rank `rank` modulo
+/// the set's size (members in node id order) of the set that owns slot `i`, so a
+/// client hashing over the entries (digest §7) lands on the slot's owner; its serial
+/// is the map's epoch (modulo 2^16). A slot whose owner records no member has no
+/// entry (a map in that state is being formed).
+pub fn describe_ring(site: &SiteConfig, map: &ClusterMap, rank: usize) -> SiteInfo {
+    if map.sets.len() <= 1 || map.slots.is_empty() {
+        let members: Vec<Member> = map
+            .sets
+            .values()
+            .flat_map(|set| set.members.values().cloned())
+            .collect();
+        return describe(site, &members, None);
+    }
+    let servers = map
+        .slots
+        .iter()
+        .zip(1u32..)
+        .filter_map(|(owner, server_id)| {
+            let members = &map.sets.get(owner)?.members;
+            let member = members.values().nth(rank % members.len().max(1))?;
+            Some(server_record(server_id, member.node.handle))
+        });
+    SiteInfo {
+        serial_number: u16::try_from(map.epoch % (1 << 16)).unwrap_or(u16::MAX),
+        servers: servers.collect(),
+        ..describe(site, &[], None)
+    }
+}
+
+fn server_record(server_id: u32, handle: SocketAddr) -> ServerRecord {
     let port = u32::from(handle.port());
     let address = match handle.ip() {
         unspecified if unspecified.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
         address => address,
     };
-    Some(ServerRecord {
-        server_id: u32::try_from(member.id).ok()?,
+    ServerRecord {
+        server_id,
         address,
         public_key: Vec::new(),
         interfaces: vec![
@@ -57,7 +93,7 @@ fn server_record(member: &Member) -> Option<ServerRecord> {
                 port,
             },
         ],
-    })
+    }
 }
 
 #[cfg(test)]
@@ -87,5 +123,43 @@ mod tests {
         assert!(info.attributes.contains(&("primary".into(), "2".into())));
         assert!(info.flags.contains(SiteFlags::PRIMARY));
         assert_eq!(SiteInfo::decode(&info.encode()).unwrap(), info);
+    }
+
+    #[test]
+    fn a_ring_of_two_sets_lists_one_server_per_slot_at_the_owners_rank() {
+        use crate::placement::MapCommand;
+        use crate::replication::SetId;
+        let mut map = ClusterMap::default();
+        for (set, ids) in [(1, [1, 2, 3]), (2, [4, 5, 6])] {
+            let members = ids
+                .iter()
+                .map(|id| member(*id, &format!("127.0.0.1:{}", 2640 + id)))
+                .collect();
+            let set = SetId(set);
+            map.apply(MapCommand::RecordSet { set, members }).unwrap();
+        }
+        let sets = vec![SetId(1), SetId(2)];
+        map.apply(MapCommand::MakeRing {
+            slot_count: 8,
+            sets,
+        })
+        .unwrap();
+        let rank = |rank| describe_ring(&SiteConfig::default(), &map, rank);
+        let ports = |info: SiteInfo| -> Vec<u32> {
+            info.servers.iter().map(|s| s.interfaces[0].port).collect()
+        };
+        assert_eq!(
+            ports(rank(0)),
+            [2641, 2641, 2641, 2641, 2644, 2644, 2644, 2644]
+        );
+        assert_eq!(
+            ports(rank(4)),
+            [2642, 2642, 2642, 2642, 2645, 2645, 2645, 2645]
+        );
+        let info = rank(0);
+        let ids: Vec<u32> = info.servers.iter().map(|s| s.server_id).collect();
+        assert_eq!(ids, (1..=8).collect::<Vec<_>>());
+        assert_eq!(u64::from(info.serial_number), map.epoch);
+        assert_eq!(info.hash_option, HashOption::ByHandle);
     }
 }
