@@ -24,6 +24,8 @@ struct Cluster {
     set: Set,
     /// The members of each set, by position in `set.members`.
     sets: Vec<Vec<usize>>,
+    /// The member `hdl cluster` calls and the load's writer go through.
+    via: usize,
 }
 
 impl Cluster {
@@ -35,6 +37,7 @@ impl Cluster {
         let mut cluster = Cluster {
             set,
             sets: vec![first],
+            via: 0,
         };
         for _ in 1..count {
             cluster.add_set(size, &[]);
@@ -44,6 +47,18 @@ impl Cluster {
 
     /// Starts `size` new nodes and runs `add-set` with them (and `extra` arguments).
     fn add_set(&mut self, size: u64, extra: &[&str]) -> std::process::Output {
+        let child = self.start_add_set(size, extra);
+        let output = child.wait_with_output().expect("reap hdl cluster add-set");
+        assert!(
+            output.status.success(),
+            "hdl cluster add-set: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        output
+    }
+
+    /// Starts `size` new nodes and, in the background, `add-set` with them.
+    fn start_add_set(&mut self, size: u64, extra: &[&str]) -> std::process::Child {
         let next_id = self.set.members.iter().map(|m| m.id).max().unwrap_or(0) + 1;
         let mut positions = Vec::new();
         let mut nodes = Vec::new();
@@ -54,20 +69,55 @@ impl Cluster {
             positions.push(self.set.members.len());
             self.set.members.push(member);
         }
-        let peer = self.set.peer(0);
+        let peer = self.set.peer(self.via);
         let mut args = vec!["add-set", "--peer", peer.as_str()];
         for node in &nodes {
             args.extend(["--node", node.as_str()]);
         }
         args.extend(extra);
-        let output = self.set.cli(&args);
         self.sets.push(positions);
-        output
+        std::process::Command::new(env!("CARGO_BIN_EXE_hdl"))
+            .arg("cluster")
+            .args(&args)
+            .arg("--secret-file")
+            .arg(self.set.dir.path().join("secret"))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn hdl cluster add-set")
+    }
+
+    /// The position of the primary of set `id` (1-based), as the status reports it.
+    fn primary_of(&self, id: u64) -> usize {
+        let status = self.set.await_status(self.via, "the set's primary", |s| {
+            s["sets"].as_array().is_some_and(|sets| {
+                sets.iter()
+                    .any(|set| set["id"] == id && set["leader"].is_u64())
+            })
+        });
+        let sets = status["sets"].as_array().expect("sets");
+        let set = sets.iter().find(|set| set["id"] == id).expect("the set");
+        let leader = set["leader"].as_u64().expect("a leader");
+        self.set
+            .members
+            .iter()
+            .position(|m| m.id == leader)
+            .expect("the primary is a member")
+    }
+
+    /// Waits until the map has moves under way.
+    fn await_moving(&self) {
+        self.set.await_status(self.via, "moves under way", |s| {
+            s["migrations"]
+                .as_array()
+                .is_some_and(|moves| !moves.is_empty())
+        });
     }
 
     /// `hdl cluster status --json` through node 0.
     fn status(&self) -> Value {
-        self.set.await_status(0, "a status", |s| s["sets"].is_array())
+        self.set
+            .await_status(self.via, "a status", |s| s["sets"].is_array())
     }
 
     /// Handles held by each set (by set id), as the status reports them.
@@ -77,7 +127,12 @@ impl Cluster {
             .as_array()
             .expect("sets")
             .iter()
-            .map(|set| (set["id"].as_u64().expect("id"), set["handles"].as_u64().expect("handles")))
+            .map(|set| {
+                (
+                    set["id"].as_u64().expect("id"),
+                    set["handles"].as_u64().expect("handles"),
+                )
+            })
             .collect()
     }
 
@@ -87,7 +142,12 @@ impl Cluster {
 
     /// A running member picked by `n`.
     fn any_member(&self, n: usize) -> &Member {
-        let running: Vec<&Member> = self.set.members.iter().filter(|m| m.child.is_some()).collect();
+        let running: Vec<&Member> = self
+            .set
+            .members
+            .iter()
+            .filter(|m| m.child.is_some())
+            .collect();
         running[n % running.len()]
     }
 }
@@ -105,7 +165,10 @@ fn resolves_right(member: &Member, name: &str) -> bool {
         hdl::codec::Body::Response {
             response: hdl::codec::Response::Resolution(found),
             ..
-        } => found.values.first().is_some_and(|v| v.data == url(name).data),
+        } => found
+            .values
+            .first()
+            .is_some_and(|v| v.data == url(name).data),
         _ => false,
     }
 }
@@ -118,7 +181,11 @@ fn two_sets_share_a_thousand_handles_and_any_node_answers_any_of_them() {
     let cluster = Cluster::form(2, 1);
     let names = test_names(1_000, "spread");
     for (n, name) in names.iter().enumerate() {
-        assert_eq!(create(cluster.any_member(n * 7 + 3), name), ResponseCode::Success, "{name}");
+        assert_eq!(
+            create(cluster.any_member(n * 7 + 3), name),
+            ResponseCode::Success,
+            "{name}"
+        );
     }
     let per_set = cluster.handles_per_set();
     assert_eq!(per_set.len(), 2, "{per_set:?}");
@@ -152,7 +219,10 @@ fn read_until(
         for (n, name) in names.iter().enumerate() {
             let member = &members[(round + n) % members.len()];
             if !resolves_right(member, name) {
-                failed.lock().expect("failures").push(format!("{name} at node {}", member.id));
+                failed
+                    .lock()
+                    .expect("failures")
+                    .push(format!("{name} at node {}", member.id));
             }
             reads.fetch_add(1, Ordering::Relaxed);
             if stop.load(Ordering::Relaxed) {
@@ -185,13 +255,17 @@ impl Load {
         };
         let members: Vec<Member> = cluster.set.members.iter().map(copy).collect();
         let reader = {
-            let (acked, stop, failed, reads) =
-                (Arc::clone(&acked), Arc::clone(&stop), Arc::clone(&failed), Arc::clone(&reads));
+            let (acked, stop, failed, reads) = (
+                Arc::clone(&acked),
+                Arc::clone(&stop),
+                Arc::clone(&failed),
+                Arc::clone(&reads),
+            );
             thread::spawn(move || read_until(members, acked, stop, failed, reads))
         };
         let (sender, new_names) = mpsc::channel();
         let writer = {
-            let listening = cluster.member(0).listening;
+            let listening = cluster.member(cluster.via).listening;
             let stop = Arc::clone(&stop);
             thread::spawn(move || super::write_until(listening, stop, sender))
         };
@@ -243,17 +317,28 @@ fn a_third_set_takes_a_third_of_the_handles_under_reads_and_writes() {
     load.collect(20);
     let (acked, failed, reads) = load.stop();
     assert!(reads > 0);
-    assert!(failed.is_empty(), "{} failed reads of {reads}: {:?}", failed.len(), &failed[..failed.len().min(10)]);
+    assert!(
+        failed.is_empty(),
+        "{} failed reads of {reads}: {:?}",
+        failed.len(),
+        &failed[..failed.len().min(10)]
+    );
     for (n, name) in acked.iter().enumerate() {
         assert!(resolves_right(cluster.any_member(n), name), "{name} lost");
     }
     let per_set = cluster.handles_per_set();
     let total: u64 = per_set.iter().map(|(_, h)| h).sum();
     let created = u64::try_from(acked.len()).expect("count") + OTHER_HANDLES;
-    assert_eq!(total, created, "every handle on exactly one set: {per_set:?}");
+    assert_eq!(
+        total, created,
+        "every handle on exactly one set: {per_set:?}"
+    );
     let third = per_set.iter().find(|(id, _)| *id == 3).expect("set 3").1;
     let fraction = third as f64 / total as f64;
-    assert!((0.2833..=0.3834).contains(&fraction), "set 3 holds {fraction:.3}: {per_set:?}");
+    assert!(
+        (0.2833..=0.3834).contains(&fraction),
+        "set 3 holds {fraction:.3}: {per_set:?}"
+    );
 }
 
 #[test]
@@ -265,15 +350,28 @@ fn a_removed_set_hands_every_handle_to_the_others_under_reads() {
     }
     let load = Load::start(&cluster, loaded);
     load.collect(10);
-    let peer = cluster.set.peer(0);
-    cluster.set.cli(&["remove-set", "--peer", &peer, "--id", "3"]);
+    let peer = cluster.set.peer(cluster.via);
+    cluster
+        .set
+        .cli(&["remove-set", "--peer", &peer, "--id", "3"]);
     load.collect(10);
     let (acked, failed, reads) = load.stop();
-    assert!(failed.is_empty(), "{} failed reads of {reads}: {:?}", failed.len(), &failed[..failed.len().min(10)]);
+    assert!(
+        failed.is_empty(),
+        "{} failed reads of {reads}: {:?}",
+        failed.len(),
+        &failed[..failed.len().min(10)]
+    );
     let per_set = cluster.handles_per_set();
-    assert_eq!(per_set.iter().map(|(id, _)| *id).collect::<Vec<_>>(), [1, 2]);
+    assert_eq!(
+        per_set.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
+        [1, 2]
+    );
     let total: u64 = per_set.iter().map(|(_, h)| h).sum();
-    assert_eq!(total, u64::try_from(acked.len()).expect("count") + OTHER_HANDLES);
+    assert_eq!(
+        total,
+        u64::try_from(acked.len()).expect("count") + OTHER_HANDLES
+    );
     for position in &cluster.sets[0] {
         for name in acked.iter().step_by(5) {
             assert!(resolves_right(cluster.member(*position), name), "{name}");
@@ -288,7 +386,12 @@ fn a_set_down_makes_its_handles_busy_and_leaves_the_others_working() {
     for (n, name) in names.iter().enumerate() {
         assert_eq!(create(cluster.any_member(n), name), ResponseCode::Success);
     }
-    let down_holds = cluster.handles_per_set().iter().find(|(id, _)| *id == 3).expect("set 3").1;
+    let down_holds = cluster
+        .handles_per_set()
+        .iter()
+        .find(|(id, _)| *id == 3)
+        .expect("set 3")
+        .1;
     for position in cluster.sets[2].clone() {
         cluster.set.members[position].kill();
     }
@@ -302,7 +405,10 @@ fn a_set_down_makes_its_handles_busy_and_leaves_the_others_working() {
             other => panic!("{name}: {other:?}, never not found"),
         }
     }
-    assert_eq!(busy, down_holds, "the down set's handles, and only those, are busy");
+    assert_eq!(
+        busy, down_holds,
+        "the down set's handles, and only those, are busy"
+    );
     let mut written = 0;
     for name in test_names(30, "down-new") {
         match create(via, &name) {
@@ -312,4 +418,74 @@ fn a_set_down_makes_its_handles_busy_and_leaves_the_others_working() {
         }
     }
     assert!(written >= 10, "the other sets take writes: {written} of 30");
+}
+
+/// Which primary a migration loses midway.
+enum Victim {
+    Source,
+    Destination,
+}
+
+/// Adds a third set of three to two sets of three under reads and writes, SIGKILLs
+/// `victim`'s primary while slots move, and checks that the moves end with nothing
+/// lost or doubled.
+fn reshard_losing_a_primary(victim: Victim) {
+    let mut cluster = Cluster::form(2, 3);
+    // Calls and writes go through a member that is never killed: a secondary of set 2.
+    let set_two_primary = cluster.primary_of(2);
+    cluster.via = *cluster.sets[1]
+        .iter()
+        .find(|p| **p != set_two_primary)
+        .expect("a secondary");
+    let loaded = test_names(300, "kill");
+    for (n, name) in loaded.iter().enumerate() {
+        assert_eq!(create(cluster.any_member(n), name), ResponseCode::Success);
+    }
+    let load = Load::start(&cluster, loaded);
+    load.collect(10);
+    let adding = cluster.start_add_set(3, &[]);
+    cluster.await_moving();
+    let primary = match victim {
+        Victim::Source => cluster.primary_of(1),
+        Victim::Destination => cluster.primary_of(3),
+    };
+    cluster.set.members[primary].kill();
+    let output = adding.wait_with_output().expect("reap hdl cluster add-set");
+    assert!(
+        output.status.success(),
+        "hdl cluster add-set: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    load.collect(10);
+    let (acked, failed, reads) = load.stop();
+    let wrong: Vec<&String> = failed
+        .iter()
+        .filter(|f| !f.contains(&format!("node {}", cluster.set.members[primary].id)))
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "{} failed reads of {reads}: {:?}",
+        wrong.len(),
+        &wrong[..wrong.len().min(10)]
+    );
+    for (n, name) in acked.iter().enumerate() {
+        assert!(resolves_right(cluster.any_member(n), name), "{name} lost");
+    }
+    let per_set = cluster.handles_per_set();
+    let total: u64 = per_set.iter().map(|(_, h)| h).sum();
+    assert_eq!(
+        total,
+        u64::try_from(acked.len()).expect("count") + OTHER_HANDLES,
+        "{per_set:?}"
+    );
+}
+
+#[test]
+fn a_move_survives_the_loss_of_the_source_primary() {
+    reshard_losing_a_primary(Victim::Source);
+}
+
+#[test]
+fn a_move_survives_the_loss_of_the_destination_primary() {
+    reshard_losing_a_primary(Victim::Destination);
 }
