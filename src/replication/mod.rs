@@ -46,7 +46,7 @@ pub use group::{
     AdminClient, Bootstrap, Group, GroupError, GroupHost, GroupSettings, GroupWatch,
     LEADER_PATIENCE,
 };
-pub use handle_set::{HandleCommand, HandleResult, HandleSet};
+pub use handle_set::{HandleCommand, HandleResult, HandleSet, slot_of};
 pub use log_store::{LOG_FILE, LogStore};
 pub use machine::Machine;
 pub use snapshot::SNAPSHOT_FILE;

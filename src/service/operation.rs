@@ -16,7 +16,7 @@ pub use crate::storage::{ExistingHandle, ExistingValue};
 use super::Error;
 
 /// One administrative change a client asked for.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Operation {
     /// Create a handle with these values.
     Create {
