@@ -81,6 +81,22 @@ impl Operation {
         }
     }
 
+    /// The handle whose slot decides which replica set carries the operation out: the
+    /// handle it changes, or the prefix handle `0.NA/<prefix>` of a prefix it homes or
+    /// unhomes.
+    pub fn routing_handle(&self) -> Result<Handle, Error> {
+        match self {
+            Operation::HomePrefix { prefix } | Operation::UnhomePrefix { prefix } => {
+                crate::names::prefix_handle(prefix).map_err(Error::InvalidHandle)
+            }
+            Operation::Create { handle, .. }
+            | Operation::Delete { handle }
+            | Operation::AddValues { handle, .. }
+            | Operation::ModifyValues { handle, .. }
+            | Operation::RemoveValues { handle, .. } => Ok(handle.clone()),
+        }
+    }
+
     /// This operation with every value it writes checked and stamped with `now`, as
     /// the reference server does: the server's clock, not the client's, dates a
     /// change.
