@@ -118,7 +118,7 @@ pub(super) async fn create_admin(
         NodeAnswer::Failed(reason) => {
             anyhow::bail!("cannot create the bootstrap administrator: {reason}")
         }
-        NodeAnswer::ClusterMap(_) => anyhow::bail!("the node answered another call"),
+        _ => anyhow::bail!("the node answered another call"),
     }
 }
 
@@ -232,7 +232,7 @@ async fn cluster_map(client: &AdminClient, peer: SocketAddr) -> anyhow::Result<C
     match call_node(client, peer, &NodeCall::ClusterMap).await? {
         NodeAnswer::ClusterMap(map) => Ok(map),
         NodeAnswer::Failed(reason) => anyhow::bail!("cannot read the cluster map: {reason}"),
-        NodeAnswer::Bootstrapped { .. } => anyhow::bail!("the node answered another call"),
+        _ => anyhow::bail!("the node answered another call"),
     }
 }
 

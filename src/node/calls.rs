@@ -14,6 +14,7 @@ use crate::placement::{ClusterMap, MapGroup};
 use crate::replication::network::frame::{self, FrameError};
 use crate::replication::network::{Endpoint, EndpointAnswer};
 use crate::replication::{AdminClient, GroupError, NodeId};
+use crate::routing::{ForwardAnswer, ForwardCall, answer_forwarded};
 use crate::service::Service;
 use crate::service::bootstrap::BootstrapAdmin;
 
@@ -30,6 +31,8 @@ pub enum NodeCall {
     },
     /// The cluster map as the node has applied it.
     ClusterMap,
+    /// A handle call routed to this node's replica set, answered by its own service.
+    Forward(ForwardCall),
 }
 
 /// The answer to a [`NodeCall`].
@@ -42,6 +45,8 @@ pub enum NodeAnswer {
     },
     /// The node's cluster map.
     ClusterMap(ClusterMap),
+    /// The answer to a forwarded handle call.
+    Forwarded(ForwardAnswer),
     /// The node could not carry the call out.
     Failed(String),
 }
@@ -99,6 +104,9 @@ impl NodeEndpoint {
                 Ok(map) => NodeAnswer::ClusterMap(map),
                 Err(error) => NodeAnswer::Failed(error.to_string()),
             },
+            NodeCall::Forward(call) => {
+                NodeAnswer::Forwarded(answer_forwarded(&self.service, call).await)
+            }
         }
     }
 }

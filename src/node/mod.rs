@@ -4,8 +4,9 @@
 //! directory, binds every socket (Handle protocol TCP and UDP, HTTP and HTTPS, the peer
 //! port), serves the peer port (its [`Registry`] answers every group and the node's own
 //! calls, [`calls`]), starts the Raft groups this process belongs to ([`groups`]: its
-//! replica set and the metadata group, each in a directory of its own), builds the
-//! service the edges answer with (`service`), has the metadata group follow the set's
+//! replica set and the metadata group, each in a directory of its own), builds its
+//! service and the [`Router`] the edges answer with (which forwards a handle of
+//! another set's slot over the peer port, [`forward`]), has the metadata group follow the set's
 //! membership, and creates the bootstrap administrator when asked. [`Node::run`]
 //! serves until its shutdown future resolves, then drains: both edges stop accepting
 //! and answer what they had accepted, within [`DRAIN_DEADLINE`]; only then are the
@@ -18,6 +19,7 @@
 
 pub mod calls;
 mod error;
+pub mod forward;
 pub mod groups;
 
 use std::fmt;
@@ -41,10 +43,12 @@ use crate::replication::network::{
 };
 use crate::replication::{GroupHost, Node as Member};
 use crate::resolver::Resolver;
+use crate::routing::{Forwarder, LocalSet, Router};
 use crate::server::HandleListeners;
 use crate::service::bootstrap::BootstrapAdmin;
 use crate::service::{AuthPolicy, Handler, Service};
 use calls::NodeEndpoint;
+use forward::PeerLink;
 use groups::{Groups, start_groups};
 
 /// How long the edges have, after shutdown begins, to answer what they had accepted;
@@ -116,7 +120,8 @@ pub struct Node {
     peers: PeerPort,
     groups: Groups,
     follower: JoinHandle<()>,
-    service: Service,
+    router: Router,
+    metrics: Arc<Metrics>,
 }
 
 impl fmt::Debug for Node {
@@ -171,13 +176,29 @@ impl Node {
         let registry = Arc::new(Registry::default());
         let secret = read_or_create_secret_file(&config.secret_path())?;
         let peers = serve_peer_port(peers, secret.clone(), Arc::clone(&registry));
+        let link = Arc::new(PeerLink::new(secret.clone()));
         let host = GroupHost {
             me,
             links: Links::new(config.cluster.node_id, secret),
             registry: Arc::clone(&registry),
         };
         let groups = start_groups(&groups::settings(&config), &config.data_dir, &host).await?;
-        let service = service(&config, &groups, policy);
+        let metrics = Arc::new(Metrics::new());
+        let node_id = config.cluster.node_id;
+        let forwarder = Forwarder::new(groups.map.clone(), link, node_id, Arc::clone(&metrics));
+        let service = service(&config, &groups, policy).with_records(Arc::new(forwarder.clone()));
+        // One set today: this node's (the cluster layer will start and join sets).
+        let local = LocalSet {
+            id: FIRST_SET,
+            group: groups.set.clone(),
+            store: Arc::clone(&groups.store),
+            service: service.clone(),
+        };
+        let router = Router::new(
+            forwarder,
+            watch::channel(Some(local)).1,
+            config.site.clone(),
+        );
         registry.set_node(Arc::new(NodeEndpoint::new(
             service.clone(),
             groups.map.clone(),
@@ -197,7 +218,8 @@ impl Node {
             peers,
             groups,
             follower,
-            service,
+            router,
+            metrics,
         })
     }
 
@@ -218,12 +240,12 @@ impl Node {
             peers,
             groups,
             follower,
-            service,
+            router,
+            metrics,
         } = self;
         tracing::info!(%addresses, "serving");
-        let metrics = Arc::new(Metrics::new());
         let (stop, stopped) = watch::channel(false);
-        let handler: Arc<dyn Handler> = Arc::new(service);
+        let handler: Arc<dyn Handler> = Arc::new(router);
         let state = http_state(
             &config,
             &addresses,
