@@ -25,6 +25,8 @@
 mod forward;
 mod merge;
 mod router;
+#[cfg(test)]
+mod tests;
 mod wire;
 
 use std::net::SocketAddr;
