@@ -20,7 +20,7 @@ use hdl::placement::{ClusterAdmin, ClusterMap, FIRST_SET};
 use hdl::replication::admin::{Member, MemberStatus};
 use hdl::replication::{GroupId, NodeId, SetId};
 use hdl::restjson::structured::site_json;
-use hdl::service::site::describe_ring;
+use hdl::service::site::describe_cluster;
 use serde_json::{Value, json};
 
 use super::cluster::{Target, admin};
@@ -278,7 +278,7 @@ pub(super) async fn site_values(target: &Target, config: Option<&Path>) -> anyho
         1
     };
     for rank in 0..ranks.max(1) {
-        let info = describe_ring(&site, &map, rank);
+        let info = describe_cluster(&site, &map, rank);
         let hex = info.encode().iter().fold(String::new(), |mut hex, byte| {
             let _ = write!(hex, "{byte:02x}");
             hex

@@ -19,6 +19,7 @@ use crate::placement::{ClusterMap, MapCommand, MapRefusal};
 use crate::replication::network::frame::{self, FrameError};
 use crate::replication::network::{Endpoint, EndpointAnswer};
 use crate::replication::{AdminClient, GroupError, NodeId, SetId};
+use crate::routing::{ForwardAnswer, ForwardCall, answer_forwarded};
 use crate::service::bootstrap::BootstrapAdmin;
 use crate::storage::Slice;
 
@@ -65,6 +66,8 @@ pub enum NodeCall {
         /// The set.
         set: SetId,
     },
+    /// A handle call routed to this node's replica set, answered by its own service.
+    Forward(ForwardCall),
 }
 
 /// The answer to a [`NodeCall`].
@@ -103,6 +106,8 @@ pub enum NodeAnswer {
         /// The epoch.
         epoch: u64,
     },
+    /// The answer to a forwarded handle call.
+    Forwarded(ForwardAnswer),
     /// The node could not carry the call out.
     Failed(String),
 }
@@ -194,6 +199,10 @@ impl NodeEndpoint {
                 }
             }
             NodeCall::RemoveSet { set } => self.remove_set(set).await,
+            NodeCall::Forward(call) => match self.sets.local() {
+                Some(local) => NodeAnswer::Forwarded(answer_forwarded(&local.service, call).await),
+                None => NodeAnswer::Failed(NO_SET.to_owned()),
+            },
         }
     }
 

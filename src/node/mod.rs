@@ -18,6 +18,7 @@
 
 pub mod calls;
 mod error;
+pub mod forward;
 pub mod groups;
 pub mod moves;
 mod set;
@@ -43,11 +44,12 @@ use crate::replication::network::{
     Dispatch, Links, Registry, read_or_create_secret_file, serve as serve_peers,
 };
 use crate::replication::{AdminClient, GroupHost, Node as Member};
-use crate::routing::LocalSet;
+use crate::routing::{Forwarder, Router};
 use crate::server::HandleListeners;
 use crate::service::bootstrap::BootstrapAdmin;
 use crate::service::{AuthPolicy, Handler, Service};
 use calls::NodeEndpoint;
+use forward::PeerLink;
 use moves::PeerSets;
 
 /// How long a node waits for a member of another set to answer a step of a slot
@@ -124,6 +126,8 @@ pub struct Node {
     map: MapGroup,
     sets: Arc<SetHost>,
     mover: JoinHandle<()>,
+    router: Router,
+    metrics: Arc<Metrics>,
 }
 
 impl fmt::Debug for Node {
@@ -177,7 +181,7 @@ impl Node {
         };
         let registry = Arc::new(Registry::default());
         let secret = read_or_create_secret_file(&config.secret_path())?;
-        let secret_for_moves = secret.clone();
+        let node_secret = secret.clone();
         let peers = serve_peer_port(peers, secret.clone(), Arc::clone(&registry));
         let host = GroupHost {
             me,
@@ -186,11 +190,21 @@ impl Node {
         };
         let map = groups::start_map(&groups::settings(&config), &config.data_dir, &host).await?;
         let mover = {
-            let client = AdminClient::new(secret_for_moves, MOVE_CALL_TIMEOUT);
+            let client = AdminClient::new(node_secret.clone(), MOVE_CALL_TIMEOUT);
             let mover = Mover::new(map.clone(), PeerSets::new(client, map.clone()));
             tokio::spawn(async move { mover.run().await })
         };
-        let sets = Arc::new(SetHost::new(&config, policy, host, map.clone()));
+        let metrics = Arc::new(Metrics::new());
+        let link = Arc::new(PeerLink::new(node_secret));
+        let forwarder = Forwarder::new(
+            map.clone(),
+            link,
+            config.cluster.node_id,
+            Arc::clone(&metrics),
+        );
+        let records = Arc::new(forwarder.clone());
+        let sets = Arc::new(SetHost::new(&config, policy, host, map.clone(), records));
+        let router = Router::new(forwarder, sets.subscribe(), config.site.clone());
         registry.set_node(Arc::new(NodeEndpoint::new(Arc::clone(&sets))));
         sets.start_own().await?;
         if let Some(first_admin) = first_admin {
@@ -207,6 +221,8 @@ impl Node {
             map,
             sets,
             mover,
+            router,
+            metrics,
         })
     }
 
@@ -229,25 +245,26 @@ impl Node {
             map,
             sets,
             mover,
+            router,
+            metrics,
         } = self;
         // The mover stops with the metadata group; aborting it first stops a move's
         // step mid-way, which the next leader repeats.
         let mover = mover.abort_handle();
         let mut shutdown = std::pin::pin!(shutdown);
         let mut joined = sets.subscribe();
-        let service = tokio::select! {
-            local = joined.wait_for(Option::is_some) => local.ok().and_then(|local| local.clone()),
-            () = &mut shutdown => None,
+        let joined = tokio::select! {
+            local = joined.wait_for(Option::is_some) => local.is_ok(),
+            () = &mut shutdown => false,
         };
-        let Some(LocalSet { service, .. }) = service else {
+        if !joined {
             tracing::info!("stopped before joining a replica set");
             mover.abort();
             return stop_groups(&sets, &map, peers).await;
-        };
+        }
         tracing::info!(%addresses, "serving");
-        let metrics = Arc::new(Metrics::new());
         let (stop, stopped) = watch::channel(false);
-        let handler: Arc<dyn Handler> = Arc::new(service);
+        let handler: Arc<dyn Handler> = Arc::new(router);
         let state = http_state(
             &config,
             &addresses,

@@ -30,7 +30,7 @@ use crate::placement::{FIRST_SET, FOLLOW_RETRY, MapCommand, MapGroup, MapResult}
 use crate::replication::{Bootstrap, GroupError, GroupHost, GroupSettings, HandleCommand, SetId};
 use crate::resolver::Resolver;
 use crate::routing::LocalSet;
-use crate::service::{AuthPolicy, Service};
+use crate::service::{AuthPolicy, RecordSource, Service};
 use crate::storage::{Slice, Slot};
 
 /// How many times a node that formed set 1 alone looks for the set in the map before
@@ -58,6 +58,9 @@ pub struct SetHost {
     map: MapGroup,
     config: Config,
     policy: AuthPolicy,
+    /// Where the service reads the records authorisation needs (other sets' through
+    /// the router's forwarder).
+    records: Arc<dyn RecordSource>,
     local: watch::Sender<Option<LocalSet>>,
     joining: tokio::sync::Mutex<()>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
@@ -66,8 +69,15 @@ pub struct SetHost {
 impl SetHost {
     /// The host of the node configured by `config` (with `policy`), whose groups run
     /// on `host` and whose member of the metadata group is `map`. No set runs yet.
-    pub fn new(config: &Config, policy: AuthPolicy, host: GroupHost, map: MapGroup) -> SetHost {
+    pub fn new(
+        config: &Config,
+        policy: AuthPolicy,
+        host: GroupHost,
+        map: MapGroup,
+        records: Arc<dyn RecordSource>,
+    ) -> SetHost {
         SetHost {
+            records,
             settings: groups::settings(config),
             data_dir: config.data_dir.clone(),
             host,
@@ -143,7 +153,8 @@ impl SetHost {
             group.clone(),
             self.policy.clone(),
             self.config.site.clone(),
-        );
+        )
+        .with_records(Arc::clone(&self.records));
         if !self.config.resolver.ghr.is_empty() {
             service = service.with_resolver(Resolver::new(self.config.resolver.ghr.clone()));
         }

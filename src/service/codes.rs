@@ -9,7 +9,9 @@
 //! error: it is the challenge itself. A replica set electing its primary, or a member
 //! too far behind for a fresh read, is busy (3): the client tries again shortly. A
 //! handle whose slot this replica set does not answer for now is 301 (not responsible),
-//! should no router have taken the request to the slot's owner.
+//! should no router have taken the request to the slot's owner; a slot whose owner
+//! cannot be reached, or a node in no replica set yet, is busy (3), never "not found";
+//! a refusal forwarded from another node keeps the code that node answered.
 
 use crate::auth::{AuthError, AuthzError};
 use crate::codec::ResponseCode;
@@ -31,7 +33,8 @@ impl Error {
             Error::KeyNotHeld { .. } | Error::KeyService { .. } => {
                 ResponseCode::AuthenticationError
             }
-            Error::Busy => ResponseCode::ServerTooBusy,
+            Error::Busy | Error::Unavailable(_) | Error::NoSet => ResponseCode::ServerTooBusy,
+            Error::Remote { code, .. } => *code,
             Error::Unreadable => ResponseCode::InsufficientPermissions,
             Error::InvalidHandle(_) => ResponseCode::InvalidHandle,
             Error::Storage(_) => ResponseCode::Error,
@@ -139,5 +142,7 @@ mod tests {
         assert_eq!(authorisation(lacking), 401);
         assert_eq!(code(Error::Refused(Refusal::HandleExists)), 101);
         assert_eq!(code(Error::Busy), 3);
+        assert_eq!(code(Error::Unavailable(crate::storage::Slot(7))), 3);
+        assert_eq!(code(Error::NotHere(crate::storage::Slot(7))), 301);
     }
 }

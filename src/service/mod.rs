@@ -36,18 +36,23 @@ mod local;
 pub mod memory;
 mod mint;
 mod operation;
+mod records;
 pub mod site;
 mod status;
 mod verifier;
 
 use std::net::IpAddr;
 
+use serde::{Deserialize, Serialize};
+
 pub use authorise::AuthPolicy;
 pub use codes::authentication_code;
 pub use error::Error;
 pub use handler::{Handler, KeyAgreement};
 pub use local::Service;
+pub use mint::mint_with;
 pub use operation::{ExistingHandle, ExistingValue, Operation};
+pub use records::{MAX_FETCHED, RecordSource, held_here};
 pub use status::{Role, Status, StatusMember};
 
 pub use crate::storage::{Applied, HandleRecord, PrefixRecord, Refusal};
@@ -56,7 +61,7 @@ use crate::auth::Identity;
 use crate::values::{HandleValue, Permissions};
 
 /// Who sent a request, as far as the service can tell.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Caller {
     /// Nobody has proved who they are.
     Anonymous {
@@ -78,7 +83,7 @@ impl Caller {
 }
 
 /// How current a read must be.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Freshness {
     /// What this member has applied; it may lag the primary by a moment.
     Local,
@@ -87,7 +92,7 @@ pub enum Freshness {
 }
 
 /// What an anonymous resolution of more than public values needs first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum PrivateRead {
     /// Nothing: every selected value is public.
     Public,

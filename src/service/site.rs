@@ -1,8 +1,11 @@
 //! The HS_SITE record a node describes itself with (get-site-info, digest §3.3, §6.2):
-//! one primary site whose servers are the members of the replica set, or, for a ring
-//! over several sets, one server entry per slot (`DESIGN.md` §3).
+//! one primary site whose servers are the members of the replica set ([`describe`]);
+//! or, once the ring spreads handles over several replica sets, one site per member
+//! rank with one server entry per slot ([`describe_ring`], `DESIGN.md` §3: a client
+//! hashing a handle over the entries lands on a member of the set owning its slot).
+//! Pure: both describe what they are given.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr};
 
 use crate::codec::ProtocolVersion;
 use crate::config::SiteConfig;
@@ -34,44 +37,67 @@ pub(super) fn describe(site: &SiteConfig, members: &[Member], primary: Option<No
         // Node ids are checked to fit a server id when a node starts or joins.
         servers: members
             .iter()
-            .filter_map(|m| Some(server_record(u32::try_from(m.id).ok()?, m.node.handle)))
+            .filter_map(|member| Some(server_record(u32::try_from(member.id).ok()?, member)))
             .collect(),
     }
 }
 
-/// The HS_SITE of member rank `rank` of a cluster whose map is `map`. With one set (or
-/// no ring yet) the set's HS_SITE, every member a server. With several: one server
-/// entry per slot, entry `i` (server id `i + 1`) at the member of rank `rank` modulo
-/// the set's size (members in node id order) of the set that owns slot `i`, so a
-/// client hashing over the entries (digest §7) lands on the slot's owner; its serial
-/// is the map's epoch (modulo 2^16). A slot whose owner records no member has no
-/// entry (a map in that state is being formed).
-pub fn describe_ring(site: &SiteConfig, map: &ClusterMap, rank: usize) -> SiteInfo {
-    if map.sets.len() <= 1 || map.slots.is_empty() {
-        let members: Vec<Member> = map
-            .sets
-            .values()
-            .flat_map(|set| set.members.values().cloned())
-            .collect();
-        return describe(site, &members, None);
+/// The HS_SITE to publish for member rank `rank` of the cluster `map` describes: with
+/// one set (or before the ring is made) the set's own, every member a server;
+/// with several, [`describe_ring`].
+pub fn describe_cluster(site: &SiteConfig, map: &ClusterMap, rank: usize) -> SiteInfo {
+    if map.sets.len() > 1 && !map.slots.is_empty() {
+        return describe_ring(site, map, rank);
     }
+    let members: Vec<Member> = map
+        .sets
+        .values()
+        .flat_map(|set| set.members.values().cloned())
+        .collect();
+    describe(site, &members, None)
+}
+
+/// The HS_SITE of member rank `rank` of a ring over several replica sets: one server
+/// entry per slot, entry `i` (server id `i + 1`) at the member of rank `rank mod size`
+/// of the set owning slot `i` (members in node id order), serial the map's epoch
+/// modulo 2^16, hashed by handle. A slot whose owner has no recorded member (never so
+/// in a made ring) takes the first recorded member of the cluster, which forwards.
+pub fn describe_ring(site: &SiteConfig, map: &ClusterMap, rank: usize) -> SiteInfo {
+    let any = map
+        .sets
+        .values()
+        .find_map(|set| set.members.values().next());
     let servers = map
         .slots
         .iter()
         .zip(1u32..)
         .filter_map(|(owner, server_id)| {
-            let members = &map.sets.get(owner)?.members;
-            let member = members.values().nth(rank % members.len().max(1))?;
-            Some(server_record(server_id, member.node.handle))
-        });
+            let members = map.sets.get(owner).map(|set| &set.members);
+            let member = members
+                .filter(|members| !members.is_empty())
+                .and_then(|members| members.values().nth(rank % members.len()))
+                .or(any)?;
+            Some(server_record(server_id, member))
+        })
+        .collect();
     SiteInfo {
-        serial_number: u16::try_from(map.epoch % (1 << 16)).unwrap_or(u16::MAX),
-        servers: servers.collect(),
-        ..describe(site, &[], None)
+        data_format_version: SiteInfo::DATA_FORMAT_VERSION,
+        protocol_major: ProtocolVersion::MAX_SUPPORTED.major,
+        protocol_minor: ProtocolVersion::MAX_SUPPORTED.minor,
+        serial_number: u16::try_from(map.epoch % (1 << 16)).unwrap_or_default(),
+        flags: SiteFlags::PRIMARY,
+        hash_option: HashOption::ByHandle,
+        hash_filter: String::new(),
+        attributes: vec![
+            ("desc".into(), site.description.clone()),
+            ("rank".into(), rank.to_string()),
+        ],
+        servers,
     }
 }
 
-fn server_record(server_id: u32, handle: SocketAddr) -> ServerRecord {
+fn server_record(server_id: u32, member: &Member) -> ServerRecord {
+    let handle = member.node.handle;
     let port = u32::from(handle.port());
     let address = match handle.ip() {
         unspecified if unspecified.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
@@ -125,41 +151,48 @@ mod tests {
         assert_eq!(SiteInfo::decode(&info.encode()).unwrap(), info);
     }
 
-    #[test]
-    fn a_ring_of_two_sets_lists_one_server_per_slot_at_the_owners_rank() {
-        use crate::placement::MapCommand;
-        use crate::replication::SetId;
+    /// Two sets of three (nodes 1-3 and 4-6), eight slots, four each.
+    fn ring() -> ClusterMap {
         let mut map = ClusterMap::default();
         for (set, ids) in [(1, [1, 2, 3]), (2, [4, 5, 6])] {
             let members = ids
                 .iter()
-                .map(|id| member(*id, &format!("127.0.0.1:{}", 2640 + id)))
+                .map(|&id| member(id, &format!("192.0.2.{id}:2641")))
                 .collect();
-            let set = SetId(set);
-            map.apply(MapCommand::RecordSet { set, members }).unwrap();
+            let command = crate::placement::MapCommand::RecordSet {
+                set: crate::replication::SetId(set),
+                members,
+            };
+            map.apply(command).unwrap();
         }
-        let sets = vec![SetId(1), SetId(2)];
-        map.apply(MapCommand::MakeRing {
+        let sets = vec![crate::replication::SetId(1), crate::replication::SetId(2)];
+        let command = crate::placement::MapCommand::MakeRing {
             slot_count: 8,
             sets,
-        })
-        .unwrap();
-        let rank = |rank| describe_ring(&SiteConfig::default(), &map, rank);
-        let ports = |info: SiteInfo| -> Vec<u32> {
-            info.servers.iter().map(|s| s.interfaces[0].port).collect()
         };
-        assert_eq!(
-            ports(rank(0)),
-            [2641, 2641, 2641, 2641, 2644, 2644, 2644, 2644]
-        );
-        assert_eq!(
-            ports(rank(4)),
-            [2642, 2642, 2642, 2642, 2645, 2645, 2645, 2645]
-        );
-        let info = rank(0);
-        let ids: Vec<u32> = info.servers.iter().map(|s| s.server_id).collect();
-        assert_eq!(ids, (1..=8).collect::<Vec<_>>());
-        assert_eq!(u64::from(info.serial_number), map.epoch);
-        assert_eq!(info.hash_option, HashOption::ByHandle);
+        map.apply(command).unwrap();
+        map
+    }
+
+    #[test]
+    fn a_ring_site_has_one_entry_per_slot_at_the_owner_member_of_its_rank() {
+        let map = ring();
+        for rank in 0..4 {
+            let info = describe_ring(&SiteConfig::default(), &map, rank);
+            assert_eq!(info.servers.len(), 8);
+            assert_eq!(info.serial_number, u16::try_from(map.epoch).unwrap());
+            assert_eq!(info.hash_option, HashOption::ByHandle);
+            for (slot, server) in info.servers.iter().enumerate() {
+                assert_eq!(server.server_id, u32::try_from(slot).unwrap() + 1);
+                let first = if slot < 4 { 1 } else { 4 };
+                let id = first + rank % 3;
+                assert_eq!(
+                    server.address.to_string(),
+                    format!("192.0.2.{id}"),
+                    "{slot}"
+                );
+            }
+            assert_eq!(SiteInfo::decode(&info.encode()).unwrap(), info);
+        }
     }
 }

@@ -111,7 +111,7 @@ pub fn prefix_range(prefix_key: &str) -> (String, String) {
 }
 
 /// A handle as stored: its display spelling and its values in stored order.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct HandleRecord {
     /// The handle as first written.
     pub display: String,
@@ -148,7 +148,7 @@ impl HandleRecord {
 }
 
 /// A naming authority known to the store.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PrefixRecord {
     /// The prefix as first written.
     pub display: String,
