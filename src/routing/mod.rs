@@ -1,7 +1,7 @@
 //! Routing: which replica set answers a handle, and getting the request there
 //! (`DESIGN.md` §3, "Routing").
 //!
-//! Owns [`Router`], the [`Handler`] a node's edges answer with: a handle whose slot this
+//! Owns [`Router`], the [`Handler`](crate::service::Handler) a node's edges answer with: a handle whose slot this
 //! node's set owns goes to its own [`Service`]; any other is forwarded to a member of
 //! the set that owns the slot in the cluster map ([`Forwarder`]: reads to the member of
 //! this node's rank first, then the others; writes to any member, whose group forwards
@@ -12,9 +12,10 @@
 //! through.
 //!
 //! A node never answers "not found" for a slot it does not answer for: a
-//! [`Error::NotHere`] (from its own store, or from the node asked) re-reads the map and
+//! [`Error::NotHere`](crate::service::Error::NotHere) (from its own store, or from the node asked) re-reads the map and
 //! routes again, with a short backoff, for at most [`REROUTE_PATIENCE`]; then, or when
-//! no member of the owner set can be reached, the answer is [`Error::Unavailable`]
+//! no member of the owner set can be reached, the answer is
+//! [`Error::Unavailable`](crate::service::Error::Unavailable)
 //! (RC 3, HTTP 503). Every forward is counted in `/metrics`.
 //!
 //! Depends on [`crate::service`] (the local service, its errors and types),

@@ -6,8 +6,15 @@
 //! (which values an anonymous resolution may see, value validation, server-assigned
 //! timestamps, who may administer: an authenticated administrator whom the target
 //! handle, its prefix handle or the server configuration allows the exact change,
-//! module `authorise`), the HS_SITE a node describes itself with, and the one table
-//! from [`Error`] to RFC 3652 response codes ([`Error::response_code`]).
+//! module `authorise`), the HS_SITE a node describes itself with ([`site`]: its set,
+//! or one site per rank over the ring of slots), and the one table from [`Error`] to
+//! RFC 3652 response codes ([`Error::response_code`]).
+//!
+//! Once the ring spreads handles over several replica sets, the service answers only
+//! for the slots its store answers reads of: any other handle is [`Error::NotHere`]
+//! (never "not found"), for the router above to take elsewhere. The records that
+//! authorise a request or check a key (prefix handles, HS_VLIST groups, key handles)
+//! are read from the set owning them through a [`RecordSource`] (module `records`).
 //!
 //! Writes go through the replica set ([`Group::client_write`](crate::replication::Group::client_write):
 //! the primary proposes them, any other member forwards them); reads come from the

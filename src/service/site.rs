@@ -1,5 +1,5 @@
 //! The HS_SITE record a node describes itself with (get-site-info, digest §3.3, §6.2):
-//! one primary site whose servers are the members of the replica set ([`describe`]);
+//! one primary site whose servers are the members of the replica set (`describe`);
 //! or, once the ring spreads handles over several replica sets, one site per member
 //! rank with one server entry per slot ([`describe_ring`], `DESIGN.md` §3: a client
 //! hashing a handle over the entries lands on a member of the set owning its slot).
