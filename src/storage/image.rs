@@ -13,6 +13,7 @@ use super::batch::WriteBatch;
 use super::error::StorageError;
 use super::read::{ReadSnapshot, decode_handle, decode_prefix};
 use super::recent::split_value;
+use super::slot_index::rebuild_index;
 use super::slots::{Slice, Slot, SlotState};
 use super::tables;
 use crate::names::{Handle, fold_key};
@@ -132,6 +133,7 @@ impl WriteBatch {
         self.replace_table(tables::PREFIXES, &image.prefixes)?;
         self.replace_table(tables::DOCUMENTS, &image.documents)?;
         self.replace_slots(image)?;
+        rebuild_index(self.txn(), image.slot_count)?;
         self.replace_recent(&image.recent)
     }
 
