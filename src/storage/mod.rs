@@ -15,8 +15,8 @@
 //!
 //! For replication the store also keeps, without interpreting them, the applied state
 //! of the replicated state machine ([`WriteBatch::set_applied_state`], committed with
-//! the handle writes it accounts for), whole-store images for snapshots
-//! ([`ReadSnapshot::export`], [`WriteBatch::import`]) and, in a file of its own, the
+//! the handle writes it accounts for), whole-store images for snapshots, streamed
+//! record by record ([`ReadSnapshot::export`], [`WriteBatch::import`]) and, in a file of its own, the
 //! replicated log ([`EntryLog`]). Nothing here knows the replication library.
 
 mod applied;
@@ -39,7 +39,7 @@ use redb::{Database, ReadableDatabase, ReadableTable, TableHandle, WriteTransact
 pub use applied::Applied;
 pub use batch::{CreateOutcome, ExistingHandle, ExistingValue, WriteBatch};
 pub use error::{Refusal, StorageError};
-pub use image::{RecentResult, StoreImage};
+pub use image::{ImageImport, ImageRecord, RecentResult};
 pub use journal::{JournalEntry, JournalRecord};
 pub use log::EntryLog;
 pub use read::ReadSnapshot;
