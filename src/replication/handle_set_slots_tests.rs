@@ -142,10 +142,7 @@ fn an_imported_slot_is_written_only_by_copies_until_accepted() {
         target(&store.read().unwrap(), &name).as_deref(),
         Some("copied")
     );
-    assert_eq!(
-        apply(&store, create(&name, "client")),
-        Ok(Applied::Replaced)
-    );
+    assert_eq!(apply(&store, create(&name, "client")), Ok(Applied::Replaced));
     assert_eq!(
         apply(&store, copy(vec![], vec![&name])),
         Err(Refusal::NotHere(Slot(3))),
