@@ -56,10 +56,7 @@ impl SetAccess for TwoSets {
             self.write(at, command);
         }
         let read = self.stores[&set].read().unwrap();
-        let slot_of = |key: &str| slot_of(key, SLOTS);
-        Ok(read
-            .slot_page(slot, &slot_of, after.as_deref(), limit)
-            .unwrap())
+        Ok(read.slot_page(slot, after.as_deref(), limit).unwrap())
     }
 
     async fn journal(

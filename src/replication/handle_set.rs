@@ -23,13 +23,11 @@
 use serde::{Deserialize, Serialize};
 
 use super::machine::Machine;
-use crate::codec::handle_hash;
 use crate::names::Handle;
 use crate::storage::{
     Applied, ExistingHandle, ExistingValue, Refusal, Slice, Slot, SlotState, StorageError,
-    WriteBatch,
+    WriteBatch, slot_of,
 };
-use crate::values::HashOption;
 use crate::values::{HandleValue, ValueIndex};
 
 /// The machine of a replica set's group.
@@ -140,14 +138,6 @@ pub enum HandleCommand {
         /// The slot.
         slot: Slot,
     },
-}
-
-/// The slot of the handle whose folded key is `key` in a ring of `slot_count` slots:
-/// the RFC 3652 site hash of the whole handle (digest §7) modulo the slot count, so
-/// that a client choosing among an HS_SITE's `slot_count` servers lands on the slot's.
-pub fn slot_of(key: &str, slot_count: u32) -> Slot {
-    let hash = handle_hash(key.as_bytes(), HashOption::ByHandle);
-    Slot(hash % slot_count.max(1))
 }
 
 /// Refuses a change to `handle` when the store is sliced and the set does not take
@@ -296,23 +286,23 @@ fn move_slot(
     }
 }
 
-/// The slot function of a sliced store.
-fn slots_of(batch: &WriteBatch, slot: Slot) -> Result<impl Fn(&str) -> Slot + use<>, StorageError> {
+/// The slot count of a sliced store; a whole store holds no slot.
+fn slot_count(batch: &WriteBatch, slot: Slot) -> Result<u32, StorageError> {
     match batch.slice()? {
-        Slice::Ring(count) => Ok(move |key: &str| slot_of(key, count)),
+        Slice::Ring(count) => Ok(count),
         Slice::Whole => Err(Refusal::NotHere(slot).into()),
     }
 }
 
 /// Gives `slot` up (it must be frozen, or already given up): its handles and journal go.
 fn drop_slot(batch: &mut WriteBatch, slot: Slot) -> Result<Applied, StorageError> {
-    let slot_of = slots_of(batch, slot)?;
+    slot_count(batch, slot)?;
     match batch.slot_state(slot)? {
         Some(SlotState::Frozen) => {}
         None => return Ok(Applied::Done),
         Some(_) => return Err(Refusal::NotHere(slot).into()),
     }
-    batch.delete_slot(slot, &slot_of)?;
+    batch.delete_slot(slot)?;
     batch.clear_journal(slot)?;
     batch.set_slot_state(slot, None)?;
     Ok(Applied::Done)
@@ -321,12 +311,12 @@ fn drop_slot(batch: &mut WriteBatch, slot: Slot) -> Result<Applied, StorageError
 /// Starts importing `slot` (not held, or importing already: a fresh start either way,
 /// dropping what a cut-short import left).
 fn begin_import(batch: &mut WriteBatch, slot: Slot) -> Result<Applied, StorageError> {
-    let slot_of = slots_of(batch, slot)?;
+    slot_count(batch, slot)?;
     match batch.slot_state(slot)? {
         None | Some(SlotState::Importing) => {}
         Some(_) => return Err(Refusal::NotHere(slot).into()),
     }
-    batch.delete_slot(slot, &slot_of)?;
+    batch.delete_slot(slot)?;
     batch.set_slot_state(slot, Some(SlotState::Importing))?;
     Ok(Applied::Done)
 }
@@ -339,14 +329,14 @@ fn put_records(
     records: Vec<(Handle, Vec<HandleValue>)>,
     removed: &[Handle],
 ) -> Result<Applied, StorageError> {
-    let slot_of = slots_of(batch, slot)?;
+    let count = slot_count(batch, slot)?;
     if batch.slot_state(slot)? != Some(SlotState::Importing) {
         return Err(Refusal::NotHere(slot).into());
     }
     let named = records.iter().map(|(handle, _)| handle).chain(removed);
     if named
         .into_iter()
-        .any(|handle| slot_of(handle.key()) != slot)
+        .any(|handle| slot_of(handle.key(), count) != slot)
     {
         return Err(Refusal::NotHere(slot).into());
     }

@@ -39,6 +39,7 @@ mod snapshot;
 mod state_machine;
 pub mod types;
 
+pub use crate::storage::slot_of;
 pub use error::Error;
 pub use group::{
     AdminClient, Bootstrap, Group, GroupError, GroupHost, GroupSettings, GroupWatch,
@@ -46,7 +47,7 @@ pub use group::{
 };
 #[cfg(test)]
 pub(crate) use group::{alone_settings, start_alone, test_host};
-pub use handle_set::{HandleCommand, HandleResult, HandleSet, slot_of};
+pub use handle_set::{HandleCommand, HandleResult, HandleSet};
 pub use log_store::{LOG_FILE, LogStore};
 pub use machine::Machine;
 pub use snapshot::SNAPSHOT_FILE;

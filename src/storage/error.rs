@@ -80,6 +80,12 @@ pub enum StorageError {
         /// The key it came with.
         key: String,
     },
+    /// The slot index names a handle the store does not hold.
+    #[error("the slot index names {key:?}, which the store does not hold")]
+    Unindexed {
+        /// The folded key the index names.
+        key: String,
+    },
     /// redb reported an error (I/O, a full disk, a damaged file).
     #[error("storage backend: {0}")]
     Backend(#[from] redb::Error),

@@ -2,17 +2,28 @@
 //! the store's replica set answers for, and which are moving in or out.
 //!
 //! Owns [`Slot`], [`SlotState`] and [`Slice`], the `slot_states` table and the `slot_count`
-//! record. The store never computes a handle's slot (that is the ring's hash, above
-//! this layer); it keeps what its replica set's log said about each slot.
+//! record, and [`slot_of`], the ring's hash (the RFC 3652 site hash from
+//! [`crate::codec`]): the store computes a handle's slot to keep its slot index
+//! ([`super::slot_index`]); which slots it holds is what its replica set's log said.
 
-use redb::{ReadableTable, ReadableTableMetadata};
+use redb::{ReadableTable, ReadableTableMetadata, WriteTransaction};
 use serde::{Deserialize, Serialize};
 
 use super::batch::WriteBatch;
 use super::error::StorageError;
 use super::read::ReadSnapshot;
+use super::slot_index::rebuild_index;
 use super::tables::{META, SLOT_COUNT_KEY, SLOT_STATES};
-use crate::values::DecodeError;
+use crate::codec::handle_hash;
+use crate::values::{DecodeError, HashOption};
+
+/// The slot of the handle whose folded key is `key` in a ring of `slot_count` slots:
+/// the RFC 3652 site hash of the whole handle (digest §7) modulo the slot count, so
+/// that a client choosing among an HS_SITE's `slot_count` servers lands on the slot's.
+pub fn slot_of(key: &str, slot_count: u32) -> Slot {
+    let hash = handle_hash(key.as_bytes(), HashOption::ByHandle);
+    Slot(hash % slot_count.max(1))
+}
 
 /// One hash slot of a cluster's ring.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -111,9 +122,7 @@ impl ReadSnapshot {
 impl WriteBatch {
     /// Which slots the store holds, as this batch sees it.
     pub fn slice(&self) -> Result<Slice, StorageError> {
-        let meta = self.txn().open_table(META)?;
-        let found = meta.get(SLOT_COUNT_KEY)?.map(|count| count.value());
-        slice_of(found)
+        slice_in(self.txn())
     }
 
     /// The state of `slot` as this batch sees it.
@@ -124,11 +133,16 @@ impl WriteBatch {
     }
 
     /// Slices the store into a ring of `slot_count` slots of which it owns `owned`
-    /// (replacing any slice it had).
+    /// (replacing any slice it had), and indexes every handle it holds by slot (a
+    /// pass over the store, unless it was sliced into as many slots already).
     pub fn make_slice(&mut self, slot_count: u32, owned: &[Slot]) -> Result<(), StorageError> {
+        let indexed = self.slice()? == Slice::Ring(slot_count);
         self.txn()
             .open_table(META)?
             .insert(SLOT_COUNT_KEY, u64::from(slot_count))?;
+        if !indexed {
+            rebuild_index(self.txn(), Some(slot_count))?;
+        }
         self.txn().delete_table(SLOT_STATES)?;
         let mut table = self.txn().open_table(SLOT_STATES)?;
         for slot in owned {
@@ -150,6 +164,13 @@ impl WriteBatch {
         };
         Ok(())
     }
+}
+
+/// Which slots the store holds, as `txn` sees it.
+pub(super) fn slice_in(txn: &WriteTransaction) -> Result<Slice, StorageError> {
+    let meta = txn.open_table(META)?;
+    let found = meta.get(SLOT_COUNT_KEY)?.map(|count| count.value());
+    slice_of(found)
 }
 
 fn slice_of(count: Option<u64>) -> Result<Slice, StorageError> {

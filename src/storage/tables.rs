@@ -32,6 +32,9 @@
 //!
 //! - `slot_journal`: `(u32 slot, u64 sequence)` → folded handle key: the handles changed
 //!   in a slot being exported, in order (see [`super::WriteBatch::journal_change`]).
+//! - `slot_index`: `(u32 slot, folded handle key)` → `()`: every handle of a sliced
+//!   store under its slot (empty in a store that was never sliced). Added without a
+//!   format change: a sliced file without it gets it built on open.
 //!
 //! A folded handle key sorts the handles of one prefix together: they all start with
 //! `PREFIX/`, so listing a prefix is one range scan.
@@ -74,6 +77,8 @@ pub const PREFIXES: TableDefinition<&str, &[u8]> = TableDefinition::new("prefixe
 pub const SLOT_STATES: TableDefinition<u32, u8> = TableDefinition::new("slot_states");
 /// The journal of exporting slots (see the module docs).
 pub const SLOT_JOURNAL: TableDefinition<(u32, u64), &str> = TableDefinition::new("slot_journal");
+/// Every handle of a sliced store by slot (see the module docs).
+pub const SLOT_INDEX: TableDefinition<(u32, &str), ()> = TableDefinition::new("slot_index");
 /// Key in [`META`] of the ring's slot count, once the store is sliced.
 pub const SLOT_COUNT_KEY: &str = "slot_count";
 /// Named documents: small replicated states kept whole (see the module docs).
