@@ -269,6 +269,7 @@ fn cluster_up_runs_two_sets_sharing_the_ring_and_restarts_them_into_their_sets()
             .is_some_and(|id| id >= 4)
     );
     let epoch = status["epoch"].as_u64().expect("an epoch");
+    assert_site_values(dir.path(), node_5, epoch);
     drop(launcher);
 
     // Started again on the same data, every node comes back in its own set and the
@@ -287,5 +288,41 @@ fn cluster_up_runs_two_sets_sharing_the_ring_and_restarts_them_into_their_sets()
         let set_dir = dir.path().join(format!("node-{id}/groups/set-2"));
         assert!(set_dir.is_dir(), "node {id} has no set-2 directory");
         assert!(!dir.path().join(format!("node-{id}/groups/set-1")).exists());
+    }
+}
+
+/// `hdl cluster site-values` prints three HS_SITEs (ranks 0 to 2), each of 256
+/// servers numbered 1 to 256 with the map's epoch as serial.
+fn assert_site_values(dir: &Path, peer: SocketAddr, epoch: u64) {
+    let output = Command::new(env!("CARGO_BIN_EXE_hdl"))
+        .args(["cluster", "site-values", "--peer", &peer.to_string()])
+        .arg("--secret-file")
+        .arg(dir.join("cluster.secret"))
+        .output()
+        .expect("run hdl cluster site-values");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = String::from_utf8_lossy(&output.stdout);
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON line"))
+        .collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    for (rank, line) in lines.iter().enumerate() {
+        assert_eq!(line["rank"], rank);
+        assert_eq!(line["serial"], epoch % 65536);
+        let bytes: Vec<u8> = (0..line["hex"].as_str().expect("hex").len())
+            .step_by(2)
+            .map(|at| {
+                u8::from_str_radix(&line["hex"].as_str().unwrap_or("")[at..at + 2], 16)
+                    .expect("hex")
+            })
+            .collect();
+        let site = hdl::values::SiteInfo::decode(&bytes).expect("an HS_SITE");
+        let ids: Vec<u32> = site.servers.iter().map(|s| s.server_id).collect();
+        assert_eq!(ids, (1..=256).collect::<Vec<u32>>());
     }
 }
