@@ -439,7 +439,7 @@ mod tests {
             (&format!("[[set]]\nid = 2\n{SET_NODE}"), "id = 1"),
             (&format!("[[set]]\nid = 0\n{SET_NODE}"), "set id 0"),
             (
-                &format!("[[set]]\nid = 1\n{SET_NODE}[[set]]\nid = 1\n"),
+                &format!("[[set]]\nid = 1\n{SET_NODE}[[set]]\nid = 1\nnode = []\n"),
                 "set id 1",
             ),
             ("[[set]]\nid = 1\nnode = []\n", "no node"),

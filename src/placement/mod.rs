@@ -5,10 +5,10 @@
 //! ([`MapMachine`]), [`MapGroup`], this node's member of the metadata group (which
 //! follows the replica set's membership into the map), and [`ClusterAdmin`], the
 //! membership changes `hdl cluster` makes to a set and the metadata group together
-//! (the first set's members vote in the metadata group, other sets' are its learners). Depends
-//! on [`crate::replication`] (the group it runs on) and [`crate::storage`] (the
-//! group's store holds the map as one document); knows nothing of handles' wire forms,
-//! the service or the edges.
+//! (the first set's members vote in the metadata group, other sets' are its
+//! learners). Depends on [`crate::replication`] (the group it runs on) and
+//! [`crate::storage`] (the group's store holds the map as one document); knows nothing
+//! of handles' wire forms, the service or the edges.
 
 mod admin;
 mod machine;
