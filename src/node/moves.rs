@@ -16,8 +16,8 @@ use serde::{Deserialize, Serialize};
 
 use super::calls::{NodeAnswer, NodeCall, call_node};
 use crate::placement::{MapGroup, MoveError, SetAccess, SlotCommand};
-use crate::replication::{AdminClient, Group, HandleSet, SetId, slot_of};
-use crate::storage::{JournalRecord, ReadSnapshot, Slice, Slot, StorageError, Store, StoredRecord};
+use crate::replication::{AdminClient, Group, HandleSet, SetId};
+use crate::storage::{JournalRecord, ReadSnapshot, Slot, StorageError, Store, StoredRecord};
 
 /// The most records a page or journal read may ask for: a stranger holding the
 /// cluster secret still cannot make a node read without bound.
@@ -100,12 +100,7 @@ pub async fn answer_move(
             slot, after, limit, ..
         } => {
             read_fresh(group, store, |read| {
-                // A store that is not sliced holds no slot to page through.
-                let Slice::Ring(count) = read.slice()? else {
-                    return Ok(MoveAnswer::Page(Vec::new()));
-                };
-                let slot_of = |key: &str| slot_of(key, count);
-                read.slot_page(slot, &slot_of, after.as_deref(), limit.min(MAX_PAGE))
+                read.slot_page(slot, after.as_deref(), limit.min(MAX_PAGE))
                     .map(MoveAnswer::Page)
             })
             .await
