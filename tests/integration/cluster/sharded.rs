@@ -12,7 +12,6 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use hdl::codec::ResponseCode;
-use serde_json::Value;
 
 use super::{Member, Set, create, receive, resolve_at, url};
 
@@ -112,12 +111,6 @@ impl Cluster {
                 .as_array()
                 .is_some_and(|moves| !moves.is_empty())
         });
-    }
-
-    /// `hdl cluster status --json` through node 0.
-    fn status(&self) -> Value {
-        self.set
-            .await_status(self.via, "a status", |s| s["sets"].is_array())
     }
 
     /// Handles held by each set (by set id), as the status reports them once every
