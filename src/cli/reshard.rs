@@ -120,7 +120,9 @@ pub async fn add_set(args: &AddSetArgs) -> anyhow::Result<()> {
         map.slot_count() > 0,
         "the cluster has no ring yet: form its first set (hdl cluster init or up) first"
     );
-    let set = SetId(map.sets.keys().map(|set| set.0).max().unwrap_or(0) + 1);
+    // A removed set's id is never used again.
+    let used = map.sets.keys().chain(&map.removed).map(|set| set.0);
+    let set = SetId(used.max().unwrap_or(0) + 1);
     form_set(&admin, set, peer, &args.nodes).await?;
     await_recorded(admin.client(), peer, set).await?;
     println!(

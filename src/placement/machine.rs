@@ -1,8 +1,10 @@
 //! The metadata group's state machine: [`MapCommand`]s applied to the cluster map, kept
 //! whole as one document of the group's store.
 //!
-//! The document is `u8 layout (1) ‖ postcard ClusterMap`; a layout this build does not
-//! know, or bytes that do not decode, stop the node (the store is not what it must be).
+//! The document is `u8 layout (2) ‖ postcard ClusterMap`. Layout 1, written before the
+//! map had a ring, is `postcard (epoch, sets)` and is read as a map without a ring. A
+//! layout this build does not know, or bytes that do not decode, stop the node (the
+//! store is not what it must be).
 
 use super::map::{ClusterMap, MapCommand, MapResult};
 use crate::replication::Machine;
@@ -12,7 +14,10 @@ use crate::storage::{ReadSnapshot, StorageError, WriteBatch};
 const MAP_DOCUMENT: &str = "cluster_map";
 
 /// The layout of the map document.
-const MAP_LAYOUT: u8 = 1;
+const MAP_LAYOUT: u8 = 2;
+
+/// The layout written before the map had a ring: its epoch and sets only.
+const MAP_LAYOUT_WITHOUT_RING: u8 = 1;
 
 /// The machine of the metadata group.
 #[derive(Debug)]
@@ -50,6 +55,15 @@ fn decode(bytes: Option<Vec<u8>>) -> Result<ClusterMap, StorageError> {
     match bytes.split_first() {
         Some((&MAP_LAYOUT, rest)) => {
             postcard::from_bytes(rest).map_err(|error| corrupt(error.to_string()))
+        }
+        Some((&MAP_LAYOUT_WITHOUT_RING, rest)) => {
+            let (epoch, sets) =
+                postcard::from_bytes(rest).map_err(|error| corrupt(error.to_string()))?;
+            Ok(ClusterMap {
+                epoch,
+                sets,
+                ..ClusterMap::default()
+            })
         }
         Some((layout, _)) => Err(corrupt(format!("unknown layout {layout}"))),
         None => Err(corrupt("empty".to_owned())),

@@ -7,7 +7,7 @@
 //! does not fit the map as it is (a set that owns slots removed, a slot moved by a
 //! set that does not own it) changes nothing and says why ([`MapRefusal`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -31,6 +31,9 @@ pub struct ClusterMap {
     pub migrations: BTreeMap<Slot, Migration>,
     /// What the moves that ended have moved, all told.
     pub moved: MovedTotals,
+    /// Sets taken out ([`MapCommand::RemoveSet`]): never recorded again (a member of
+    /// one still following its group must not bring it back).
+    pub removed: BTreeSet<SetId>,
 }
 
 /// What ended moves moved, all told (a rolled-back move counts nothing).
@@ -236,6 +239,9 @@ impl ClusterMap {
     }
 
     fn record_set(&mut self, set: SetId, members: Vec<Member>) {
+        if self.removed.contains(&set) {
+            return;
+        }
         let members = members.into_iter().map(|m| (m.id, m)).collect();
         self.sets.insert(set, SetRecord { members });
     }
@@ -353,6 +359,7 @@ impl ClusterMap {
             return Err(MapRefusal::SetInUse(set.0));
         }
         self.sets.remove(&set);
+        self.removed.insert(set);
         Ok(())
     }
 }
@@ -489,5 +496,10 @@ mod tests {
         );
         map.apply(MapCommand::RemoveSet { set: SetId(3) }).unwrap();
         assert!(!map.sets.contains_key(&SetId(3)));
+        // A member still following its group cannot bring the set back.
+        let epoch = map.epoch;
+        map.apply(record(3)).unwrap();
+        assert!(!map.sets.contains_key(&SetId(3)));
+        assert_eq!(map.epoch, epoch);
     }
 }

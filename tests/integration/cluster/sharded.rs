@@ -11,7 +11,11 @@ use std::sync::{Mutex, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use hdl::codec::ResponseCode;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+
+use hdl::codec::{ResponseCode, server_index};
+use hdl::values::{InterfaceProtocol, SiteInfo};
 
 use super::{Member, Set, create, receive, resolve_at, url};
 
@@ -228,6 +232,62 @@ fn assert_each_handle_on_one_set(cluster: &Cluster, acked: &[String]) -> Vec<(u6
     per_set
 }
 
+/// The Handle protocol address a client picks for `name` in `site`: the digest §7
+/// hash over its server entries.
+fn hashed_server(site: &SiteInfo, name: &str) -> SocketAddr {
+    let index = server_index(name.as_bytes(), site.hash_option, site.servers.len());
+    let server = &site.servers[index];
+    let tcp = server
+        .interfaces
+        .iter()
+        .find(|i| i.protocol == InterfaceProtocol::Tcp)
+        .expect("a TCP interface");
+    SocketAddr::new(server.address, u16::try_from(tcp.port).expect("a port"))
+}
+
+/// The running member listening at `handle`.
+fn member_at(cluster: &Cluster, handle: SocketAddr) -> &Member {
+    let running = cluster.set.members.iter().filter(|m| m.child.is_some());
+    running
+        .into_iter()
+        .find(|m| m.listening.handle == handle)
+        .unwrap_or_else(|| panic!("no running member at {handle}"))
+}
+
+/// Requests every running member has forwarded to another, from `/metrics`.
+fn forwards(cluster: &Cluster) -> u64 {
+    let running = cluster.set.members.iter().filter(|m| m.child.is_some());
+    running
+        .map(|member| {
+            let mut stream = TcpStream::connect(member.listening.http).expect("connect to HTTP");
+            stream
+                .write_all(b"GET /metrics HTTP/1.0\r\n\r\n")
+                .expect("ask for metrics");
+            let mut text = String::new();
+            stream.read_to_string(&mut text).expect("metrics");
+            text.lines()
+                .filter(|line| line.starts_with("hdl_forwarded_requests_total"))
+                .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
+                .sum::<u64>()
+        })
+        .sum()
+}
+
+/// A client hashing each of `names` over `site` reaches its owner: every one resolves
+/// right, and no member forwards anything meanwhile.
+fn assert_hashing_reaches_owners(cluster: &Cluster, site: &SiteInfo, names: &[String]) {
+    let before = forwards(cluster);
+    for name in names {
+        let member = member_at(cluster, hashed_server(site, name));
+        assert!(resolves_right(member, name), "{name} at its hashed server");
+    }
+    assert_eq!(
+        forwards(cluster),
+        before,
+        "a hashing client is never forwarded"
+    );
+}
+
 /// Handles besides the tests' own: the bootstrap administrator's `0.NA/ADMIN`.
 const OTHER_HANDLES: u64 = 1;
 
@@ -351,8 +411,9 @@ impl Load {
         self.acked.lock().expect("names").extend(fresh);
     }
 
-    /// Stops both threads; every acknowledged name.
-    fn stop(self) -> (Vec<String>, Vec<String>, usize) {
+    /// Stops both threads; checks that no read failed or was wrong and that every
+    /// acknowledged name resolves through any member; every acknowledged name.
+    fn finish(self, cluster: &Cluster) -> Vec<String> {
         self.stop.store(true, Ordering::Relaxed);
         for thread in self.threads {
             thread.join().expect("load thread");
@@ -360,7 +421,18 @@ impl Load {
         let mut acked = self.acked.lock().expect("names").clone();
         acked.extend(self.new_names.try_iter());
         let failed = self.failed.lock().expect("failures").clone();
-        (acked, failed, self.reads.load(Ordering::Relaxed))
+        let reads = self.reads.load(Ordering::Relaxed);
+        assert!(reads > 0);
+        assert!(
+            failed.is_empty(),
+            "{} failed reads of {reads}: {:?}",
+            failed.len(),
+            &failed[..failed.len().min(10)]
+        );
+        for (n, name) in acked.iter().enumerate() {
+            assert!(resolves_right(cluster.any_member(n), name), "{name} lost");
+        }
+        acked
     }
 }
 
@@ -371,6 +443,9 @@ fn a_third_set_takes_a_third_of_the_handles_under_reads_and_writes() {
     for (n, name) in loaded.iter().enumerate() {
         assert_eq!(create(cluster.any_member(n), name), ResponseCode::Success);
     }
+    let old_site = super::site_info(cluster.member(0));
+    assert_eq!(old_site.servers.len(), 256, "one server entry per slot");
+    assert_hashing_reaches_owners(&cluster, &old_site, &loaded);
     let load = Load::start(&cluster, loaded);
     load.collect(20);
     let started = Instant::now();
@@ -379,17 +454,16 @@ fn a_third_set_takes_a_third_of_the_handles_under_reads_and_writes() {
     let said = String::from_utf8_lossy(&output.stdout);
     assert!(said.contains("handles/s"), "{said}");
     load.collect(20);
-    let (acked, failed, reads) = load.stop();
-    assert!(reads > 0);
-    assert!(
-        failed.is_empty(),
-        "{} failed reads of {reads}: {:?}",
-        failed.len(),
-        &failed[..failed.len().min(10)]
-    );
-    for (n, name) in acked.iter().enumerate() {
-        assert!(resolves_right(cluster.any_member(n), name), "{name} lost");
+    let acked = load.finish(&cluster);
+    // A client holding the HS_SITE from before the move still gets every handle
+    // right (the old owner forwards); one holding the new one reaches each owner.
+    for name in &acked {
+        let old = member_at(&cluster, hashed_server(&old_site, name));
+        assert!(resolves_right(old, name), "{name} through the old HS_SITE");
     }
+    let new_site = super::site_info(cluster.member(0));
+    assert!(new_site.serial_number > old_site.serial_number);
+    assert_hashing_reaches_owners(&cluster, &new_site, &acked);
     let per_set = assert_each_handle_on_one_set(&cluster, &acked);
     let total: u64 = per_set.iter().map(|(_, h)| h).sum();
     let third = per_set.iter().find(|(id, _)| *id == 3).expect("set 3").1;
@@ -414,13 +488,7 @@ fn a_removed_set_hands_every_handle_to_the_others_under_reads() {
         .set
         .cli(&["remove-set", "--peer", &peer, "--id", "3"]);
     load.collect(10);
-    let (acked, failed, reads) = load.stop();
-    assert!(
-        failed.is_empty(),
-        "{} failed reads of {reads}: {:?}",
-        failed.len(),
-        &failed[..failed.len().min(10)]
-    );
+    let acked = load.finish(&cluster);
     let per_set = assert_each_handle_on_one_set(&cluster, &acked);
     assert_eq!(
         per_set.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
@@ -517,16 +585,7 @@ fn reshard_losing_a_primary(victim: Victim) {
         String::from_utf8_lossy(&output.stderr)
     );
     load.collect(10);
-    let (acked, failed, reads) = load.stop();
-    assert!(
-        failed.is_empty(),
-        "{} failed reads of {reads}: {:?}",
-        failed.len(),
-        &failed[..failed.len().min(10)]
-    );
-    for (n, name) in acked.iter().enumerate() {
-        assert!(resolves_right(cluster.any_member(n), name), "{name} lost");
-    }
+    let acked = load.finish(&cluster);
     assert_each_handle_on_one_set(&cluster, &acked);
 }
 
