@@ -1,10 +1,35 @@
-//! Cluster files: the TOML description of a local replica set that `hdl cluster up`
-//! launches (`cluster/local.toml` is the example).
+//! Cluster files: the TOML description of a local cluster that `hdl cluster up`
+//! launches — one replica set (`cluster/local.toml`) or several sharing a ring of hash
+//! slots (`cluster/sharded.toml`).
 //!
 //! Owns the file's shape, its defaults and its checks; unknown fields are an error so
 //! a typo never passes silently. Pure data: reading the file and starting processes
 //! are the caller's business. Every node's ports are offsets from one base port, so a
-//! whole set moves to other ports with a single `--base-port`.
+//! whole cluster moves to other ports with a single `--base-port`.
+//!
+//! One replica set is a list of `[[node]]` tables (below). Several are `[[set]]`
+//! tables instead, each with an `id` and its own `[[set.node]]` tables of the same
+//! fields; set 1 must be one of them (its members are the voters of the metadata
+//! group, the other sets' members its learners), and a file has either `[[node]]` or
+//! `[[set]]` tables, not both:
+//!
+//! ```text
+//! [[set]]
+//! id = 1
+//! [[set.node]]
+//! id = 1
+//! handle_offset = 0
+//! peer_offset = 10
+//! http_offset = 20
+//! # ...
+//! [[set]]
+//! id = 2
+//! [[set.node]]
+//! id = 4
+//! handle_offset = 3
+//! peer_offset = 13
+//! http_offset = 23
+//! ```
 //!
 //! ```toml
 //! # Directory of the set: each node keeps its store in <data_dir>/<node dir>, and the
@@ -22,9 +47,14 @@
 //! # Raft timing or snapshot settings; relative to the current directory.
 //! # Default: none, every node default applies.
 //! # node_config = "node.toml"
+//! # Hash slots of the cluster's ring, shared evenly by the sets when it is made: a
+//! # power of two from 1 to 16384, fixed for the cluster's life (DESIGN.md §3: 64 for
+//! # a handful of sets, 256 for dozens). Default: 256.
+//! slot_count = 256
 //!
-//! # One [[node]] table per member; node 1 forms the set and the others join it as
-//! # secondaries (voters). At least one node; ids and ports must be distinct.
+//! # One [[node]] table per member; the first node forms the set and the others join
+//! # it as secondaries (voters). At least one node; ids and ports must be distinct
+//! # across the whole file.
 //! [[node]]
 //! # The node id, 1 to 4294967295. Required.
 //! id = 1
@@ -46,7 +76,12 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-/// A local replica set: where its nodes keep their data and listen.
+use crate::config::{ConfigError, DEFAULT_SLOT_COUNT, check_slot_count};
+
+/// The replica set a file of `[[node]]` tables describes.
+pub const FIRST_SET: u32 = 1;
+
+/// A local cluster: where its nodes keep their data and listen.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterFile {
@@ -65,7 +100,25 @@ pub struct ClusterFile {
     /// A node configuration file given to every node.
     #[serde(default)]
     pub node_config: Option<PathBuf>,
-    /// The members, the first of which forms the set.
+    /// Slots of the ring.
+    #[serde(default = "default_slot_count")]
+    pub slot_count: u32,
+    /// The members of the one set of a file without `[[set]]` tables, the first of
+    /// which forms it.
+    #[serde(default, rename = "node")]
+    pub nodes: Vec<NodeEntry>,
+    /// The replica sets of a file of several.
+    #[serde(default, rename = "set")]
+    pub sets: Vec<SetEntry>,
+}
+
+/// One replica set of a [`ClusterFile`].
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SetEntry {
+    /// Its set id, 1 or more.
+    pub id: u32,
+    /// Its members, the first of which forms it.
     #[serde(rename = "node")]
     pub nodes: Vec<NodeEntry>,
 }
@@ -99,15 +152,31 @@ fn default_base_port() -> u16 {
     2641
 }
 
+fn default_slot_count() -> u32 {
+    DEFAULT_SLOT_COUNT
+}
+
 /// Why a cluster file cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterFileError {
     /// The text is not valid TOML for this shape (names the line and field).
     #[error("invalid cluster file: {0}")]
     Invalid(#[from] toml::de::Error),
-    /// The file lists no node.
+    /// The file (or one of its sets) lists no node.
     #[error("the cluster file lists no node")]
     NoNodes,
+    /// The file has both `[[node]]` and `[[set]]` tables.
+    #[error("the cluster file has both [[node]] and [[set]] tables: put every node in a [[set]]")]
+    BothForms,
+    /// A set id is 0 or listed twice.
+    #[error("set id {0} is 0 or listed twice")]
+    SetId(u32),
+    /// The `[[set]]` tables do not include set 1.
+    #[error("the cluster file has no [[set]] with id = 1")]
+    NoFirstSet,
+    /// The slot count is not a power of two in range.
+    #[error(transparent)]
+    SlotCount(#[from] ConfigError),
     /// A node id is 0 or does not fit an HS_SITE server id.
     #[error("node id {0} is out of range: it must be 1 to 4294967295")]
     NodeId(u64),
@@ -132,6 +201,8 @@ pub enum ClusterFileError {
 pub struct NodePlan {
     /// Its node id.
     pub id: u64,
+    /// The replica set it belongs to.
+    pub set: u32,
     /// Its store directory.
     pub data_dir: PathBuf,
     /// Its Handle protocol address.
@@ -152,12 +223,28 @@ impl ClusterFile {
 
     /// Checks what the shape alone cannot (call it again after overriding fields).
     pub fn validate(&self) -> Result<(), ClusterFileError> {
-        if self.nodes.is_empty() {
-            return Err(ClusterFileError::NoNodes);
+        if !self.nodes.is_empty() && !self.sets.is_empty() {
+            return Err(ClusterFileError::BothForms);
         }
+        check_slot_count(self.slot_count)?;
+        let mut set_ids = BTreeSet::new();
+        for set in &self.sets {
+            if set.id == 0 || !set_ids.insert(set.id) {
+                return Err(ClusterFileError::SetId(set.id));
+            }
+            if set.nodes.is_empty() {
+                return Err(ClusterFileError::NoNodes);
+            }
+        }
+        if !self.sets.is_empty() && !set_ids.contains(&FIRST_SET) {
+            return Err(ClusterFileError::NoFirstSet);
+        }
+        let nodes = self.node_entries().map(|(_, node)| node);
         let mut ids = BTreeSet::new();
         let mut ports = BTreeSet::new();
-        for node in &self.nodes {
+        let mut any = false;
+        for node in nodes {
+            any = true;
             if !u32::try_from(node.id).is_ok_and(|id| id > 0) {
                 return Err(ClusterFileError::NodeId(node.id));
             }
@@ -171,7 +258,20 @@ impl ClusterFile {
                 }
             }
         }
+        if !any {
+            return Err(ClusterFileError::NoNodes);
+        }
         Ok(())
+    }
+
+    /// Every node with its set id: set 1 first, then the other sets in the file's
+    /// order, each set's nodes in the file's order.
+    fn node_entries(&self) -> impl Iterator<Item = (u32, &NodeEntry)> {
+        let one = self.nodes.iter().map(|node| (FIRST_SET, node));
+        let first = self.sets.iter().filter(|set| set.id == FIRST_SET);
+        let others = self.sets.iter().filter(|set| set.id != FIRST_SET);
+        let sets = first.chain(others);
+        one.chain(sets.flat_map(|set| set.nodes.iter().map(|node| (set.id, node))))
     }
 
     /// The shared secret file.
@@ -181,17 +281,19 @@ impl ClusterFile {
             .unwrap_or_else(|| self.data_dir.join("cluster.secret"))
     }
 
-    /// Every node's directory and addresses, in the file's order.
+    /// Every node's set, directory and addresses: set 1's nodes first, then the other
+    /// sets' in the file's order; within a set, the file's order (its first node forms
+    /// it).
     pub fn plan(&self) -> Result<Vec<NodePlan>, ClusterFileError> {
-        self.nodes
-            .iter()
-            .map(|node| {
+        self.node_entries()
+            .map(|(set, node)| {
                 let dir = node
                     .dir
                     .clone()
                     .unwrap_or_else(|| PathBuf::from(format!("node-{}", node.id)));
                 Ok(NodePlan {
                     id: node.id,
+                    set,
                     data_dir: self.data_dir.join(dir),
                     handle: SocketAddr::new(self.host, self.port(node.handle_offset)?),
                     peer: SocketAddr::new(self.host, self.port(node.peer_offset)?),
@@ -216,6 +318,8 @@ mod tests {
     use super::*;
 
     const ONE: &str = "[[node]]\nid = 1\nhandle_offset = 0\npeer_offset = 10\nhttp_offset = 20\n";
+    const SET_NODE: &str =
+        "[[set.node]]\nid = 9\nhandle_offset = 5\npeer_offset = 15\nhttp_offset = 25\n";
 
     #[test]
     fn documented_example_parses_with_every_default() {
@@ -244,6 +348,51 @@ mod tests {
         ];
         assert_eq!(ports, expected);
         assert_eq!(plan[2].data_dir, PathBuf::from("hdl-cluster/node-3"));
+    }
+
+    #[test]
+    fn the_shipped_sharded_cluster_has_two_sets_of_three() {
+        let file = ClusterFile::from_toml(include_str!("../cluster/sharded.toml")).unwrap();
+        assert_eq!(file.slot_count, 256);
+        let plan = file.plan().unwrap();
+        let nodes: Vec<(u32, u64, u16, u16, u16)> = plan
+            .iter()
+            .map(|n| (n.set, n.id, n.handle.port(), n.peer.port(), n.http.port()))
+            .collect();
+        let expected = [
+            (1, 1, 2641, 2651, 2661),
+            (1, 2, 2642, 2652, 2662),
+            (1, 3, 2643, 2653, 2663),
+            (2, 4, 2644, 2654, 2664),
+            (2, 5, 2645, 2655, 2665),
+            (2, 6, 2646, 2656, 2666),
+        ];
+        assert_eq!(nodes, expected);
+        assert_eq!(plan[5].data_dir, PathBuf::from("hdl-sharded/node-6"));
+        let local = ClusterFile::from_toml(include_str!("../cluster/local.toml")).unwrap();
+        assert!(local.plan().unwrap().iter().all(|n| n.set == FIRST_SET));
+        assert_eq!(local.slot_count, DEFAULT_SLOT_COUNT);
+    }
+
+    #[test]
+    fn set_1_comes_first_whatever_the_file_order() {
+        let node = |id: u64, offset: u16| {
+            format!(
+                "[[set.node]]\nid = {id}\nhandle_offset = {offset}\npeer_offset = {}\nhttp_offset = {}\n",
+                offset + 10,
+                offset + 20
+            )
+        };
+        let text = format!(
+            "slot_count = 64\n[[set]]\nid = 3\n{}[[set]]\nid = 1\n{}{}",
+            node(7, 0),
+            node(1, 1),
+            node(2, 2)
+        );
+        let file = ClusterFile::from_toml(&text).unwrap();
+        let order: Vec<(u32, u64)> = file.plan().unwrap().iter().map(|n| (n.set, n.id)).collect();
+        assert_eq!(order, [(1, 1), (1, 2), (3, 7)]);
+        assert_eq!(file.slot_count, 64);
     }
 
     #[test]
@@ -284,6 +433,17 @@ mod tests {
                 "base_prot = 1\n[[node]]\nid = 1\nhandle_offset = 0\npeer_offset = 1\n",
                 "base_prot",
             ),
+            (&format!("slot_count = 100\n{ONE}"), "power of two"),
+            (&format!("slot_count = 32768\n{ONE}"), "power of two"),
+            (&format!("{ONE}[[set]]\nid = 2\n{SET_NODE}"), "both"),
+            (&format!("[[set]]\nid = 2\n{SET_NODE}"), "id = 1"),
+            (&format!("[[set]]\nid = 0\n{SET_NODE}"), "set id 0"),
+            (
+                &format!("[[set]]\nid = 1\n{SET_NODE}[[set]]\nid = 1\nnode = []\n"),
+                "set id 1",
+            ),
+            ("[[set]]\nid = 1\nnode = []\n", "no node"),
+            (&format!("[[set]]\nid = 1\nsize = 3\n{SET_NODE}"), "size"),
         ];
         for (text, expected) in cases {
             let error = ClusterFile::from_toml(text).unwrap_err().to_string();

@@ -80,6 +80,11 @@
 //! # Log entries kept after a snapshot covers them, so a briefly absent member catches
 //! # up from the log rather than from a whole snapshot. Default: 1000.
 //! keep_after_snapshot = 1000
+//! # Hash slots of the ring a node that forms its own set makes (`bootstrap`), when the
+//! # cluster has none yet: a power of two from 1 to 16384, fixed for the cluster's
+//! # life (see DESIGN.md §3: 64 for a handful of replica sets, 256 for dozens).
+//! # Default: 256. `hdl cluster up` takes the cluster file's `slot_count` instead.
+//! slot_count = 256
 //!
 //! [auth]
 //! # Server administrators, `INDEX:HANDLE`: they may do everything on this server
@@ -260,6 +265,8 @@ pub struct ClusterConfig {
     pub snapshot_every: u64,
     /// Entries kept in the log behind a snapshot.
     pub keep_after_snapshot: u64,
+    /// Slots of the ring a bootstrapping node makes (checked by [`Config::validate`]).
+    pub slot_count: u32,
 }
 
 impl Default for ClusterConfig {
@@ -274,6 +281,7 @@ impl Default for ClusterConfig {
             election_timeout_max_ms: 1000,
             snapshot_every: 5000,
             keep_after_snapshot: 1000,
+            slot_count: DEFAULT_SLOT_COUNT,
         }
     }
 }
@@ -344,6 +352,26 @@ pub enum ConfigError {
     /// A server administrator is not `INDEX:HANDLE`.
     #[error("server administrator {0:?} is not INDEX:HANDLE, e.g. 300:0.NA/TEST")]
     Identity(String),
+    /// A slot count that is not a power of two from 1 to [`MAX_SLOT_COUNT`].
+    #[error("slot_count {0}: it must be a power of two from 1 to 16384")]
+    SlotCount(u32),
+}
+
+/// The slots of a new cluster's ring when nothing says otherwise.
+pub const DEFAULT_SLOT_COUNT: u32 = 256;
+
+/// The most slots a ring made from a configuration may have: an HS_SITE lists one
+/// server entry per slot, each carrying its server's key, so the record stays under a
+/// few megabytes.
+pub const MAX_SLOT_COUNT: u32 = 16384;
+
+/// Checks a ring's slot count: a power of two from 1 to [`MAX_SLOT_COUNT`].
+pub fn check_slot_count(count: u32) -> Result<u32, ConfigError> {
+    if count.is_power_of_two() && count <= MAX_SLOT_COUNT {
+        Ok(count)
+    } else {
+        Err(ConfigError::SlotCount(count))
+    }
 }
 
 impl Config {
@@ -361,6 +389,7 @@ impl Config {
             Ok(fits) if fits > 0 => {}
             _ => return Err(ConfigError::NodeId(id)),
         }
+        check_slot_count(self.cluster.slot_count)?;
         self.auth.server_admin_identities().map(drop)
     }
 
@@ -426,6 +455,19 @@ mod tests {
             config.secret_path(),
             PathBuf::from("hdl-data/cluster.secret")
         );
+    }
+
+    #[test]
+    fn the_slot_count_is_a_power_of_two_up_to_16384() {
+        for good in [1, 64, 16384] {
+            let text = format!("[cluster]\nslot_count = {good}\n");
+            assert_eq!(Config::from_toml(&text).unwrap().cluster.slot_count, good);
+        }
+        for bad in [0, 3, 100, 32768] {
+            let text = format!("[cluster]\nslot_count = {bad}\n");
+            let error = Config::from_toml(&text).unwrap_err().to_string();
+            assert!(error.contains("power of two"), "{bad}: {error}");
+        }
     }
 
     #[test]

@@ -7,7 +7,8 @@
 //! [`resolver`] → [`storage`] → [`replication`] → [`placement`] → [`service`] (the
 //! [`service::Handler`] seam and this node's implementation of it) → [`server`] and
 //! [`http`], the edges that bind sockets and reach everything below through the
-//! handler → [`node`], which assembles one process from all of these (its groups,
+//! handler, and [`routing`], the handler that sends each call to the replica set
+//! owning its handle's slot → [`node`], which assembles one process from all of these (its groups,
 //! service, both edges, the peer port) and runs it until shutdown. The binary
 //! (`src/main.rs`, `src/cli/`) only parses arguments and sits on top.
 //!
@@ -31,6 +32,7 @@ pub mod placement;
 pub mod replication;
 pub mod resolver;
 pub mod restjson;
+pub mod routing;
 pub mod server;
 pub mod service;
 pub mod storage;

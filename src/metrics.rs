@@ -1,6 +1,7 @@
 //! The node's metrics registry: request counts by protocol, operation and response
 //! code, and latency histograms by protocol and operation, rendered in the Prometheus
-//! text format for `/metrics` and summarised on `/status`.
+//! text format for `/metrics` and summarised on `/status`; requests forwarded to the
+//! replica set owning their handle's slot, by kind.
 //!
 //! Every edge records into one shared [`Metrics`] in one place per edge (the Handle
 //! protocol's responder, the HTTP router's middleware). Recording is lock-free after a
@@ -56,6 +57,30 @@ struct LatencyLabels {
     op: String,
 }
 
+/// What a forwarded request does: the `kind` label of `hdl_forwarded_requests_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ForwardKind {
+    /// A read: resolution, listing, an authorisation or key look-up.
+    Read,
+    /// An administrative change.
+    Write,
+}
+
+impl ForwardKind {
+    /// The `kind` label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ForwardKind::Read => "read",
+            ForwardKind::Write => "write",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ForwardLabels {
+    kind: &'static str,
+}
+
 type LatencyFamily = Family<LatencyLabels, Histogram, fn() -> Histogram>;
 
 /// The label of a replica-set member's lag.
@@ -91,6 +116,7 @@ pub struct Metrics {
     primary: Gauge,
     term: Gauge,
     lag: Family<MemberLabels, Gauge>,
+    forwarded: Family<ForwardLabels, Counter>,
     totals: [AtomicU64; 2],
     started: Instant,
 }
@@ -151,6 +177,12 @@ impl Metrics {
             "On the primary: log entries each other member has not received yet",
             lag.clone(),
         );
+        let forwarded = Family::<ForwardLabels, Counter>::default();
+        registry.register(
+            "forwarded_requests",
+            "Requests this node sent on to another node of the set owning their handle's slot, by kind",
+            forwarded.clone(),
+        );
         Metrics {
             registry,
             requests,
@@ -161,6 +193,7 @@ impl Metrics {
             primary,
             term,
             lag,
+            forwarded,
             totals: [AtomicU64::new(0), AtomicU64::new(0)],
             started: Instant::now(),
         }
@@ -183,6 +216,14 @@ impl Metrics {
             .get_or_create(&labels)
             .observe(elapsed.as_secs_f64());
         self.totals[protocol.slot()].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Records one request sent on to the set owning its handle's slot.
+    pub fn forwarded(&self, kind: ForwardKind) {
+        let labels = ForwardLabels {
+            kind: kind.as_str(),
+        };
+        self.forwarded.get_or_create(&labels).inc();
     }
 
     /// Requests answered by `protocol` since the start.
@@ -250,6 +291,12 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("hdl_uptime_seconds"), "{text}");
+        metrics.forwarded(ForwardKind::Write);
+        let text = metrics.render();
+        assert!(
+            text.contains(r#"hdl_forwarded_requests_total{kind="write"} 1"#),
+            "{text}"
+        );
         assert_eq!(metrics.total(Protocol::Handle), 2);
         assert_eq!(metrics.total(Protocol::Http), 1);
     }

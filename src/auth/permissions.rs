@@ -38,7 +38,7 @@ pub const MAX_GROUP_LOOKUPS: usize = 64;
 
 /// An authenticated administrator, `index:handle`; as an administrator reference
 /// (in HS_ADMIN or HS_VLIST data, or the server configuration) index 0 means any.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Identity {
     /// The handle holding the key, e.g. `0.NA/10.1000`.
     pub handle: String,

@@ -1,9 +1,11 @@
-//! `hdl cluster up [FILE] [--data-dir DIR] [--base-port P]`: runs the replica set a
-//! cluster file describes on this machine until SIGINT or SIGTERM.
+//! `hdl cluster up [FILE] [--data-dir DIR] [--base-port P]`: runs the replica sets a
+//! cluster file describes (one in `cluster/local.toml`, two in
+//! `cluster/sharded.toml`) on this machine until SIGINT or SIGTERM.
 //!
 //! Prints one `node <id> listening handle=… peer=…` line per node as it starts, then
-//! `ready primary=<id>` once the set is formed (or found formed, on a restart over
-//! the same data directory) and has a primary. On SIGINT or SIGTERM it stops only
+//! `ready primary=<id>` (set 1's primary) once every set is formed (or found formed,
+//! on a restart over the same data directory), the ring is made and every store
+//! sliced to it, and every member of every set has caught up. On SIGINT or SIGTERM it stops only
 //! its own children: SIGTERM, then SIGKILL after [`GRACE`], and reaps them.
 
 use std::path::{Path, PathBuf};

@@ -1,11 +1,13 @@
-//! A replica set of child `hdl serve` processes on this machine, described by a
-//! cluster file: what `hdl cluster up` and `hdl bench failover` run.
+//! The replica sets of child `hdl serve` processes on this machine that a cluster
+//! file describes: what `hdl cluster up` and `hdl bench failover` run.
 //!
-//! Every node is this very binary (`std::env::current_exe()`) run as `hdl serve`,
-//! with its stderr appended to `<data_dir>/node-<id>.log`; it is ready once it prints
-//! its `listening` line. The set is formed through the library's [`AdminClient`]
-//! (init on the first node, then each other node added as a learner and made a
-//! voter) only where that has not happened yet, so a restart reuses the set.
+//! Every node is this very binary (`std::env::current_exe()`) run as `hdl serve
+//! --no-bootstrap`, with its stderr appended to `<data_dir>/node-<id>.log`; it is
+//! ready once it prints its `listening` line. Each set is formed through the library's
+//! [`AdminClient`] (its nodes told to join it, init on its first node, then each other
+//! node added as a learner and made a voter; set 1 first, since its members are the
+//! metadata group's voters) only where that has not happened yet, so a restart reuses
+//! the sets; then the ring is made over every set at once, if the cluster has none.
 //! Children are only ever signalled by the pids this module started, always reaped,
 //! and killed when dropped (`kill_on_drop`) should the launcher fail half way.
 
@@ -20,13 +22,14 @@ use hdl::cluster_file::{ClusterFile, NodePlan};
 use hdl::placement::{ClusterAdmin, FIRST_SET_GROUP};
 use hdl::replication::admin::MemberStatus;
 use hdl::replication::network::read_or_create_secret_file;
-use hdl::replication::{AdminClient, Node, NodeId};
+use hdl::replication::{AdminClient, GroupId, Node, NodeId, SetId};
 use rustix::process::{Pid, Signal, kill_process};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::time::{Instant, timeout};
 
 use super::admin_arg::Bootstrap;
+use super::cluster_calls::{create_admin, form_set, make_ring, set_info};
 
 /// How long a node may take to print its `listening` line.
 const STARTUP: Duration = Duration::from_secs(30);
@@ -138,45 +141,137 @@ impl LocalSet {
         args
     }
 
-    /// Forms the set where it is not formed yet: init on the first node if it
-    /// belongs to no set, then every other node that is not a voter joins as one, and
-    /// the bootstrap administrator's prefix handles are created if they do not exist.
-    /// Returns the primary's id once there is one.
+    /// Forms every set where it is not formed yet (set 1 first: its first node forms
+    /// it with the metadata group; each other set's first node forms it and joins the
+    /// metadata group as a learner; every other node joins its set as a voter), makes
+    /// the ring over every set if the cluster has none and waits until every store is
+    /// sliced to it, creates the bootstrap administrator's prefix handles that do not
+    /// exist yet (each at the set that owns it), and waits until every member of every
+    /// set caught up. Returns the id of set 1's primary.
     pub async fn form(&self, bootstrap: Option<&Bootstrap>) -> anyhow::Result<NodeId> {
-        let first = self.nodes[0].plan.peer;
-        if self.admin.init(first).await? {
-            println!("node {} formed a new replica set", self.nodes[0].plan.id);
+        let map_peer = self.nodes[0].plan.peer;
+        let sets = self.sets();
+        for (set, indexes) in &sets {
+            self.form_one(*set, map_peer, indexes).await?;
         }
-        for node in &self.nodes[1..] {
-            let members = self.set_status(first).await?.members;
-            let voter = members.iter().any(|m| m.id == node.plan.id && m.voter);
-            self.admin
-                .join(first, node.plan.id, &self.member(node), true)
-                .await
-                .with_context(|| format!("cannot add node {}", node.plan.id))?;
-            if !voter {
-                println!("node {} joined as a secondary", node.plan.id);
-            }
-        }
+        let ids: Vec<SetId> = sets.iter().map(|(set, _)| *set).collect();
+        let slot_count =
+            make_ring(self.admin.client(), map_peer, self.file.slot_count, &ids).await?;
+        self.await_sliced(slot_count).await?;
         if let Some(bootstrap) = bootstrap {
-            super::cluster::create_admin(self.admin.client(), first, bootstrap).await?;
+            create_admin(self.admin.client(), map_peer, bootstrap).await?;
         }
         let primary = self.primary_id().await?;
-        self.await_caught_up(primary).await?;
+        for (set, indexes) in &sets {
+            self.await_caught_up(*set, indexes).await?;
+        }
         Ok(primary)
     }
 
-    /// Waits (bounded) until every running node has applied what the primary had
-    /// logged, so that a set reported ready answers alike on every member (the
-    /// bootstrap administrator included).
-    async fn await_caught_up(&self, primary: NodeId) -> anyhow::Result<()> {
-        let index = self.index_of(primary)?;
-        let target = self.set_status(self.nodes[index].plan.peer).await?.last_log;
+    /// The sets of the cluster file and the indexes of their nodes, set 1 first.
+    fn sets(&self) -> Vec<(SetId, Vec<usize>)> {
+        let mut sets: Vec<(SetId, Vec<usize>)> = Vec::new();
+        for (index, node) in self.nodes.iter().enumerate() {
+            let set = SetId(node.plan.set);
+            match sets.iter_mut().find(|(id, _)| *id == set) {
+                Some((_, indexes)) => indexes.push(index),
+                None => sets.push((set, vec![index])),
+            }
+        }
+        sets
+    }
+
+    /// Forms set `set` of the nodes at `indexes` where not formed yet; prints what
+    /// changed.
+    async fn form_one(
+        &self,
+        set: SetId,
+        map_peer: SocketAddr,
+        indexes: &[usize],
+    ) -> anyhow::Result<()> {
+        let first = &self.nodes[indexes[0]].plan;
+        let group = GroupId::Set(set);
+        let before = self.admin.status(first.peer, group).await;
+        let voters: Vec<NodeId> = before
+            .map(|status| {
+                status
+                    .members
+                    .iter()
+                    .filter(|m| m.voter)
+                    .map(|m| m.id)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let members: Vec<(NodeId, Node)> = indexes
+            .iter()
+            .map(|index| (self.nodes[*index].plan.id, self.member(&self.nodes[*index])))
+            .collect();
+        if form_set(&self.admin, set, map_peer, &members).await? {
+            println!("node {} formed replica set {}", first.id, set.0);
+        }
+        for (id, _) in &members[1..] {
+            if !voters.contains(id) {
+                println!("node {id} joined replica set {} as a secondary", set.0);
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits (bounded) until every running node's store is sliced to the ring of
+    /// `slot_count` slots.
+    async fn await_sliced(&self, slot_count: u32) -> anyhow::Result<()> {
         let deadline = Instant::now() + STARTUP;
         for peer in self.running_peers() {
             loop {
-                let applied = self.set_status(peer).await.ok().and_then(|s| s.applied);
-                if applied >= target {
+                let sliced = set_info(self.admin.client(), peer)
+                    .await
+                    .ok()
+                    .and_then(|info| info.sliced);
+                if sliced == Some(slot_count) {
+                    break;
+                }
+                if Instant::now() >= deadline {
+                    bail!(
+                        "the node at {peer} did not slice its store to the ring within {STARTUP:?}"
+                    );
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits (bounded) until every running node of set `set` (at `indexes`) has
+    /// applied what the set's primary had logged, so that a cluster reported ready
+    /// answers alike on every member (the bootstrap administrator included).
+    async fn await_caught_up(&self, set: SetId, indexes: &[usize]) -> anyhow::Result<()> {
+        let group = GroupId::Set(set);
+        let peers: Vec<SocketAddr> = indexes
+            .iter()
+            .filter(|index| self.nodes[**index].child.is_some())
+            .map(|index| self.nodes[*index].plan.peer)
+            .collect();
+        let deadline = Instant::now() + STARTUP;
+        let target = loop {
+            let mut leader = None;
+            for peer in &peers {
+                let status = self.admin.status(*peer, group).await;
+                if let Some(status) = status.ok().filter(|s| s.leader == Some(s.id)) {
+                    leader = Some(status.last_log);
+                }
+            }
+            if let Some(last_log) = leader {
+                break last_log;
+            }
+            if Instant::now() >= deadline {
+                bail!("replica set {} has no primary within {STARTUP:?}", set.0);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        for peer in peers {
+            loop {
+                let status = self.admin.status(peer, group).await;
+                if status.ok().and_then(|s| s.applied) >= target {
                     break;
                 }
                 if Instant::now() >= deadline {
@@ -188,7 +283,7 @@ impl LocalSet {
         Ok(())
     }
 
-    /// What the node at `peer` says about itself and its replica set.
+    /// What the node at `peer` says about itself and replica set 1.
     pub async fn set_status(&self, peer: SocketAddr) -> anyhow::Result<MemberStatus> {
         Ok(self.admin.status(peer, FIRST_SET_GROUP).await?)
     }
@@ -201,7 +296,7 @@ impl LocalSet {
         }
     }
 
-    /// The id of the primary, asked of the running nodes in turn (bounded wait).
+    /// The id of set 1's primary, asked of the running nodes in turn (bounded wait).
     pub async fn primary_id(&self) -> anyhow::Result<NodeId> {
         let deadline = Instant::now() + STARTUP;
         while Instant::now() < deadline {

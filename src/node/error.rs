@@ -53,6 +53,9 @@ pub enum NodeError {
     /// The node's groups could not start.
     #[error(transparent)]
     Groups(#[from] super::groups::GroupsError),
+    /// The node's replica set could not start.
+    #[error(transparent)]
+    Set(#[from] super::set::JoinError),
     /// The bootstrap administrator's prefix handles could not be created.
     #[error("cannot create the bootstrap administrator: {0}")]
     FirstAdmin(#[source] crate::service::Error),

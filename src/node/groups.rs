@@ -1,12 +1,14 @@
 //! The Raft groups of one node and where their files live.
 //!
-//! A node belongs to two groups: its replica set (the first set, whose machine holds
-//! handles) and the metadata group (whose machine holds the cluster map). Each keeps
-//! its files in a directory of its own under `<data_dir>/groups/` — `set-1/`
-//! (`handles.redb`, the Raft log, the current snapshot) and `map/` (`map.redb`, its
-//! log and snapshot) — and both answer on the node's one peer port over one set of
-//! links. A data directory written before groups had directories (its files at the
-//! top) is moved into `groups/set-1/` once, at start.
+//! A node belongs to the metadata group (whose machine holds the cluster map) and to
+//! at most one replica set (whose machine holds handles). Each group keeps its files
+//! in a directory of its own under `<data_dir>/groups/` — `map/` (`map.redb`, its log
+//! and snapshot) and `set-<k>/` for replica set k (`handles.redb`, the Raft log, the
+//! current snapshot) — and all answer on the node's one peer port over one set of
+//! links. The set directory is what says which set a node belongs to: a node with
+//! none belongs to no set yet ([`find_set`]). A data directory written before groups
+//! had directories (its files at the top) is moved into `groups/set-1/` once, at
+//! start.
 
 use std::fs;
 use std::io;
@@ -17,7 +19,7 @@ use crate::config::Config;
 use crate::placement::{FIRST_SET, MapGroup};
 use crate::replication::{
     Bootstrap, Group, GroupError, GroupHost, GroupId, GroupSettings, HandleSet, LOG_FILE,
-    SNAPSHOT_FILE,
+    SNAPSHOT_FILE, SetId,
 };
 use crate::storage::Store;
 
@@ -27,27 +29,26 @@ pub const HANDLE_STORE_FILE: &str = "handles.redb";
 /// Where a node keeps its groups.
 const GROUPS_DIR: &str = "groups";
 
-/// This node's groups.
-#[derive(Debug, Clone)]
-pub struct Groups {
-    /// Its member of its replica set.
-    pub set: Group<HandleSet>,
-    /// The store the set's machine applies to, which resolution reads.
-    pub store: Arc<Store>,
-    /// Its member of the metadata group.
-    pub map: MapGroup,
-}
-
 /// Why the groups could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum GroupsError {
-    /// A group directory could not be made, or an old layout moved.
+    /// A group directory could not be made or read, or an old layout moved.
     #[error("data directory {path}: {source}")]
     Layout {
         /// The path.
         path: PathBuf,
         /// What the file system said.
         source: io::Error,
+    },
+    /// The data directory holds the directories of more than one replica set.
+    #[error("data directory {path} holds replica sets {first} and {second}: a node belongs to one")]
+    SeveralSets {
+        /// The groups directory.
+        path: PathBuf,
+        /// One set found.
+        first: u32,
+        /// Another.
+        second: u32,
     },
     /// The handle store could not be opened.
     #[error("cannot open the store {path}: {source}")]
@@ -67,7 +68,8 @@ pub enum GroupsError {
     },
 }
 
-/// How `config` runs the groups.
+/// How `config` runs the groups (its `bootstrap` applies to the metadata group and to
+/// the first replica set; every other set waits to be formed).
 pub fn settings(config: &Config) -> GroupSettings {
     let cluster = &config.cluster;
     GroupSettings {
@@ -85,33 +87,87 @@ pub fn settings(config: &Config) -> GroupSettings {
     }
 }
 
-/// Opens and starts this node's groups under `data_dir` on `host`.
-pub async fn start_groups(
+/// Opens and starts the metadata group under `data_dir` on `host`, first moving an
+/// old layout's replica set files into `groups/set-1/`.
+pub async fn start_map(
     settings: &GroupSettings,
     data_dir: &Path,
     host: &GroupHost,
-) -> Result<Groups, GroupsError> {
-    let set_id = GroupId::Set(FIRST_SET);
-    let set_dir = group_dir(data_dir, set_id);
+) -> Result<MapGroup, GroupsError> {
     let map_dir = group_dir(data_dir, GroupId::Map);
-    let layout = (data_dir.to_owned(), set_dir.clone(), map_dir.clone());
-    let store = tokio::task::spawn_blocking(move || {
-        let (data_dir, set_dir, map_dir) = layout;
+    let layout = (data_dir.to_owned(), map_dir.clone());
+    tokio::task::spawn_blocking(move || {
+        let (data_dir, map_dir) = layout;
         make_dir(&map_dir)?;
-        move_old_layout(&data_dir, &set_dir)?;
-        let path = set_dir.join(HANDLE_STORE_FILE);
+        move_old_layout(&data_dir, &group_dir(&data_dir, GroupId::Set(FIRST_SET)))
+    })
+    .await
+    .map_err(|error| group_error(GroupId::Map, error.into()))??;
+    MapGroup::start(settings, &map_dir, host.clone())
+        .await
+        .map_err(|source| group_error(GroupId::Map, source))
+}
+
+/// The replica set whose directory `data_dir` holds, if any.
+pub fn find_set(data_dir: &Path) -> Result<Option<SetId>, GroupsError> {
+    let groups = data_dir.join(GROUPS_DIR);
+    let layout = |source| GroupsError::Layout {
+        path: groups.clone(),
+        source,
+    };
+    let entries = match fs::read_dir(&groups) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(layout(error)),
+    };
+    let mut found: Option<SetId> = None;
+    for entry in entries {
+        let name = entry.map_err(layout)?.file_name();
+        let Some(set) = name.to_str().and_then(set_of_dir) else {
+            continue;
+        };
+        if let Some(first) = found {
+            let (first, second) = (first.0.min(set.0), first.0.max(set.0));
+            let path = groups.clone();
+            return Err(GroupsError::SeveralSets {
+                path,
+                first,
+                second,
+            });
+        }
+        found = Some(set);
+    }
+    Ok(found)
+}
+
+/// The set whose directory is named `name` (`set-<k>`, as [`GroupId::dir_name`]).
+fn set_of_dir(name: &str) -> Option<SetId> {
+    let id = name.strip_prefix("set-")?.parse().ok()?;
+    (GroupId::Set(SetId(id)).dir_name() == name).then_some(SetId(id))
+}
+
+/// Opens the store of replica set `set` under `data_dir` (making its directory: from
+/// now on the node belongs to it) and starts the set's group on `host`.
+pub async fn start_set(
+    settings: &GroupSettings,
+    data_dir: &Path,
+    set: SetId,
+    host: &GroupHost,
+) -> Result<(Group<HandleSet>, Arc<Store>), GroupsError> {
+    let group = GroupId::Set(set);
+    let set_dir = group_dir(data_dir, group);
+    let dir = set_dir.clone();
+    let store = tokio::task::spawn_blocking(move || {
+        make_dir(&dir)?;
+        let path = dir.join(HANDLE_STORE_FILE);
         Store::open(&path).map_err(|source| GroupsError::Store { path, source })
     })
     .await
-    .map_err(|error| group_error(set_id, error.into()))??;
+    .map_err(|error| group_error(group, error.into()))??;
     let store = Arc::new(store);
-    let set = Group::start(settings, set_id, Arc::clone(&store), &set_dir, host.clone())
-        .await
-        .map_err(|source| group_error(set_id, source))?;
-    let map = MapGroup::start(settings, &map_dir, host.clone())
-        .await
-        .map_err(|source| group_error(GroupId::Map, source))?;
-    Ok(Groups { set, store, map })
+    let started = Group::start(settings, group, Arc::clone(&store), &set_dir, host.clone()).await;
+    let started = started.map_err(|source| group_error(group, source))?;
+    Ok((started, store))
 }
 
 fn group_error(group: GroupId, source: GroupError) -> GroupsError {
@@ -134,13 +190,14 @@ fn make_dir(path: &Path) -> Result<(), GroupsError> {
 }
 
 /// Moves a replica set's files from the top of `data_dir` (the layout before groups)
-/// into `set_dir`, once: only when `set_dir` holds no store yet.
+/// into `set_dir`, once: only when there is a store at the top and `set_dir` holds
+/// none yet.
 fn move_old_layout(data_dir: &Path, set_dir: &Path) -> Result<(), GroupsError> {
-    make_dir(set_dir)?;
     let old_store = data_dir.join(HANDLE_STORE_FILE);
     if !old_store.exists() || set_dir.join(HANDLE_STORE_FILE).exists() {
         return Ok(());
     }
+    make_dir(set_dir)?;
     // The store goes last: until it has moved, a restart moves whatever is left.
     for file in [LOG_FILE, SNAPSHOT_FILE, HANDLE_STORE_FILE] {
         let from = data_dir.join(file);
@@ -183,5 +240,24 @@ mod tests {
             fs::read_to_string(set_dir.join(HANDLE_STORE_FILE)).unwrap(),
             HANDLE_STORE_FILE
         );
+    }
+
+    #[test]
+    fn a_node_belongs_to_the_one_set_whose_directory_it_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(find_set(dir.path()).unwrap(), None);
+        move_old_layout(dir.path(), &group_dir(dir.path(), GroupId::Set(FIRST_SET))).unwrap();
+        make_dir(&group_dir(dir.path(), GroupId::Map)).unwrap();
+        make_dir(&dir.path().join(GROUPS_DIR).join("set-07")).unwrap();
+        assert_eq!(
+            find_set(dir.path()).unwrap(),
+            None,
+            "no store moved, no set"
+        );
+        make_dir(&group_dir(dir.path(), GroupId::Set(SetId(2)))).unwrap();
+        assert_eq!(find_set(dir.path()).unwrap(), Some(SetId(2)));
+        make_dir(&group_dir(dir.path(), GroupId::Set(SetId(3)))).unwrap();
+        let error = find_set(dir.path()).unwrap_err().to_string();
+        assert!(error.contains("replica sets 2 and 3"), "{error}");
     }
 }

@@ -18,7 +18,10 @@
 
 pub mod calls;
 mod error;
+pub mod forward;
 pub mod groups;
+pub mod moves;
+mod set;
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -30,22 +33,28 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 pub use error::NodeError;
+pub use set::{JoinError, SetHost};
 
 use crate::auth::Identity;
 use crate::config::Config;
 use crate::http::{HttpListeners, HttpState, NodeInfo, SessionTable};
 use crate::metrics::Metrics;
-use crate::placement::FIRST_SET;
+use crate::placement::{MapGroup, Mover};
 use crate::replication::network::{
     Dispatch, Links, Registry, read_or_create_secret_file, serve as serve_peers,
 };
-use crate::replication::{GroupHost, Node as Member};
-use crate::resolver::Resolver;
+use crate::replication::{AdminClient, GroupHost, Node as Member};
+use crate::routing::{Forwarder, Router};
 use crate::server::HandleListeners;
 use crate::service::bootstrap::BootstrapAdmin;
 use crate::service::{AuthPolicy, Handler, Service};
 use calls::NodeEndpoint;
-use groups::{Groups, start_groups};
+use forward::PeerLink;
+use moves::PeerSets;
+
+/// How long a node waits for a member of another set to answer a step of a slot
+/// move (a page of records is the longest).
+const MOVE_CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long the edges have, after shutdown begins, to answer what they had accepted;
 /// what is still unanswered then is dropped and the groups are stopped.
@@ -114,9 +123,11 @@ pub struct Node {
     handle: HandleListeners,
     http: HttpListeners,
     peers: PeerPort,
-    groups: Groups,
-    follower: JoinHandle<()>,
-    service: Service,
+    map: MapGroup,
+    sets: Arc<SetHost>,
+    mover: JoinHandle<()>,
+    router: Router,
+    metrics: Arc<Metrics>,
 }
 
 impl fmt::Debug for Node {
@@ -170,24 +181,36 @@ impl Node {
         };
         let registry = Arc::new(Registry::default());
         let secret = read_or_create_secret_file(&config.secret_path())?;
+        let node_secret = secret.clone();
         let peers = serve_peer_port(peers, secret.clone(), Arc::clone(&registry));
         let host = GroupHost {
             me,
             links: Links::new(config.cluster.node_id, secret),
             registry: Arc::clone(&registry),
         };
-        let groups = start_groups(&groups::settings(&config), &config.data_dir, &host).await?;
-        let service = service(&config, &groups, policy);
-        registry.set_node(Arc::new(NodeEndpoint::new(
-            service.clone(),
-            groups.map.clone(),
-        )));
-        let follower = {
-            let (map, set) = (groups.map.clone(), groups.set.clone());
-            tokio::spawn(async move { map.follow(FIRST_SET, set).await })
+        let map = groups::start_map(&groups::settings(&config), &config.data_dir, &host).await?;
+        let mover = {
+            let client = AdminClient::new(node_secret.clone(), MOVE_CALL_TIMEOUT);
+            let mover = Mover::new(map.clone(), PeerSets::new(client, map.clone()));
+            tokio::spawn(async move { mover.run().await })
         };
+        let metrics = Arc::new(Metrics::new());
+        let link = Arc::new(PeerLink::new(node_secret));
+        let forwarder = Forwarder::new(
+            map.clone(),
+            link,
+            config.cluster.node_id,
+            Arc::clone(&metrics),
+        );
+        let records = Arc::new(forwarder.clone());
+        let sets = Arc::new(SetHost::new(&config, policy, host, map.clone(), records));
+        let router = Router::new(forwarder, sets.subscribe(), config.site.clone());
+        registry.set_node(Arc::new(NodeEndpoint::new(Arc::clone(&sets))));
+        sets.start_own().await?;
         if let Some(first_admin) = first_admin {
-            create_first_admin(&service, &first_admin).await?;
+            // Bootstrap forms set 1 (or finds the node's own set), so there is one.
+            let local = sets.local().ok_or(NodeError::FirstAdminWithoutOwnSet)?;
+            create_first_admin(&local.service, &first_admin).await?;
         }
         Ok(Node {
             config,
@@ -195,9 +218,11 @@ impl Node {
             handle,
             http,
             peers,
-            groups,
-            follower,
-            service,
+            map,
+            sets,
+            mover,
+            router,
+            metrics,
         })
     }
 
@@ -207,8 +232,9 @@ impl Node {
     }
 
     /// Serves until `shutdown` resolves; then drains both edges (each within
-    /// [`DRAIN_DEADLINE`]) and stops the groups. The groups are stopped even when an
-    /// edge failed; the first error is returned.
+    /// [`DRAIN_DEADLINE`]) and stops the groups. A node that belongs to no replica set
+    /// serves its edges once it joins one. The groups are stopped even when an edge
+    /// failed; the first error is returned.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), NodeError> {
         let Node {
             config,
@@ -216,14 +242,29 @@ impl Node {
             handle,
             http,
             peers,
-            groups,
-            follower,
-            service,
+            map,
+            sets,
+            mover,
+            router,
+            metrics,
         } = self;
+        // The mover stops with the metadata group; aborting it first stops a move's
+        // step mid-way, which the next leader repeats.
+        let mover = mover.abort_handle();
+        let mut shutdown = std::pin::pin!(shutdown);
+        let mut joined = sets.subscribe();
+        let joined = tokio::select! {
+            local = joined.wait_for(Option::is_some) => local.is_ok(),
+            () = &mut shutdown => false,
+        };
+        if !joined {
+            tracing::info!("stopped before joining a replica set");
+            mover.abort();
+            return stop_groups(&sets, &map, peers).await;
+        }
         tracing::info!(%addresses, "serving");
-        let metrics = Arc::new(Metrics::new());
         let (stop, stopped) = watch::channel(false);
-        let handler: Arc<dyn Handler> = Arc::new(service);
+        let handler: Arc<dyn Handler> = Arc::new(router);
         let state = http_state(
             &config,
             &addresses,
@@ -241,8 +282,8 @@ impl Node {
         let http = http.unwrap_or_else(|error| Err(std::io::Error::other(error)));
         let drained = handle.and(http).map_err(NodeError::Serve);
         tracing::info!("drained; stopping the groups");
-        follower.abort();
-        let stopped = stop_groups(groups, peers).await;
+        mover.abort();
+        let stopped = stop_groups(&sets, &map, peers).await;
         drained.and(stopped)
     }
 }
@@ -261,25 +302,15 @@ fn serve_peer_port(
 
 /// Stops the groups (their Raft; each stops answering its peer calls), then the peer
 /// port. Every part is stopped even when one fails; the first error is returned.
-async fn stop_groups(groups: Groups, peers: PeerPort) -> Result<(), NodeError> {
-    let set = groups.set.shutdown().await;
-    let map = groups.map.group().shutdown().await;
+async fn stop_groups(sets: &SetHost, map: &MapGroup, peers: PeerPort) -> Result<(), NodeError> {
+    let set = sets.stop().await;
+    let map = map.group().shutdown().await;
     peers.stop.send_replace(true);
     let port = match peers.server.await {
         Ok(served) => served.map_err(NodeError::Serve),
         Err(error) => Err(NodeError::Serve(std::io::Error::other(error))),
     };
     set.and(map).map_err(NodeError::StopGroup).and(port)
-}
-
-/// The service both edges answer with.
-fn service(config: &Config, groups: &Groups, policy: AuthPolicy) -> Service {
-    let store = Arc::clone(&groups.store);
-    let service = Service::new(store, groups.set.clone(), policy, config.site.clone());
-    if config.resolver.ghr.is_empty() {
-        return service;
-    }
-    service.with_resolver(Resolver::new(config.resolver.ghr.clone()))
 }
 
 /// What the HTTP handlers share.

@@ -1,7 +1,13 @@
-//! Membership of a cluster's groups as `hdl cluster` changes it: the first replica set
-//! and the metadata group have the same members, so every change is made to both,
-//! each only where it is not made yet (a change cut short is finished by running it
-//! again).
+//! Membership of a cluster's groups as `hdl cluster` changes it. Every node is a
+//! member of the metadata group and of one replica set: the members of the first set
+//! are the metadata group's voters, the members of every other set its learners (so
+//! every node has the cluster map). A change to a set's membership is made to the set
+//! and to the metadata group, each only where it is not made yet (a change cut short
+//! is finished by running it again).
+//!
+//! A node takes part in a set only once its set's group runs on it: the node call
+//! that starts it (`JoinSet`) belongs to the node, a layer above this one, so the
+//! caller sends it before asking for the changes here.
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -16,8 +22,28 @@ pub const FIRST_SET: SetId = SetId(1);
 /// The group of the first replica set.
 pub const FIRST_SET_GROUP: GroupId = GroupId::Set(FIRST_SET);
 
-/// The groups whose membership `hdl cluster` changes together, the set first.
+/// The groups whose membership `hdl cluster` changes together for the first set, the
+/// set first.
 pub const MEMBER_GROUPS: [GroupId; 2] = [FIRST_SET_GROUP, GroupId::Map];
+
+/// Whether a new member votes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Vote {
+    /// A voter (a secondary) once it has caught up.
+    Voter,
+    /// A learner: it follows the log but does not vote.
+    Learner,
+}
+
+/// The members a membership change goes through: one of the set (or the set's node
+/// itself when it is the first) and one of the metadata group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Via {
+    /// A member of the replica set.
+    pub set: SocketAddr,
+    /// A member of the metadata group.
+    pub map: SocketAddr,
+}
 
 /// How often, and how many times, a new group is asked whether it has a leader.
 const LEADER_POLL: Duration = Duration::from_millis(100);
@@ -74,11 +100,52 @@ impl ClusterAdmin {
         status.map_err(|source| MembershipError::Group { group, source })
     }
 
-    /// Forms each group of the node at `peer` that it belongs to none of yet, of that
-    /// node alone, and waits until each has a leader; whether anything was formed.
+    /// Forms the first set and the metadata group of the node at `peer`, each that it
+    /// belongs to none of yet, of that node alone, and waits until each has a leader;
+    /// whether anything was formed.
     pub async fn init(&self, peer: SocketAddr) -> Result<bool, MembershipError> {
+        self.form_groups(peer, &MEMBER_GROUPS).await
+    }
+
+    /// Forms replica set `set` of the node at `nodes[0]` alone (the first set: and the
+    /// metadata group) where not formed yet, and adds every other node as a voter; a
+    /// node of a set other than the first is added to the metadata group (through a
+    /// member of it at `map`) as a learner. Each node must run the set's group
+    /// (the node call `JoinSet`). Whether the set was formed now.
+    pub async fn form_set(
+        &self,
+        set: SetId,
+        map: SocketAddr,
+        nodes: &[(NodeId, Node)],
+    ) -> Result<bool, MembershipError> {
+        let Some((first_id, first)) = nodes.first() else {
+            return Ok(false);
+        };
+        let formed = if set == FIRST_SET {
+            self.init(first.peer).await?
+        } else {
+            let formed = self.form_groups(first.peer, &[GroupId::Set(set)]).await?;
+            self.join_group(GroupId::Map, map, *first_id, first, Vote::Learner)
+                .await?;
+            formed
+        };
+        let via = Via {
+            set: first.peer,
+            map,
+        };
+        for (id, node) in &nodes[1..] {
+            self.join(set, via, *id, node, Vote::Voter).await?;
+        }
+        Ok(formed)
+    }
+
+    async fn form_groups(
+        &self,
+        peer: SocketAddr,
+        groups: &[GroupId],
+    ) -> Result<bool, MembershipError> {
         let mut formed = false;
-        for group in MEMBER_GROUPS {
+        for &group in groups {
             if self.status(peer, group).await?.role == Role::Unjoined {
                 self.call(peer, group, &AdminRequest::Init).await?;
                 formed = true;
@@ -88,34 +155,56 @@ impl ClusterAdmin {
         Ok(formed)
     }
 
-    /// Adds node `id` at `node` to every group through the member at `via`: as a
-    /// learner that has caught up, then with `voter` as a voter.
+    /// Adds node `id` at `node` to replica set `set` (through `via.set`) and to the
+    /// metadata group (through `via.map`): to each as a learner that has caught up,
+    /// then with [`Vote::Voter`] as a voter of the set, and of the metadata group only
+    /// for the first set (the members of other sets are its learners).
     pub async fn join(
         &self,
-        via: SocketAddr,
+        set: SetId,
+        via: Via,
         id: NodeId,
         node: &Node,
-        voter: bool,
+        vote: Vote,
     ) -> Result<(), MembershipError> {
         if u32::try_from(id).map_or(true, |id| id == 0) {
             return Err(MembershipError::NodeIdOutOfRange(id));
         }
-        for group in MEMBER_GROUPS {
-            let members = self.status(via, group).await?.members;
-            let found = members.iter().find(|member| member.id == id);
-            if found.is_none() {
-                let request = AdminRequest::AddLearner {
-                    id,
-                    node: node.clone(),
-                };
-                self.call(via, group, &request).await?;
-            }
-            if voter && !found.is_some_and(|member| member.voter) {
-                let mut voters: BTreeSet<NodeId> = voter_ids(&members).collect();
-                voters.insert(id);
-                let request = AdminRequest::ChangeMembership { voters };
-                self.call(via, group, &request).await?;
-            }
+        self.join_group(GroupId::Set(set), via.set, id, node, vote)
+            .await?;
+        let map_vote = if set == FIRST_SET {
+            vote
+        } else {
+            Vote::Learner
+        };
+        self.join_group(GroupId::Map, via.map, id, node, map_vote)
+            .await
+    }
+
+    /// Adds node `id` at `node` to `group` through its member at `via`: as a learner
+    /// that has caught up, then with [`Vote::Voter`] as a voter.
+    async fn join_group(
+        &self,
+        group: GroupId,
+        via: SocketAddr,
+        id: NodeId,
+        node: &Node,
+        vote: Vote,
+    ) -> Result<(), MembershipError> {
+        let members = self.status(via, group).await?.members;
+        let found = members.iter().find(|member| member.id == id);
+        if found.is_none() {
+            let request = AdminRequest::AddLearner {
+                id,
+                node: node.clone(),
+            };
+            self.call(via, group, &request).await?;
+        }
+        if vote == Vote::Voter && !found.is_some_and(|member| member.voter) {
+            let mut voters: BTreeSet<NodeId> = voter_ids(&members).collect();
+            voters.insert(id);
+            let request = AdminRequest::ChangeMembership { voters };
+            self.call(via, group, &request).await?;
         }
         Ok(())
     }

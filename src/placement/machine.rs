@@ -1,10 +1,12 @@
 //! The metadata group's state machine: [`MapCommand`]s applied to the cluster map, kept
 //! whole as one document of the group's store.
 //!
-//! The document is `u8 layout (1) ‖ postcard ClusterMap`; a layout this build does not
-//! know, or bytes that do not decode, stop the node (the store is not what it must be).
+//! The document is `u8 layout (2) ‖ postcard ClusterMap`. Layout 1, written before the
+//! map had a ring, is `postcard (epoch, sets)` and is read as a map without a ring. A
+//! layout this build does not know, or bytes that do not decode, stop the node (the
+//! store is not what it must be).
 
-use super::map::{ClusterMap, MapChanged, MapCommand};
+use super::map::{ClusterMap, MapCommand, MapResult};
 use crate::replication::Machine;
 use crate::storage::{ReadSnapshot, StorageError, WriteBatch};
 
@@ -12,7 +14,10 @@ use crate::storage::{ReadSnapshot, StorageError, WriteBatch};
 const MAP_DOCUMENT: &str = "cluster_map";
 
 /// The layout of the map document.
-const MAP_LAYOUT: u8 = 1;
+const MAP_LAYOUT: u8 = 2;
+
+/// The layout written before the map had a ring: its epoch and sets only.
+const MAP_LAYOUT_WITHOUT_RING: u8 = 1;
 
 /// The machine of the metadata group.
 #[derive(Debug)]
@@ -20,15 +25,17 @@ pub enum MapMachine {}
 
 impl Machine for MapMachine {
     type Command = MapCommand;
-    type Output = MapChanged;
+    type Output = MapResult;
 
     const NAME: &'static str = "the cluster map";
 
-    fn apply(batch: &mut WriteBatch, command: MapCommand) -> Result<MapChanged, StorageError> {
+    fn apply(batch: &mut WriteBatch, command: MapCommand) -> Result<MapResult, StorageError> {
         let mut map = decode(batch.document(MAP_DOCUMENT)?)?;
-        let changed = map.apply(command);
-        batch.put_document(MAP_DOCUMENT, &encode(&map)?)?;
-        Ok(changed)
+        let result = map.apply(command);
+        if result.is_ok() {
+            batch.put_document(MAP_DOCUMENT, &encode(&map)?)?;
+        }
+        Ok(result)
     }
 }
 
@@ -48,6 +55,15 @@ fn decode(bytes: Option<Vec<u8>>) -> Result<ClusterMap, StorageError> {
     match bytes.split_first() {
         Some((&MAP_LAYOUT, rest)) => {
             postcard::from_bytes(rest).map_err(|error| corrupt(error.to_string()))
+        }
+        Some((&MAP_LAYOUT_WITHOUT_RING, rest)) => {
+            let (epoch, sets) =
+                postcard::from_bytes(rest).map_err(|error| corrupt(error.to_string()))?;
+            Ok(ClusterMap {
+                epoch,
+                sets,
+                ..ClusterMap::default()
+            })
         }
         Some((layout, _)) => Err(corrupt(format!("unknown layout {layout}"))),
         None => Err(corrupt("empty".to_owned())),
@@ -80,7 +96,8 @@ mod tests {
             set: SetId(1),
             members: Vec::new(),
         };
-        assert_eq!(MapMachine::apply(&mut batch, command).unwrap().epoch, 1);
+        let changed = MapMachine::apply(&mut batch, command).unwrap();
+        assert_eq!(changed.unwrap().epoch, 1);
         batch.commit().unwrap();
         let map = read_map(&store.read().unwrap()).unwrap();
         assert_eq!(map.epoch, 1);

@@ -4,23 +4,32 @@
 //! Owns [`ClusterMap`] and its commands (pure, [`map`]), the metadata group's machine
 //! ([`MapMachine`]), [`MapGroup`], this node's member of the metadata group (which
 //! follows the replica set's membership into the map), and [`ClusterAdmin`], the
-//! membership changes `hdl cluster` makes to the set and the metadata group together. Depends
-//! on [`crate::replication`] (the group it runs on) and [`crate::storage`] (the
-//! group's store holds the map as one document); knows nothing of handles' wire forms,
-//! the service or the edges.
+//! membership changes `hdl cluster` makes to a set and the metadata group together
+//! (the first set's members vote in the metadata group, other sets' are its
+//! learners). Depends on [`crate::replication`] (the group it runs on) and
+//! [`crate::storage`] (the group's store holds the map as one document); knows nothing
+//! of handles' wire forms, the service or the edges.
 
 mod admin;
 mod machine;
 pub mod map;
+mod mover;
+mod plan;
 
 use std::path::Path;
 use std::sync::Arc;
 
-pub use admin::{ClusterAdmin, FIRST_SET, FIRST_SET_GROUP, MEMBER_GROUPS, MembershipError};
+pub use admin::{
+    ClusterAdmin, FIRST_SET, FIRST_SET_GROUP, MEMBER_GROUPS, MembershipError, Via, Vote,
+};
 pub use machine::MapMachine;
-pub use map::{ClusterMap, MapChanged, MapCommand, SetRecord};
+pub use map::{
+    ClusterMap, MapChanged, MapCommand, MapRefusal, MapResult, Migration, MigrationStep,
+    MovedTotals, SetRecord,
+};
+pub use mover::{MoveError, Mover, PAGE_LEN, SetAccess, SlotCommand};
+pub use plan::rebalance;
 
-use crate::replication::admin::Member;
 use crate::replication::{Group, GroupError, GroupHost, GroupId, GroupSettings, HandleSet, SetId};
 use crate::storage::{StorageError, Store};
 
@@ -58,14 +67,9 @@ impl MapGroup {
         machine::read_map(&self.store.read()?)
     }
 
-    /// Records that replica set `set` now has `members`; returns once the metadata
-    /// group has committed and applied it.
-    pub async fn record_set(
-        &self,
-        set: SetId,
-        members: Vec<Member>,
-    ) -> Result<MapChanged, GroupError> {
-        let command = MapCommand::RecordSet { set, members };
+    /// Has the metadata group apply `command`; returns once it is committed and
+    /// applied, with the map's epoch, or why the map refused it.
+    pub async fn change(&self, command: MapCommand) -> Result<MapResult, GroupError> {
         self.group.client_write(command).await
     }
 
@@ -99,14 +103,35 @@ impl MapGroup {
             .get(&id)
             .map(|record| record.members.values().cloned().collect::<Vec<_>>());
         if recorded.as_ref() != Some(&members) {
-            let changed = self.record_set(id, members).await?;
-            tracing::info!(
-                set = id.0,
-                epoch = changed.epoch,
-                "recorded the set's members in the cluster map"
-            );
+            let command = MapCommand::RecordSet { set: id, members };
+            if let Ok(changed) = self.change(command).await? {
+                tracing::info!(
+                    set = id.0,
+                    epoch = changed.epoch,
+                    "recorded the set's members in the cluster map"
+                );
+            }
         }
         Ok(())
+    }
+
+    /// Plans the moves that balance the ring over every set but `leaving` (see
+    /// [`rebalance`]) from the map as applied here; how many it planned. The map
+    /// refuses a plan made from a stale map (a slot no longer its planned source's),
+    /// and the call can simply be made again.
+    pub async fn plan_rebalance(&self, leaving: &[SetId]) -> Result<usize, MoveError> {
+        let map = self
+            .map()
+            .map_err(|error| MoveError::Map(error.to_string()))?;
+        let moves = rebalance(&map, leaving);
+        let planned = moves.len();
+        if planned > 0 {
+            match self.change(MapCommand::PlanMoves { moves }).await? {
+                Ok(_) => {}
+                Err(refusal) => return Err(MoveError::Map(refusal.to_string())),
+            }
+        }
+        Ok(planned)
     }
 
     /// The metadata group itself (status, membership, shutdown).

@@ -75,6 +75,18 @@ pub enum Error {
         /// What the file system said.
         source: io::Error,
     },
+    /// Reading or writing snapshot data (a snapshot being received or sent) failed.
+    #[error("snapshot data: {0}")]
+    SnapshotData(io::Error),
+    /// Snapshot data ends before its last record.
+    #[error("snapshot data is truncated")]
+    SnapshotTruncated,
+    /// A snapshot record claims more bytes than any record may have.
+    #[error("snapshot record of {length} bytes is longer than the limit")]
+    SnapshotRecordTooLong {
+        /// The length it claims.
+        length: u32,
+    },
     /// The blocking task doing the disk work panicked or was cancelled.
     #[error("storage task did not finish: {0}")]
     Task(#[from] tokio::task::JoinError),

@@ -8,9 +8,14 @@
 //! results, not failures.
 //!
 //! The command is a log format, read back for as long as a log or a node's disk holds
-//! it: version 1 is the seven variants below, in this order and with these fields, as
-//! the first hdl wrote them; their encoding is pinned by a test. A later change to a
-//! command is a new variant appended after them, never an edit.
+//! it: version 1 is the first seven variants below, in this order and with these
+//! fields, as the first hdl wrote them; their encoding is pinned by a test. Version 2
+//! appended the slot commands. A later change to a command is a new variant appended
+//! after them, never an edit.
+//!
+//! Once the store is sliced into a ring's slots, a change to a handle whose slot the
+//! set does not take writes for (another set owns it, or it is changing hands) is
+//! refused with [`Refusal::NotHere`]: the router finds the slot's owner and asks it.
 //!
 //! The service builds commands, in one place, from operations it has validated and
 //! authorised; nothing else does.
@@ -19,7 +24,10 @@ use serde::{Deserialize, Serialize};
 
 use super::machine::Machine;
 use crate::names::Handle;
-use crate::storage::{Applied, ExistingHandle, ExistingValue, Refusal, StorageError, WriteBatch};
+use crate::storage::{
+    Applied, ExistingHandle, ExistingValue, Refusal, Slice, Slot, SlotState, StorageError,
+    WriteBatch, slot_of,
+};
 use crate::values::{HandleValue, ValueIndex};
 
 /// The machine of a replica set's group.
@@ -80,6 +88,93 @@ pub enum HandleCommand {
         /// The prefix.
         prefix: String,
     },
+    /// Slice the store into a ring of `slot_count` slots, of which the set owns `owned`
+    /// (version 2).
+    MakeSlice {
+        /// The ring's slot count, a power of two.
+        slot_count: u32,
+        /// The slots the set owns.
+        owned: Vec<Slot>,
+    },
+    /// Start exporting an owned slot: journal its changes (version 2).
+    BeginExport {
+        /// The slot.
+        slot: Slot,
+    },
+    /// Hold writes to an exporting slot while it changes hands (version 2).
+    FreezeSlot {
+        /// The slot.
+        slot: Slot,
+    },
+    /// Take an exporting or frozen slot back: writes again, journal forgotten (a move
+    /// rolled back; version 2).
+    ThawSlot {
+        /// The slot.
+        slot: Slot,
+    },
+    /// Give a slot up: delete its handles and journal, hold it no longer (version 2).
+    DropSlot {
+        /// The slot.
+        slot: Slot,
+    },
+    /// Start importing a slot this set does not hold: drop anything a cut-short import
+    /// left of it (version 2).
+    BeginImport {
+        /// The slot.
+        slot: Slot,
+    },
+    /// Records of an importing slot, copied from the set it comes from: `records`
+    /// replace what is there, `removed` are deleted where present (version 2).
+    PutRecords {
+        /// The slot.
+        slot: Slot,
+        /// Whole handles, as their owner holds them.
+        records: Vec<(Handle, Vec<HandleValue>)>,
+        /// Handles deleted at the source.
+        removed: Vec<Handle>,
+    },
+    /// Own an imported slot: answer its reads, take its writes (version 2).
+    AcceptSlot {
+        /// The slot.
+        slot: Slot,
+    },
+}
+
+/// Refuses a change to `handle` when the store is sliced and the set does not take
+/// writes for its slot now; the slot to journal the change in when it is exporting.
+fn check_writable(batch: &WriteBatch, handle: &Handle) -> Result<Option<Slot>, StorageError> {
+    let Slice::Ring(count) = batch.slice()? else {
+        return Ok(None);
+    };
+    let slot = slot_of(handle.key(), count);
+    match batch.slot_state(slot)? {
+        Some(SlotState::Exporting) => Ok(Some(slot)),
+        Some(state) if state.takes_writes() => Ok(None),
+        _ => Err(Refusal::NotHere(slot).into()),
+    }
+}
+
+impl HandleCommand {
+    /// The handle the command changes, if it changes one.
+    fn handle(&self) -> Option<&Handle> {
+        match self {
+            HandleCommand::Create { handle, .. }
+            | HandleCommand::Delete { handle }
+            | HandleCommand::AddValues { handle, .. }
+            | HandleCommand::ModifyValues { handle, .. }
+            | HandleCommand::RemoveValues { handle, .. } => Some(handle),
+            HandleCommand::HomePrefix { .. }
+            | HandleCommand::UnhomePrefix { .. }
+            | HandleCommand::MakeSlice { .. }
+            | HandleCommand::BeginExport { .. }
+            | HandleCommand::FreezeSlot { .. }
+            | HandleCommand::ThawSlot { .. }
+            | HandleCommand::DropSlot { .. }
+            | HandleCommand::BeginImport { .. }
+            | HandleCommand::PutRecords { .. }
+            | HandleCommand::AcceptSlot { .. } => None,
+        }
+    }
 }
 
 impl Machine for HandleSet {
@@ -89,7 +184,28 @@ impl Machine for HandleSet {
     const NAME: &'static str = "handles";
 
     fn apply(batch: &mut WriteBatch, command: HandleCommand) -> Result<HandleResult, StorageError> {
-        let outcome = match command {
+        let outcome = match command.handle().cloned() {
+            Some(handle) => check_writable(batch, &handle).and_then(|journal| {
+                let applied = change(batch, command)?;
+                if let Some(slot) = journal {
+                    batch.journal_change(slot, handle.key())?;
+                }
+                Ok(applied)
+            }),
+            None => change(batch, command),
+        };
+        match outcome {
+            Ok(applied) => Ok(Ok(applied)),
+            Err(StorageError::Refused(refusal)) => Ok(Err(refusal)),
+            Err(failure) => Err(failure),
+        }
+    }
+}
+
+/// Carries `command` out on `batch`.
+fn change(batch: &mut WriteBatch, command: HandleCommand) -> Result<Applied, StorageError> {
+    {
+        match command {
             HandleCommand::Create {
                 handle,
                 values,
@@ -115,13 +231,125 @@ impl Machine for HandleSet {
             HandleCommand::UnhomePrefix { prefix } => {
                 batch.unhome_prefix(&prefix).map(|()| Applied::Done)
             }
-        };
-        match outcome {
-            Ok(applied) => Ok(Ok(applied)),
-            Err(StorageError::Refused(refusal)) => Ok(Err(refusal)),
-            Err(failure) => Err(failure),
+            HandleCommand::MakeSlice { slot_count, owned } => {
+                batch.make_slice(slot_count, &owned).map(|()| Applied::Done)
+            }
+            HandleCommand::BeginExport { slot } => {
+                let from = [SlotState::Owned, SlotState::Exporting, SlotState::Frozen];
+                let to = |state| match state {
+                    SlotState::Owned => SlotState::Exporting,
+                    other => other,
+                };
+                move_slot(batch, slot, &from, to)
+            }
+            HandleCommand::FreezeSlot { slot } => {
+                let from = [SlotState::Exporting, SlotState::Frozen];
+                move_slot(batch, slot, &from, |_| SlotState::Frozen)
+            }
+            HandleCommand::ThawSlot { slot } => {
+                let from = [SlotState::Owned, SlotState::Exporting, SlotState::Frozen];
+                move_slot(batch, slot, &from, |_| SlotState::Owned)?;
+                batch.clear_journal(slot).map(|()| Applied::Done)
+            }
+            HandleCommand::DropSlot { slot } => drop_slot(batch, slot),
+            HandleCommand::BeginImport { slot } => begin_import(batch, slot),
+            HandleCommand::PutRecords {
+                slot,
+                records,
+                removed,
+            } => put_records(batch, slot, records, &removed),
+            HandleCommand::AcceptSlot { slot } => {
+                let from = [SlotState::Importing, SlotState::Owned];
+                move_slot(batch, slot, &from, |_| SlotState::Owned)
+            }
         }
     }
+}
+
+/// Moves `slot` from one of the states `from` to `to(state)`; a slot in another state
+/// (or not held) is [`Refusal::NotHere`]. Repeating a move changes nothing.
+fn move_slot(
+    batch: &mut WriteBatch,
+    slot: Slot,
+    from: &[SlotState],
+    to: impl FnOnce(SlotState) -> SlotState,
+) -> Result<Applied, StorageError> {
+    let Slice::Ring(_) = batch.slice()? else {
+        return Err(Refusal::NotHere(slot).into());
+    };
+    match batch.slot_state(slot)? {
+        Some(state) if from.contains(&state) => {
+            batch.set_slot_state(slot, Some(to(state)))?;
+            Ok(Applied::Done)
+        }
+        _ => Err(Refusal::NotHere(slot).into()),
+    }
+}
+
+/// The slot count of a sliced store; a whole store holds no slot.
+fn slot_count(batch: &WriteBatch, slot: Slot) -> Result<u32, StorageError> {
+    match batch.slice()? {
+        Slice::Ring(count) => Ok(count),
+        Slice::Whole => Err(Refusal::NotHere(slot).into()),
+    }
+}
+
+/// Gives `slot` up (it must be frozen, or already given up): its handles and journal go.
+fn drop_slot(batch: &mut WriteBatch, slot: Slot) -> Result<Applied, StorageError> {
+    slot_count(batch, slot)?;
+    match batch.slot_state(slot)? {
+        Some(SlotState::Frozen) => {}
+        None => return Ok(Applied::Done),
+        Some(_) => return Err(Refusal::NotHere(slot).into()),
+    }
+    batch.delete_slot(slot)?;
+    batch.clear_journal(slot)?;
+    batch.set_slot_state(slot, None)?;
+    Ok(Applied::Done)
+}
+
+/// Starts importing `slot` (not held, or importing already: a fresh start either way,
+/// dropping what a cut-short import left).
+fn begin_import(batch: &mut WriteBatch, slot: Slot) -> Result<Applied, StorageError> {
+    slot_count(batch, slot)?;
+    match batch.slot_state(slot)? {
+        None | Some(SlotState::Importing) => {}
+        Some(_) => return Err(Refusal::NotHere(slot).into()),
+    }
+    batch.delete_slot(slot)?;
+    batch.set_slot_state(slot, Some(SlotState::Importing))?;
+    Ok(Applied::Done)
+}
+
+/// Writes copied records of an importing slot; a record of another slot is refused
+/// whole (the batch is left as it was).
+fn put_records(
+    batch: &mut WriteBatch,
+    slot: Slot,
+    records: Vec<(Handle, Vec<HandleValue>)>,
+    removed: &[Handle],
+) -> Result<Applied, StorageError> {
+    let count = slot_count(batch, slot)?;
+    if batch.slot_state(slot)? != Some(SlotState::Importing) {
+        return Err(Refusal::NotHere(slot).into());
+    }
+    let named = records.iter().map(|(handle, _)| handle).chain(removed);
+    if named
+        .into_iter()
+        .any(|handle| slot_of(handle.key(), count) != slot)
+    {
+        return Err(Refusal::NotHere(slot).into());
+    }
+    for handle in removed {
+        match batch.delete(handle) {
+            Ok(()) | Err(StorageError::Refused(Refusal::HandleNotFound)) => {}
+            Err(error) => return Err(error),
+        }
+    }
+    for (handle, values) in records {
+        batch.create(&handle, values, ExistingHandle::Overwrite)?;
+    }
+    Ok(Applied::Done)
 }
 
 #[cfg(test)]
@@ -237,3 +465,7 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "handle_set_slots_tests.rs"]
+mod slots_tests;

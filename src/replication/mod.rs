@@ -39,13 +39,14 @@ mod snapshot;
 mod state_machine;
 pub mod types;
 
+pub use crate::storage::slot_of;
 pub use error::Error;
-#[cfg(test)]
-pub(crate) use group::start_alone;
 pub use group::{
     AdminClient, Bootstrap, Group, GroupError, GroupHost, GroupSettings, GroupWatch,
     LEADER_PATIENCE,
 };
+#[cfg(test)]
+pub(crate) use group::{alone_settings, start_alone, test_host};
 pub use handle_set::{HandleCommand, HandleResult, HandleSet};
 pub use log_store::{LOG_FILE, LogStore};
 pub use machine::Machine;

@@ -1,27 +1,43 @@
-//! Snapshot data and the node's current snapshot file.
+//! Snapshot data and the node's current snapshot file, streamed from and to disk.
 //!
-//! Snapshot data, as sent to followers and as kept on disk, is
-//! `u8 format (3) ‖ postcard SnapshotMeta ‖ postcard StoreImage`: the meta comes first so
-//! that the current snapshot's meta can be read without decoding the image. Older
-//! formats are still read: format 2, written before the image held documents, as an
-//! image with none, and format 1, written before it held the results of recent
-//! requests, as an image with neither. The current
-//! snapshot lives in one file of the data directory, replaced by write-to-temporary,
-//! fsync and rename, so it survives a restart and is never seen half written.
+//! Snapshot data, as sent to followers and as kept on disk, is format 4:
+//! `u8 format (4) ‖ u32 length ‖ postcard SnapshotMeta ‖ record* ‖ u32 0`, where each
+//! record is `u32 length (big-endian, like the meta's) ‖ postcard ImageRecord`
+//! ([`crate::storage::ImageRecord`], in image order) of at most [`MAX_RECORD`] bytes,
+//! and the zero length ends the data (a truncated file is refused; so are bytes after
+//! the end). The meta comes first so that the current snapshot's meta is read without
+//! reading the image. A snapshot is written record by record from one read
+//! transaction and installed record by record into one write transaction, so memory
+//! stays bounded by one record (and redb's write cache), however large the store.
+//!
+//! Older formats are still read, whole, into memory (they were written whole):
+//! `u8 format ‖ postcard SnapshotMeta ‖ postcard image`, where the image is format 3
+//! `(handles, prefixes, recent, documents, slot count, slot states)`, format 2
+//! `(handles, prefixes, recent)` and format 1 `(handles, prefixes)`.
+//!
+//! The current snapshot lives in one file of the data directory, replaced by
+//! write-to-temporary, fsync and rename, so it survives a restart and is never seen
+//! half written.
 
-use std::fs::{self, File};
-use std::io::{self, Write};
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
 use super::error::Error;
 use super::types::{SnapshotMeta, from_bytes, to_bytes};
-use crate::storage::{RecentResult, StoreImage};
+use crate::storage::{ImageRecord, RecentResult, Slot, SlotState};
 
 /// The file, inside a node's data directory, that holds its current snapshot.
 pub const SNAPSHOT_FILE: &str = "snapshot.bin";
 
-const SNAPSHOT_FORMAT: u8 = 3;
+/// The longest record (or meta) snapshot data may hold: far above any handle record.
+pub const MAX_RECORD: u32 = 64 << 20;
+
+const SNAPSHOT_FORMAT: u8 = 4;
+
+/// The format whose image was one postcard value with documents and slot states.
+const SNAPSHOT_FORMAT_WHOLE: u8 = 3;
 
 /// The format whose image had handles, prefixes and recent results, but no documents.
 const SNAPSHOT_FORMAT_WITHOUT_DOCUMENTS: u8 = 2;
@@ -38,64 +54,180 @@ type ImageWithoutRecent = (Records, Records);
 /// The image of format 2: handles, prefixes and recent results.
 type ImageWithoutDocuments = (Records, Records, Vec<RecentResult>);
 
-/// The snapshot data for `meta` and `image`.
-pub(super) fn encode(meta: &SnapshotMeta, image: &StoreImage) -> Result<Vec<u8>, Error> {
-    let mut data = vec![SNAPSHOT_FORMAT];
-    data.extend(to_bytes(meta, "snapshot meta")?);
-    data.extend(to_bytes(image, "snapshot image")?);
-    Ok(data)
+/// The image of format 3.
+type ImageWhole = (
+    Records,
+    Records,
+    Vec<RecentResult>,
+    Records,
+    Option<u32>,
+    Vec<(Slot, SlotState)>,
+);
+
+/// Writes snapshot data record by record.
+pub(super) struct SnapshotWriter<W: Write> {
+    out: W,
 }
 
-/// The format, the meta at the head of snapshot `data`, and the bytes after it.
-fn decode_meta(data: &[u8]) -> Result<(u8, SnapshotMeta, &[u8]), Error> {
-    let (&format, rest) = data.split_first().ok_or(Error::SnapshotFormat {
-        found: 0,
-        expected: SNAPSHOT_FORMAT,
-    })?;
-    let known = [
-        SNAPSHOT_FORMAT,
-        SNAPSHOT_FORMAT_WITHOUT_DOCUMENTS,
-        SNAPSHOT_FORMAT_WITHOUT_RECENT,
-    ];
-    if !known.contains(&format) {
-        return Err(Error::SnapshotFormat {
-            found: format,
-            expected: SNAPSHOT_FORMAT,
-        });
+impl<W: Write> SnapshotWriter<W> {
+    /// Starts the data of the snapshot `meta` on `out`.
+    pub(super) fn new(mut out: W, meta: &SnapshotMeta) -> Result<Self, Error> {
+        out.write_all(&[SNAPSHOT_FORMAT])
+            .map_err(Error::SnapshotData)?;
+        let mut writer = SnapshotWriter { out };
+        writer.frame(&to_bytes(meta, "snapshot meta")?)?;
+        Ok(writer)
     }
-    let (meta, rest) = postcard::take_from_bytes(rest).map_err(|source| Error::Decode {
-        what: "snapshot meta",
-        source,
-    })?;
-    Ok((format, meta, rest))
+
+    /// Appends one record.
+    pub(super) fn record(&mut self, record: &ImageRecord) -> Result<(), Error> {
+        self.frame(&to_bytes(record, "snapshot record")?)
+    }
+
+    fn frame(&mut self, bytes: &[u8]) -> Result<(), Error> {
+        let length = u32::try_from(bytes.len())
+            .ok()
+            .filter(|&length| length <= MAX_RECORD)
+            .ok_or(Error::SnapshotRecordTooLong { length: u32::MAX })?;
+        self.out
+            .write_all(&length.to_be_bytes())
+            .and_then(|()| self.out.write_all(bytes))
+            .map_err(Error::SnapshotData)
+    }
+
+    /// Ends the data; the writer under it.
+    pub(super) fn finish(mut self) -> Result<W, Error> {
+        self.out
+            .write_all(&0u32.to_be_bytes())
+            .and_then(|()| self.out.flush())
+            .map_err(Error::SnapshotData)?;
+        Ok(self.out)
+    }
 }
 
-/// Reads snapshot `data` written by [`encode`] (or by a build that wrote an older
-/// format).
-pub(super) fn decode(data: &[u8]) -> Result<(SnapshotMeta, StoreImage), Error> {
-    let (format, meta, rest) = decode_meta(data)?;
-    let image = match format {
+/// Snapshot data being read: its meta, then its records.
+pub(super) enum SnapshotReader<R: Read> {
+    /// Format 4: records are read one at a time.
+    Streamed(R),
+    /// An older format, read whole: its records, last first.
+    Whole(Vec<ImageRecord>),
+}
+
+/// Reads the format and meta at the head of snapshot data.
+pub(super) fn read_head<R: Read>(mut input: R) -> Result<(SnapshotMeta, SnapshotReader<R>), Error> {
+    let mut format = [0u8];
+    read_exact(&mut input, &mut format)?;
+    match format[0] {
+        SNAPSHOT_FORMAT => {
+            let bytes = read_frame(&mut input)?.ok_or(Error::SnapshotTruncated)?;
+            let meta = from_bytes(&bytes, "snapshot meta")?;
+            Ok((meta, SnapshotReader::Streamed(input)))
+        }
+        format @ (SNAPSHOT_FORMAT_WITHOUT_RECENT
+        | SNAPSHOT_FORMAT_WITHOUT_DOCUMENTS
+        | SNAPSHOT_FORMAT_WHOLE) => {
+            let mut data = Vec::new();
+            input.read_to_end(&mut data).map_err(Error::SnapshotData)?;
+            let (meta, mut records) = decode_old(format, &data)?;
+            records.reverse();
+            Ok((meta, SnapshotReader::Whole(records)))
+        }
+        found => Err(Error::SnapshotFormat {
+            found,
+            expected: SNAPSHOT_FORMAT,
+        }),
+    }
+}
+
+impl<R: Read> SnapshotReader<R> {
+    /// The next record, or `None` after the last.
+    pub(super) fn next_record(&mut self) -> Result<Option<ImageRecord>, Error> {
+        match self {
+            SnapshotReader::Whole(records) => Ok(records.pop()),
+            SnapshotReader::Streamed(input) => match read_frame(input)? {
+                Some(bytes) => from_bytes(&bytes, "snapshot record").map(Some),
+                None => {
+                    let mut rest = [0u8];
+                    match input.read(&mut rest).map_err(Error::SnapshotData)? {
+                        0 => Ok(None),
+                        _ => Err(Error::TrailingBytes {
+                            what: "snapshot data",
+                            count: 1,
+                        }),
+                    }
+                }
+            },
+        }
+    }
+}
+
+fn read_exact(input: &mut impl Read, buf: &mut [u8]) -> Result<(), Error> {
+    input.read_exact(buf).map_err(|error| match error.kind() {
+        io::ErrorKind::UnexpectedEof => Error::SnapshotTruncated,
+        _ => Error::SnapshotData(error),
+    })
+}
+
+/// One length-prefixed frame; `None` for the zero length that ends the data.
+fn read_frame(input: &mut impl Read) -> Result<Option<Vec<u8>>, Error> {
+    let mut length = [0u8; 4];
+    read_exact(input, &mut length)?;
+    let length = u32::from_be_bytes(length);
+    if length == 0 {
+        return Ok(None);
+    }
+    if length > MAX_RECORD {
+        return Err(Error::SnapshotRecordTooLong { length });
+    }
+    // Read through `take`: memory follows the bytes really there, not the claim.
+    let mut bytes = Vec::new();
+    input
+        .take(u64::from(length))
+        .read_to_end(&mut bytes)
+        .map_err(Error::SnapshotData)?;
+    if bytes.len() != length as usize {
+        return Err(Error::SnapshotTruncated);
+    }
+    Ok(Some(bytes))
+}
+
+/// Reads snapshot data of formats 1 to 3 (after the format byte).
+fn decode_old(format: u8, data: &[u8]) -> Result<(SnapshotMeta, Vec<ImageRecord>), Error> {
+    let (meta, rest): (SnapshotMeta, _) =
+        postcard::take_from_bytes(data).map_err(|source| Error::Decode {
+            what: "snapshot meta",
+            source,
+        })?;
+    let (handles, prefixes, recent, documents, slot_count, slot_states) = match format {
         SNAPSHOT_FORMAT_WITHOUT_RECENT => {
             let (handles, prefixes): ImageWithoutRecent = from_bytes(rest, "snapshot image")?;
-            StoreImage {
-                handles,
-                prefixes,
-                ..StoreImage::default()
-            }
+            (handles, prefixes, Vec::new(), Vec::new(), None, Vec::new())
         }
         SNAPSHOT_FORMAT_WITHOUT_DOCUMENTS => {
             let (handles, prefixes, recent): ImageWithoutDocuments =
                 from_bytes(rest, "snapshot image")?;
-            StoreImage {
-                handles,
-                prefixes,
-                recent,
-                documents: Vec::new(),
-            }
+            (handles, prefixes, recent, Vec::new(), None, Vec::new())
         }
-        _ => from_bytes(rest, "snapshot image")?,
+        _ => from_bytes::<ImageWhole>(rest, "snapshot image")?,
     };
-    Ok((meta, image))
+    let records = slot_count
+        .map(ImageRecord::SlotCount)
+        .into_iter()
+        .chain(
+            slot_states
+                .into_iter()
+                .map(|(s, st)| ImageRecord::SlotState(s, st)),
+        )
+        .chain(handles.into_iter().map(|(k, b)| ImageRecord::Handle(k, b)))
+        .chain(prefixes.into_iter().map(|(k, b)| ImageRecord::Prefix(k, b)))
+        .chain(
+            documents
+                .into_iter()
+                .map(|(k, b)| ImageRecord::Document(k, b)),
+        )
+        .chain(recent.into_iter().map(ImageRecord::Recent))
+        .collect();
+    Ok((meta, records))
 }
 
 /// When a new snapshot replaces the current one.
@@ -111,6 +243,7 @@ pub(super) enum Replace {
 /// The current snapshot file; the lock orders replacements.
 #[derive(Debug)]
 pub(super) struct SnapshotFile {
+    dir: PathBuf,
     path: PathBuf,
     current: Mutex<Option<SnapshotMeta>>,
 }
@@ -119,31 +252,69 @@ impl SnapshotFile {
     /// Opens the snapshot file in `data_dir`, reading the meta of the snapshot it holds.
     pub(super) fn open(data_dir: &Path) -> Result<SnapshotFile, Error> {
         let path = data_dir.join(SNAPSHOT_FILE);
-        let current = match read(&path)? {
-            Some(data) => Some(decode_meta(&data)?.1),
+        let file = SnapshotFile {
+            dir: data_dir.to_owned(),
+            path,
+            current: Mutex::new(None),
+        };
+        let current = match file.open_current()? {
+            Some(data) => Some(read_head(BufReader::new(data)).map(|(meta, _)| meta)?),
             None => None,
         };
-        Ok(SnapshotFile {
-            path,
-            current: Mutex::new(current),
-        })
+        *file.current.lock().unwrap_or_else(PoisonError::into_inner) = current;
+        Ok(file)
     }
 
-    /// The current snapshot's meta and data, if there is one.
-    pub(super) fn load(&self) -> Result<Option<(SnapshotMeta, Vec<u8>)>, Error> {
+    fn open_current(&self) -> Result<Option<File>, Error> {
+        match File::open(&self.path) {
+            Ok(file) => Ok(Some(file)),
+            Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(self.file_error(source)),
+        }
+    }
+
+    fn file_error(&self, source: io::Error) -> Error {
+        Error::SnapshotFile {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    /// The current snapshot's meta and data (open at its start), if there is one. The
+    /// open file stays readable when a newer snapshot replaces it.
+    pub(super) fn load(&self) -> Result<Option<(SnapshotMeta, File)>, Error> {
         let _order = self.current.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(data) = read(&self.path)? else {
+        let Some(mut data) = self.open_current()? else {
             return Ok(None);
         };
-        let (_format, meta, _) = decode_meta(&data)?;
+        let (meta, _) = read_head(BufReader::new(&mut data))?;
+        data.seek(SeekFrom::Start(0))
+            .map_err(|source| self.file_error(source))?;
         Ok(Some((meta, data)))
     }
 
-    /// Makes `data` (described by `meta`) the current snapshot, durably, as `rule` says.
+    /// A new, empty file for snapshot data that is not yet a snapshot (being built or
+    /// received): it has no name, so nothing is left of it if it is never kept.
+    pub(super) fn scratch(&self) -> Result<File, Error> {
+        let path = self
+            .dir
+            .join(format!("snapshot.{}.scratch", crate::clock::unix_micros()));
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .and_then(|file| fs::remove_file(&path).map(|()| file))
+            .map_err(|source| Error::SnapshotFile { path, source })?;
+        Ok(file)
+    }
+
+    /// Makes `data` (snapshot data of `meta`, read from its start) the current
+    /// snapshot, durably, as `rule` says; `data` is copied as it is read.
     pub(super) fn save(
         &self,
         meta: &SnapshotMeta,
-        data: &[u8],
+        data: &mut File,
         rule: Replace,
     ) -> Result<(), Error> {
         // The meta is written only after the file is in place, so a poisoned lock still
@@ -155,18 +326,18 @@ impl SnapshotFile {
         if rule == Replace::UnlessOlder && older {
             return Ok(());
         }
-        self.replace(data).map_err(|source| Error::SnapshotFile {
-            path: self.path.clone(),
-            source,
-        })?;
+        self.replace(data)
+            .map_err(|source| self.file_error(source))?;
         *current = Some(meta.clone());
         Ok(())
     }
 
-    fn replace(&self, data: &[u8]) -> io::Result<()> {
+    fn replace(&self, data: &mut File) -> io::Result<()> {
         let temporary = self.path.with_extension("tmp");
-        let mut file = File::create(&temporary)?;
-        file.write_all(data)?;
+        let mut file = BufWriter::new(File::create(&temporary)?);
+        data.seek(SeekFrom::Start(0))?;
+        io::copy(data, &mut file)?;
+        let file = file.into_inner().map_err(io::IntoInnerError::into_error)?;
         file.sync_all()?;
         fs::rename(&temporary, &self.path)?;
         // The rename is durable once the directory is.
@@ -179,41 +350,66 @@ impl SnapshotFile {
     }
 }
 
-fn read(path: &Path) -> Result<Option<Vec<u8>>, Error> {
-    match fs::read(path) {
-        Ok(data) => Ok(Some(data)),
-        Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(source) => Err(Error::SnapshotFile {
-            path: path.to_owned(),
-            source,
-        }),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn records(data: &[u8]) -> Result<(SnapshotMeta, Vec<ImageRecord>), Error> {
+        let (meta, mut reader) = read_head(data)?;
+        let mut records = Vec::new();
+        while let Some(record) = reader.next_record()? {
+            records.push(record);
+        }
+        Ok((meta, records))
+    }
+
+    #[test]
+    fn format_4_round_trips_and_refuses_truncation_and_trailing_bytes() {
+        let meta = SnapshotMeta::default();
+        let written = vec![
+            ImageRecord::SlotCount(8),
+            ImageRecord::Handle("10.1/A".into(), b"record".to_vec()),
+            ImageRecord::Journal(Slot(3), 0, "10.1/A".into()),
+        ];
+        let mut writer = SnapshotWriter::new(Vec::new(), &meta).unwrap();
+        for record in &written {
+            writer.record(record).unwrap();
+        }
+        let data = writer.finish().unwrap();
+        assert_eq!(records(&data).unwrap(), (meta, written));
+        for cut in [1, 5, data.len() - 1] {
+            assert!(records(&data[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut trailing = data.clone();
+        trailing.push(0);
+        assert!(records(&trailing).is_err());
+        let mut huge = data[..1].to_vec();
+        huge.extend(u32::MAX.to_be_bytes());
+        assert!(matches!(
+            records(&huge),
+            Err(Error::SnapshotRecordTooLong { .. })
+        ));
+    }
 
     #[test]
     fn a_format_2_snapshot_reads_as_an_image_without_documents() {
         let meta = SnapshotMeta::default();
         let handles = vec![("10.1/A".to_owned(), b"record".to_vec())];
-        let recent = vec![RecentResult {
+        let recent = RecentResult {
             request: 7,
             index: 3,
             result: b"ok".to_vec(),
-        }];
+        };
         let mut data = vec![SNAPSHOT_FORMAT_WITHOUT_DOCUMENTS];
         data.extend(to_bytes(&meta, "meta").unwrap());
-        let image: ImageWithoutDocuments = (handles.clone(), Vec::new(), recent.clone());
+        let image: ImageWithoutDocuments = (handles, Vec::new(), vec![recent.clone()]);
         data.extend(to_bytes(&image, "image").unwrap());
-        let (found, image) = decode(&data).unwrap();
+        let (found, image) = records(&data).unwrap();
         assert_eq!(found, meta);
-        let expected = StoreImage {
-            handles,
-            recent,
-            ..StoreImage::default()
-        };
+        let expected = vec![
+            ImageRecord::Handle("10.1/A".into(), b"record".to_vec()),
+            ImageRecord::Recent(recent),
+        ];
         assert_eq!(image, expected);
     }
 
@@ -224,19 +420,44 @@ mod tests {
         let prefixes = vec![("10.1".to_owned(), b"prefix".to_vec())];
         let mut data = vec![SNAPSHOT_FORMAT_WITHOUT_RECENT];
         data.extend(to_bytes(&meta, "meta").unwrap());
-        data.extend(to_bytes(&(handles.clone(), prefixes.clone()), "image").unwrap());
+        data.extend(to_bytes(&(handles, prefixes), "image").unwrap());
 
-        let (found, image) = decode(&data).unwrap();
+        let (found, image) = records(&data).unwrap();
         assert_eq!(found, meta);
-        let expected = StoreImage {
-            handles,
-            prefixes,
-            ..StoreImage::default()
-        };
+        let expected = vec![
+            ImageRecord::Handle("10.1/A".into(), b"record".to_vec()),
+            ImageRecord::Prefix("10.1".into(), b"prefix".to_vec()),
+        ];
         assert_eq!(image, expected);
         assert!(matches!(
-            decode(&[9]),
+            records(&[9]),
             Err(Error::SnapshotFormat { found: 9, .. })
         ));
+    }
+
+    #[test]
+    fn a_format_3_snapshot_reads_with_its_slots() {
+        let meta = SnapshotMeta::default();
+        let image: ImageWhole = (
+            vec![("10.1/A".to_owned(), b"r".to_vec())],
+            Vec::new(),
+            Vec::new(),
+            vec![("map".to_owned(), b"m".to_vec())],
+            Some(8),
+            vec![(Slot(1), SlotState::Owned)],
+        );
+        let mut data = vec![SNAPSHOT_FORMAT_WHOLE];
+        data.extend(to_bytes(&meta, "meta").unwrap());
+        data.extend(to_bytes(&image, "image").unwrap());
+        let (_, image) = records(&data).unwrap();
+        assert_eq!(
+            image,
+            vec![
+                ImageRecord::SlotCount(8),
+                ImageRecord::SlotState(Slot(1), SlotState::Owned),
+                ImageRecord::Handle("10.1/A".into(), b"r".to_vec()),
+                ImageRecord::Document("map".into(), b"m".to_vec()),
+            ]
+        );
     }
 }

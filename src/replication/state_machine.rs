@@ -14,11 +14,16 @@
 //! remembered result. The remembered results are part of the replicated state: they
 //! commit with the writes and travel in snapshots, so every replica decides alike.
 //!
-//! A snapshot is every record of the store plus its meta, read from one
-//! [`crate::storage::ReadSnapshot`]; installing one replaces the store's contents and
-//! applied state in one batch. The current snapshot is kept in the data directory.
+//! A snapshot is every record of the store plus its meta, streamed from one
+//! [`crate::storage::ReadSnapshot`] into a file record by record ([`super::snapshot`]);
+//! openraft sends and receives it as that file. Installing one streams its records into
+//! one write batch that also sets the applied state, committed once: a crash midway
+//! leaves the old store and its applied state, never a half-installed store (redb
+//! spills the batch to disk, so memory stays bounded). The current snapshot is kept in
+//! the data directory.
 
-use std::io::Cursor;
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Seek, SeekFrom};
 use std::marker::PhantomData;
 use std::path::Path;
 use std::sync::Arc;
@@ -30,7 +35,7 @@ use serde::{Deserialize, Serialize};
 use super::blocking;
 use super::error::Error;
 use super::machine::Machine;
-use super::snapshot::{self, Replace, SnapshotFile};
+use super::snapshot::{Replace, SnapshotFile, SnapshotWriter, read_head};
 use super::types::{
     Entry, GroupConfig, LogId, RaftStorageError, Request, Response, Snapshot, SnapshotMeta,
     StoredMembership, from_bytes, to_bytes,
@@ -140,9 +145,11 @@ fn apply_once<M: Machine>(
     Ok(result)
 }
 
-/// Replaces the store's contents with snapshot `data`, which must be the snapshot `meta`.
-fn install(store: &Store, meta: &SnapshotMeta, data: &[u8]) -> Result<AppliedState, Error> {
-    let (found, image) = snapshot::decode(data)?;
+/// Replaces the store's contents with snapshot `data` (read from its start), which
+/// must be the snapshot `meta`: one batch, committed once.
+fn install(store: &Store, meta: &SnapshotMeta, data: &mut File) -> Result<AppliedState, Error> {
+    data.seek(SeekFrom::Start(0)).map_err(Error::SnapshotData)?;
+    let (found, mut records) = read_head(BufReader::new(data))?;
     if found != *meta {
         return Err(Error::SnapshotMismatch {
             found: Box::new(found),
@@ -154,29 +161,35 @@ fn install(store: &Store, meta: &SnapshotMeta, data: &[u8]) -> Result<AppliedSta
         membership: meta.last_membership.clone(),
     };
     let mut batch = store.write()?;
-    batch.import(&image)?;
+    let mut import = batch.import()?;
+    while let Some(record) = records.next_record()? {
+        import.put(record)?;
+    }
     batch.set_applied_state(&to_bytes(&applied, "applied state")?)?;
     batch.commit()?;
     Ok(applied)
 }
 
-/// Exports the store from one read snapshot and makes it the current snapshot.
-fn build<M: Machine>(store: &Store, snapshots: &SnapshotFile) -> Result<Snapshot<M>, Error> {
+/// Streams the store, from one read snapshot, into a new snapshot file and makes it
+/// the current snapshot.
+fn build(store: &Store, snapshots: &SnapshotFile) -> Result<(SnapshotMeta, File), Error> {
     let read = store.read()?;
     let applied = AppliedState::read(&read)?;
-    let image = read.export()?;
-    drop(read);
     let meta = SnapshotMeta {
         snapshot_id: snapshot_id(applied.last_applied),
         last_log_id: applied.last_applied,
         last_membership: applied.membership,
     };
-    let data = snapshot::encode(&meta, &image)?;
-    snapshots.save(&meta, &data, Replace::UnlessOlder)?;
-    Ok(Snapshot {
-        meta,
-        snapshot: Box::new(Cursor::new(data)),
-    })
+    let mut writer = SnapshotWriter::new(BufWriter::new(snapshots.scratch()?), &meta)?;
+    read.export(|record| writer.record(&record))?;
+    drop(read);
+    let mut data = writer
+        .finish()?
+        .into_inner()
+        .map_err(|error| Error::SnapshotData(error.into_error()))?;
+    snapshots.save(&meta, &mut data, Replace::UnlessOlder)?;
+    data.seek(SeekFrom::Start(0)).map_err(Error::SnapshotData)?;
+    Ok((meta, data))
 }
 
 /// A snapshot id: the last log id it covers and when it was built, so two builds at
@@ -204,9 +217,13 @@ impl<M: Machine> RaftSnapshotBuilder<GroupConfig<M>> for SnapshotBuilder<M> {
     async fn build_snapshot(&mut self) -> Result<Snapshot<M>, RaftStorageError> {
         let store = Arc::clone(&self.store);
         let snapshots = Arc::clone(&self.snapshots);
-        blocking(move || build(&store, &snapshots))
+        let (meta, data) = blocking(move || build(&store, &snapshots))
             .await
-            .map_err(snapshot_error(ErrorVerb::Write))
+            .map_err(snapshot_error(ErrorVerb::Write))?;
+        Ok(Snapshot {
+            meta,
+            snapshot: Box::new(tokio::fs::File::from_std(data)),
+        })
     }
 }
 
@@ -245,22 +262,26 @@ impl<M: Machine> RaftStateMachine<GroupConfig<M>> for StateMachine<M> {
         }
     }
 
-    async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, RaftStorageError> {
-        Ok(Box::new(Cursor::new(Vec::new())))
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<tokio::fs::File>, RaftStorageError> {
+        let snapshots = Arc::clone(&self.snapshots);
+        let scratch = blocking(move || snapshots.scratch())
+            .await
+            .map_err(snapshot_error(ErrorVerb::Write))?;
+        Ok(Box::new(tokio::fs::File::from_std(scratch)))
     }
 
     async fn install_snapshot(
         &mut self,
         meta: &SnapshotMeta,
-        snapshot: Box<Cursor<Vec<u8>>>,
+        snapshot: Box<tokio::fs::File>,
     ) -> Result<(), RaftStorageError> {
         let store = Arc::clone(&self.store);
         let snapshots = Arc::clone(&self.snapshots);
         let meta = meta.clone();
-        let data = snapshot.into_inner();
+        let mut data = snapshot.into_std().await;
         let applied = blocking(move || {
-            let applied = install(&store, &meta, &data)?;
-            snapshots.save(&meta, &data, Replace::Always)?;
+            let applied = install(&store, &meta, &mut data)?;
+            snapshots.save(&meta, &mut data, Replace::Always)?;
             Ok(applied)
         })
         .await
@@ -276,7 +297,7 @@ impl<M: Machine> RaftStateMachine<GroupConfig<M>> for StateMachine<M> {
             .map_err(snapshot_error(ErrorVerb::Read))?;
         Ok(current.map(|(meta, data)| Snapshot {
             meta,
-            snapshot: Box::new(Cursor::new(data)),
+            snapshot: Box::new(tokio::fs::File::from_std(data)),
         }))
     }
 }

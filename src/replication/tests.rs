@@ -17,7 +17,7 @@ type LogStore = super::LogStore<HandleSet>;
 type StateMachine = super::StateMachine<HandleSet>;
 use super::*;
 use crate::names::Handle;
-use crate::storage::{Applied, ExistingHandle, Refusal, Store};
+use crate::storage::{Applied, ExistingHandle, ImageRecord, Refusal, Slot, SlotState, Store};
 use crate::values::{HandleValue, ValueSelection};
 
 struct TempStores;
@@ -216,14 +216,12 @@ async fn a_snapshot_installs_the_same_store_elsewhere() {
         .await
         .unwrap();
 
-    let leader_image = leader_store.read().unwrap().export().unwrap();
+    let leader_image = leader_store.read().unwrap().image();
+    assert_eq!(follower_store.read().unwrap().image(), leader_image);
+    let count = |kind: fn(&ImageRecord) -> bool| leader_image.iter().filter(|r| kind(r)).count();
+    assert_eq!(count(|r| matches!(r, ImageRecord::Prefix(..))), 4);
     assert_eq!(
-        follower_store.read().unwrap().export().unwrap(),
-        leader_image
-    );
-    assert_eq!(leader_image.prefixes.len(), 4);
-    assert_eq!(
-        leader_image.recent.len(),
+        count(|r| matches!(r, ImageRecord::Recent(..))),
         40,
         "remembered results travel too"
     );
@@ -266,10 +264,74 @@ async fn a_snapshot_sent_as_another_is_refused_and_changes_nothing() {
             .await
             .is_err()
     );
-    assert_eq!(
-        follower_store.read().unwrap().export().unwrap(),
-        Default::default()
-    );
+    assert!(follower_store.read().unwrap().image().is_empty());
     assert_eq!(follower.applied_state().await.unwrap().0, None);
     assert!(follower.get_current_snapshot().await.unwrap().is_none());
+}
+
+/// A large sliced store (20,000 handles, its slot index, a journal) built into a
+/// snapshot file and installed elsewhere, through openraft's seams, is the same store.
+#[tokio::test]
+async fn a_large_sliced_store_streams_through_a_snapshot() {
+    const HANDLES: u32 = 20_000;
+    const SLOTS: u32 = 16;
+    let (_leader_dir, leader_store, _log, mut leader) = open_temp();
+    let mut batch = leader_store.write().unwrap();
+    for n in 0..HANDLES {
+        let handle = Handle::parse(&format!("10.{}/h{n}", n % 7)).unwrap();
+        let values = vec![HandleValue::new(1, "URL", format!("https://x/{n}"))];
+        batch
+            .create(&handle, values, ExistingHandle::Refuse)
+            .unwrap();
+    }
+    batch
+        .make_slice(SLOTS, &(0..SLOTS).map(Slot).collect::<Vec<_>>())
+        .unwrap();
+    batch
+        .set_slot_state(Slot(3), Some(SlotState::Exporting))
+        .unwrap();
+    for key in ["10.1/H1", "10.2/H2"] {
+        batch.journal_change(Slot(3), key).unwrap();
+    }
+    batch.commit().unwrap();
+    let built = leader
+        .get_snapshot_builder()
+        .await
+        .build_snapshot()
+        .await
+        .unwrap();
+
+    let (_dir, follower_store, _log, mut follower) = open_temp();
+    follower
+        .apply([command_entry(1, create("10.1/stale", "gone"))])
+        .await
+        .unwrap();
+    follower
+        .install_snapshot(&built.meta, built.snapshot)
+        .await
+        .unwrap();
+
+    let image = leader_store.read().unwrap().image();
+    let handles = image
+        .iter()
+        .filter(|r| matches!(r, ImageRecord::Handle(..)));
+    assert_eq!(handles.count(), HANDLES as usize);
+    let read = follower_store.read().unwrap();
+    assert_eq!(read.image(), image);
+    let leader_read = leader_store.read().unwrap();
+    let mut paged = 0;
+    for slot in (0..SLOTS).map(Slot) {
+        let page = read.slot_page(slot, None, HANDLES as usize).unwrap();
+        assert_eq!(
+            page,
+            leader_read.slot_page(slot, None, HANDLES as usize).unwrap()
+        );
+        paged += page.len();
+    }
+    assert_eq!(paged, HANDLES as usize, "the index came with the snapshot");
+    assert_eq!(read.journal_page(Slot(3), None, 10).unwrap().len(), 2);
+    assert_eq!(
+        read.slot_state(Slot(3)).unwrap(),
+        Some(SlotState::Exporting)
+    );
 }

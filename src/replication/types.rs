@@ -7,7 +7,6 @@
 
 use std::cmp::Ordering;
 use std::fmt;
-use std::io::Cursor;
 use std::marker::PhantomData;
 use std::net::{Ipv4Addr, SocketAddr};
 
@@ -76,7 +75,7 @@ impl<M: Machine> openraft::RaftTypeConfig for GroupConfig<M> {
     type NodeId = NodeId;
     type Node = Node;
     type Entry = openraft::Entry<Self>;
-    type SnapshotData = Cursor<Vec<u8>>;
+    type SnapshotData = tokio::fs::File;
     type AsyncRuntime = openraft::TokioRuntime;
     type Responder = openraft::impls::OneshotResponder<Self>;
 }

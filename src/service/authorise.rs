@@ -1,6 +1,8 @@
 //! Who may change what: each administrative [`Operation`] is broken into the exact
 //! permissioned acts it performs (digest §6.1; Handle.Net reference §1.7) and each is
-//! checked with [`auth::authorise`] against this member's store.
+//! checked with [`auth::authorise`] against the handle records it names, as
+//! [`Records`] holds them: fetched from wherever they live (module `records`: this
+//! member's store, or the replica set owning their slot), never a stale copy.
 //!
 //! Owns [`AuthPolicy`] and the mapping from [`Operation`] to [`Act`]s:
 //! * create → `ADD_HANDLE` (`ADD_DERIVED_PREFIX` for `0.NA/a.b`) on the prefix handle;
@@ -14,15 +16,15 @@
 //! * homing and unhoming a prefix → server administrators only.
 //!
 //! An anonymous caller is [`Error::AuthenticationNeeded`] before anything is read.
-//! A storage failure while looking up an admin group counts as "no such group": it
-//! can only deny.
+//! A check is pure: a record it needs and [`Records`] does not hold yet reads as
+//! missing and is noted, so the service fetches it and checks again (module `records`).
 
 use crate::auth::permissions::prefix_admin_handle;
 use crate::auth::{self, Identity, Operation as Act};
 use crate::names::{self, Handle};
-use crate::storage::ReadSnapshot;
-use crate::values::{HandleValue, KnownType, ValueIndex, ValueSelection};
+use crate::values::{HandleValue, KnownType, ValueIndex};
 
+use super::records::Records;
 use super::{Caller, Error, ExistingHandle, ExistingValue, Operation};
 
 /// Who administers this server beyond what HS_ADMIN values say.
@@ -44,18 +46,18 @@ fn identity(caller: &Caller) -> Result<&Identity, Error> {
 /// Checks that `caller` may carry out `operation`.
 pub fn operation(
     policy: &AuthPolicy,
-    read: &ReadSnapshot,
+    records: &Records,
     caller: &Caller,
     operation: &Operation,
 ) -> Result<(), Error> {
-    let check = Checker::of(policy, read, caller)?;
+    let check = Checker::of(policy, records, caller)?;
     match operation {
         Operation::Create {
             handle, existing, ..
         } => {
             check.on_prefix(handle, Act::create(handle))?;
             if *existing == ExistingHandle::Overwrite
-                && let Some(values) = check.values(handle)?
+                && let Some(values) = check.values(handle)
             {
                 check.on_handle(&values, Act::DeleteHandle)?;
             }
@@ -98,13 +100,13 @@ pub fn operation(
 /// Checks that `caller` may list the handles under `prefix`.
 pub fn listing(
     policy: &AuthPolicy,
-    read: &ReadSnapshot,
+    records: &Records,
     caller: &Caller,
     prefix: &str,
 ) -> Result<(), Error> {
-    let check = Checker::of(policy, read, caller)?;
+    let check = Checker::of(policy, records, caller)?;
     let prefix_handle = names::prefix_handle(prefix).map_err(|_| Error::HandleNotFound)?;
-    let values = check.values(&prefix_handle)?.unwrap_or_default();
+    let values = check.values(&prefix_handle).unwrap_or_default();
     check.authorise(Act::ListHandles, &[], &values)
 }
 
@@ -112,21 +114,17 @@ pub fn listing(
 /// missing handle is [`Error::HandleNotFound`].
 pub fn reading(
     policy: &AuthPolicy,
-    read: &ReadSnapshot,
+    records: &Records,
     caller: &Caller,
     handle: &Handle,
 ) -> Result<(), Error> {
-    let check = Checker::of(policy, read, caller)?;
+    let check = Checker::of(policy, records, caller)?;
     check.on_target(handle, |_| vec![Act::ReadValue])
 }
 
 /// Checks that `caller` is a server administrator.
-pub fn server_admin(
-    policy: &AuthPolicy,
-    read: &ReadSnapshot,
-    caller: &Caller,
-) -> Result<(), Error> {
-    let check = Checker::of(policy, read, caller)?;
+pub fn server_admin(policy: &AuthPolicy, records: &Records, caller: &Caller) -> Result<(), Error> {
+    let check = Checker::of(policy, records, caller)?;
     check.server_admin()
 }
 
@@ -150,7 +148,7 @@ fn modify(old: &HandleValue, new: &HandleValue) -> Act {
 /// One identity's checks against one store snapshot.
 struct Checker<'a> {
     policy: &'a AuthPolicy,
-    read: &'a ReadSnapshot,
+    records: &'a Records,
     identity: &'a Identity,
 }
 
@@ -158,27 +156,26 @@ impl<'a> Checker<'a> {
     /// A checker for `caller`, who must be an authenticated administrator.
     fn of(
         policy: &'a AuthPolicy,
-        read: &'a ReadSnapshot,
+        records: &'a Records,
         caller: &'a Caller,
     ) -> Result<Checker<'a>, Error> {
         Ok(Checker {
             policy,
-            read,
+            records,
             identity: identity(caller)?,
         })
     }
 
     /// Every value of `handle` (HS_SECKEY and non-public ones included); `None` when
-    /// it does not exist.
-    fn values(&self, handle: &Handle) -> Result<Option<Vec<HandleValue>>, Error> {
-        let record = self.read.get(handle, &ValueSelection::all())?;
-        Ok(record.map(|record| record.values))
+    /// it does not exist or is not fetched yet.
+    fn values(&self, handle: &Handle) -> Option<Vec<HandleValue>> {
+        self.records.values(handle)
     }
 
     /// The values of the handle named `text`, for group look-ups.
     fn lookup(&self, text: &str) -> Option<Vec<HandleValue>> {
         let handle = Handle::parse(text).ok()?;
-        self.values(&handle).ok().flatten()
+        self.values(&handle)
     }
 
     fn authorise(
@@ -205,7 +202,7 @@ impl<'a> Checker<'a> {
         // administrators pass.
         let values = prefix_admin_handle(handle)
             .ok()
-            .and_then(|prefix| self.values(&prefix).ok().flatten())
+            .and_then(|prefix| self.values(&prefix))
             .unwrap_or_default();
         self.authorise(act, &[], &values)
     }
@@ -222,7 +219,7 @@ impl<'a> Checker<'a> {
         handle: &Handle,
         acts: impl FnOnce(&[HandleValue]) -> Vec<Act>,
     ) -> Result<(), Error> {
-        let values = self.values(handle)?.ok_or(Error::HandleNotFound)?;
+        let values = self.values(handle).ok_or(Error::HandleNotFound)?;
         for act in acts(&values) {
             self.on_handle(&values, act)?;
         }

@@ -7,7 +7,11 @@
 //! stored key, randomness, group depth) 406; not an administrator 400; missing
 //! permissions 401; a full challenge book 3 (busy). RC_AUTHEN_NEEDED (402) is not an
 //! error: it is the challenge itself. A replica set electing its primary, or a member
-//! too far behind for a fresh read, is busy (3): the client tries again shortly.
+//! too far behind for a fresh read, is busy (3): the client tries again shortly. A
+//! handle whose slot this replica set does not answer for now is 301 (not responsible),
+//! should no router have taken the request to the slot's owner; a slot whose owner
+//! cannot be reached, or a node in no replica set yet, is busy (3), never "not found";
+//! a refusal forwarded from another node keeps the code that node answered.
 
 use crate::auth::{AuthError, AuthzError};
 use crate::codec::ResponseCode;
@@ -29,7 +33,8 @@ impl Error {
             Error::KeyNotHeld { .. } | Error::KeyService { .. } => {
                 ResponseCode::AuthenticationError
             }
-            Error::Busy => ResponseCode::ServerTooBusy,
+            Error::Busy | Error::Unavailable(_) | Error::NoSet => ResponseCode::ServerTooBusy,
+            Error::Remote { code, .. } => *code,
             Error::Unreadable => ResponseCode::InsufficientPermissions,
             Error::InvalidHandle(_) => ResponseCode::InvalidHandle,
             Error::Storage(_) => ResponseCode::Error,
@@ -47,7 +52,9 @@ impl Error {
                 Refusal::DuplicateIndex(_) | Refusal::ZeroIndex | Refusal::NoValues => {
                     ResponseCode::InvalidValue
                 }
+                Refusal::NotHere(_) => ResponseCode::ServerNotResponsible,
             },
+            Error::NotHere(_) => ResponseCode::ServerNotResponsible,
         }
     }
 }
@@ -135,5 +142,7 @@ mod tests {
         assert_eq!(authorisation(lacking), 401);
         assert_eq!(code(Error::Refused(Refusal::HandleExists)), 101);
         assert_eq!(code(Error::Busy), 3);
+        assert_eq!(code(Error::Unavailable(crate::storage::Slot(7))), 3);
+        assert_eq!(code(Error::NotHere(crate::storage::Slot(7))), 301);
     }
 }

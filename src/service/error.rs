@@ -3,9 +3,10 @@
 use thiserror::Error;
 
 use crate::auth::{AuthError, AuthzError};
+use crate::codec::ResponseCode;
 use crate::names::NameError;
 use crate::replication::GroupError;
-use crate::storage::{Refusal, StorageError};
+use crate::storage::{Refusal, Slot, StorageError};
 use crate::values::ValueIndex;
 use crate::values::types::InvalidValue;
 
@@ -62,6 +63,28 @@ pub enum Error {
     /// Too many key checks are waiting for a free core; try again shortly.
     #[error("too many authentications in progress; try again")]
     Busy,
+    /// The handle's slot is not one this replica set answers for now: another set owns
+    /// it, or it is moving in.
+    #[error("{0} is not answered here now")]
+    NotHere(Slot),
+    /// The replica set owning the handle's slot could not be reached, or gave no
+    /// answer for the slot within the router's patience (a slot changing hands, a set
+    /// down): the client tries again shortly.
+    #[error("the replica set answering for {0} is unavailable now; try again")]
+    Unavailable(Slot),
+    /// This node belongs to no replica set yet, and the request needs one.
+    #[error("this node belongs to no replica set yet")]
+    NoSet,
+    /// The node of another replica set that a request was forwarded to refused it with
+    /// this response code (the kinds a router needs to tell apart keep their own
+    /// variants).
+    #[error("{message}")]
+    Remote {
+        /// The response code it answered.
+        code: ResponseCode,
+        /// Its message.
+        message: String,
+    },
     /// The store failed.
     #[error("storage failure: {0}")]
     Storage(StorageError),

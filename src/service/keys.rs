@@ -2,7 +2,8 @@
 //! wherever its handle lives (digest §8.1 step 4), and answering other servers' OC 201
 //! for the secret keys held here.
 //!
-//! A key handle in this member's store is checked here, for both key types. A key
+//! A key handle this service holds is checked here, for both key types, its values read
+//! from the replica set owning its slot (module `records`). A key
 //! handle under a prefix this store knows nothing of (no handle and not homed) belongs
 //! to another service, found through the GHR by the [`Resolver`] when one is
 //! configured: its HS_PUBKEY values are resolved there and the signature checked here;
@@ -33,11 +34,10 @@ impl Service {
         answer: &ChallengeAnswer,
     ) -> Result<Identity, Error> {
         let handle = Handle::parse(&answer.key_handle).map_err(|_| not_held(answer))?;
-        let read = self.store.read()?;
-        if let Some(record) = read.get(&handle, &ValueSelection::all())? {
-            return self.check(challenge, answer, record.values).await;
+        if let Some(values) = self.values_of(&handle).await? {
+            return self.check(challenge, answer, values).await;
         }
-        let ours = read.prefix(handle.prefix_key())?.is_some();
+        let ours = self.store.read()?.prefix(handle.prefix_key())?.is_some();
         match &self.resolver {
             Some(resolver) if !ours => {
                 self.verify_elsewhere(resolver, &handle, challenge, answer)
@@ -63,7 +63,7 @@ impl Service {
     }
 
     /// Whether `request` (an OC 201 from another server, in a message of `version`)
-    /// holds a right answer for the HS_SECKEY it names in this member's store.
+    /// holds a right answer for the HS_SECKEY it names in this service.
     pub(super) async fn verify_answer_held_here(
         &self,
         request: &VerifyRequest,
@@ -73,15 +73,11 @@ impl Service {
         let handle = Handle::parse(&key_handle).map_err(|_| Error::KeyNotHeld {
             handle: key_handle.clone(),
         })?;
-        let record = self
-            .store
-            .read()?
-            .get(&handle, &ValueSelection::all())?
-            .ok_or(Error::KeyNotHeld {
-                handle: key_handle.clone(),
-            })?;
+        let values = self.values_of(&handle).await?.ok_or(Error::KeyNotHeld {
+            handle: key_handle.clone(),
+        })?;
         let (challenge, answer) = other_server_answer(request, key_handle, version);
-        match self.check(&challenge, &answer, record.values).await {
+        match self.check(&challenge, &answer, values).await {
             Ok(_identity) => Ok(true),
             Err(Error::Authentication(_)) => Ok(false),
             Err(error) => Err(error),
@@ -184,8 +180,8 @@ fn not_held(answer: &ChallengeAnswer) -> Error {
 
 impl Service {
     /// The identity whose HS_SECKEY (at its index, or any index when it is 0) in this
-    /// member's store equals `secret`: HTTP Basic authentication.
-    pub(super) fn identity_of_secret(
+    /// service equals `secret`: HTTP Basic authentication.
+    pub(super) async fn identity_of_secret(
         &self,
         identity: &Identity,
         secret: &[u8],
@@ -193,14 +189,13 @@ impl Service {
         let handle = Handle::parse(&identity.handle).map_err(|_| Error::KeyNotHeld {
             handle: identity.handle.clone(),
         })?;
-        let record = self
-            .store
-            .read()?
-            .get(&handle, &ValueSelection::all())?
+        let values = self
+            .values_of(&handle)
+            .await?
             .ok_or_else(|| Error::KeyNotHeld {
                 handle: identity.handle.clone(),
             })?;
-        secret_identity(identity, &record.values, secret)
+        secret_identity(identity, &values, secret)
     }
 }
 

@@ -1,8 +1,11 @@
 //! This node's [`Handler`]: the [`Service`] over its own store and replica set.
 //!
-//! Reads come from the local store (what this member has applied); writes go through
-//! the replica set. Listing reads run on the blocking pool, so a long listing never
-//! holds up an async worker; key checks run on the [`Verifier`].
+//! Reads come from the local store (what this member has applied) and only for the
+//! slots it answers for: a handle of any other slot is [`Error::NotHere`], never "not
+//! found"; writes go through the replica set. The records that authorise a request
+//! come from wherever they live (module `records`). Listing reads run on the blocking
+//! pool, so a long listing never holds up an async worker; they list only the slots
+//! the store answers for. Key checks run on the [`Verifier`].
 
 use std::sync::Arc;
 
@@ -15,13 +18,15 @@ use crate::config::SiteConfig;
 use crate::names::Handle;
 use crate::replication::{Group, HandleSet};
 use crate::resolver::Resolver;
-use crate::storage::Store;
+use crate::storage::{ReadSnapshot, Slice, Store};
 use crate::values::{HandleValue, SiteInfo, ValueSelection};
 
+use super::records::{RecordSource, held_here};
 use super::verifier::Verifier;
 use super::{
     Applied, AuthPolicy, Caller, Error, Freshness, HandleRecord, Handler, KeyAgreement, Operation,
-    PrefixRecord, PrivateRead, Status, authorise, operation, private_read_of, public_only, site,
+    PrefixRecord, PrivateRead, Status, authorise, mint, operation, private_read_of, public_only,
+    site,
 };
 
 /// The handle operations of one node, shared by every connection.
@@ -33,6 +38,7 @@ pub struct Service {
     site: Arc<SiteConfig>,
     pub(super) resolver: Option<Arc<Resolver>>,
     pub(super) verifier: Verifier,
+    pub(super) records: Option<Arc<dyn RecordSource>>,
 }
 
 impl Service {
@@ -52,6 +58,16 @@ impl Service {
             site: Arc::new(site),
             resolver: None,
             verifier: Verifier::new(),
+            records: None,
+        }
+    }
+
+    /// This service, reading the records its store does not answer for (a prefix
+    /// handle, a group or a key handle in another replica set's slot) from `source`.
+    pub fn with_records(self, source: Arc<dyn RecordSource>) -> Self {
+        Service {
+            records: Some(source),
+            ..self
         }
     }
 
@@ -84,11 +100,9 @@ impl Handler for Service {
         if freshness == Freshness::Authoritative {
             self.replica.ensure_fresh_read().await?;
         }
-        let record = self
-            .store
-            .read()?
-            .get(handle, selection)?
-            .ok_or(Error::HandleNotFound)?;
+        let read = self.store.read()?;
+        held_here(&read, handle)?;
+        let record = read.get(handle, selection)?.ok_or(Error::HandleNotFound)?;
         public_only(record)
     }
 
@@ -97,7 +111,9 @@ impl Handler for Service {
         handle: &Handle,
         selection: &ValueSelection,
     ) -> Result<PrivateRead, Error> {
-        let record = self.store.read()?.get(handle, selection)?;
+        let read = self.store.read()?;
+        held_here(&read, handle)?;
+        let record = read.get(handle, selection)?;
         private_read_of(record.as_ref())
     }
 
@@ -111,8 +127,11 @@ impl Handler for Service {
         if freshness == Freshness::Authoritative {
             self.replica.ensure_fresh_read().await?;
         }
+        held_here(&self.store.read()?, handle)?;
+        self.authorised(|records| authorise::reading(&self.policy, records, caller, handle))
+            .await?;
         let read = self.store.read()?;
-        authorise::reading(&self.policy, &read, caller, handle)?;
+        held_here(&read, handle)?;
         let record = read.get(handle, selection)?.ok_or(Error::HandleNotFound)?;
         if record.values.is_empty() {
             return Err(Error::ValuesNotFound);
@@ -120,11 +139,17 @@ impl Handler for Service {
         Ok(record)
     }
 
-    /// Permissions are checked against this member's store before the write is
-    /// proposed (as J9 checks, then writes); a member that lags its primary checks
-    /// against what it has applied.
+    /// Permissions are checked before the write is proposed (as J9 checks, then
+    /// writes), against this member's store for the target (a member that lags its
+    /// primary checks against what it has applied) and the owners of the other
+    /// records. A target whose slot this store does not answer for is
+    /// [`Error::NotHere`].
     async fn administer(&self, caller: &Caller, operation: Operation) -> Result<Applied, Error> {
-        authorise::operation(&self.policy, &self.store.read()?, caller, &operation)?;
+        if let Some(handle) = operation.handle() {
+            held_here(&self.store.read()?, handle)?;
+        }
+        self.authorised(|records| authorise::operation(&self.policy, records, caller, &operation))
+            .await?;
         self.write(operation).await
     }
 
@@ -134,13 +159,13 @@ impl Handler for Service {
         base: &str,
         values: Vec<HandleValue>,
     ) -> Result<(Handle, Applied), Error> {
-        self.mint_under(caller, base, values).await
+        mint::mint_with(self, caller, base, values).await
     }
 
     async fn count_handles(&self, caller: &Caller, prefix: &str) -> Result<u64, Error> {
-        let read = self.store.read()?;
-        authorise::listing(&self.policy, &read, caller, prefix)?;
-        let record = read.prefix(prefix)?;
+        self.authorised(|records| authorise::listing(&self.policy, records, caller, prefix))
+            .await?;
+        let record = self.store.read()?.prefix(prefix)?;
         Ok(record.map_or(0, |record| record.handle_count))
     }
 
@@ -151,20 +176,20 @@ impl Handler for Service {
         after: Option<&Handle>,
         limit: usize,
     ) -> Result<Vec<String>, Error> {
-        let (store, policy) = (Arc::clone(&self.store), Arc::clone(&self.policy));
-        let (caller, prefix, after) = (caller.clone(), prefix.to_owned(), after.cloned());
+        self.authorised(|records| authorise::listing(&self.policy, records, caller, prefix))
+            .await?;
+        let store = Arc::clone(&self.store);
+        let (prefix, after) = (prefix.to_owned(), after.cloned());
         let listing = tokio::task::spawn_blocking(move || {
-            let read = store.read()?;
-            authorise::listing(&policy, &read, &caller, &prefix)?;
-            Ok(read.list_handles(&prefix, after.as_ref(), limit)?)
+            list_answered(&store.read()?, &prefix, after, limit)
         });
         listing.await.map_err(|_panicked| Error::Busy)?
     }
 
     async fn list_prefixes(&self, caller: &Caller) -> Result<Vec<PrefixRecord>, Error> {
-        let read = self.store.read()?;
-        authorise::server_admin(&self.policy, &read, caller)?;
-        Ok(read.list_prefixes()?)
+        self.authorised(|records| authorise::server_admin(&self.policy, records, caller))
+            .await?;
+        Ok(self.store.read()?.list_prefixes()?)
     }
 
     async fn site_info(&self) -> SiteInfo {
@@ -185,7 +210,7 @@ impl Handler for Service {
     }
 
     async fn verify_secret(&self, identity: &Identity, secret: &[u8]) -> Result<Identity, Error> {
-        self.identity_of_secret(identity, secret)
+        self.identity_of_secret(identity, secret).await
     }
 
     async fn verify_for_other_server(
@@ -200,5 +225,34 @@ impl Handler for Service {
         self.verifier
             .run(move || server_key_exchange(&exchange))
             .await
+    }
+}
+
+/// Up to `limit` handles under `prefix` after `after` in folded-key order, of the
+/// slots the store answers for: a sliced store skips the handles of slots it only
+/// imports (their owner lists them).
+fn list_answered(
+    read: &ReadSnapshot,
+    prefix: &str,
+    mut after: Option<Handle>,
+    limit: usize,
+) -> Result<Vec<String>, Error> {
+    if read.slice()? == Slice::Whole {
+        return Ok(read.list_handles(prefix, after.as_ref(), limit)?);
+    }
+    let mut handles = Vec::new();
+    loop {
+        let page = read.list_handles(prefix, after.as_ref(), limit)?;
+        let full = page.len() == limit;
+        for display in page {
+            let handle = Handle::parse(&display).map_err(Error::InvalidHandle)?;
+            if held_here(read, &handle).is_ok() && handles.len() < limit {
+                handles.push(display);
+            }
+            after = Some(handle);
+        }
+        if !full || handles.len() >= limit {
+            return Ok(handles);
+        }
     }
 }

@@ -9,37 +9,36 @@
 use crate::names::Handle;
 use crate::values::HandleValue;
 
-use super::{Applied, Caller, Error, ExistingHandle, Handler, Operation, Refusal, Service};
+use super::{Applied, Caller, Error, ExistingHandle, Handler, Operation, Refusal};
 
 /// Attempts at a suffix that is not taken.
 const MINT_ATTEMPTS: usize = 3;
 
-impl Service {
-    /// Creates `base` followed by a random UUID with `values`, as `caller`; the handle
-    /// created.
-    pub(super) async fn mint_under(
-        &self,
-        caller: &Caller,
-        base: &str,
-        values: Vec<HandleValue>,
-    ) -> Result<(Handle, Applied), Error> {
-        let separator = if base.contains('/') { "" } else { "/" };
-        for _ in 0..MINT_ATTEMPTS {
-            let handle = Handle::parse(&format!("{base}{separator}{}", uuid()))
-                .map_err(Error::InvalidHandle)?;
-            let operation = Operation::Create {
-                handle: handle.clone(),
-                values: values.clone(),
-                existing: ExistingHandle::Refuse,
-            };
-            match self.administer(caller, operation).await {
-                Ok(applied) => return Ok((handle, applied)),
-                Err(Error::Refused(Refusal::HandleExists)) => {}
-                Err(error) => return Err(error),
-            }
+/// Creates `base` followed by a random UUID with `values`, as `caller`, through
+/// `handler` (the create is an ordinary [`Handler::administer`], routed like any other
+/// to the owner of the new handle's slot); the handle created.
+pub async fn mint_with<H: Handler + ?Sized>(
+    handler: &H,
+    caller: &Caller,
+    base: &str,
+    values: Vec<HandleValue>,
+) -> Result<(Handle, Applied), Error> {
+    let separator = if base.contains('/') { "" } else { "/" };
+    for _ in 0..MINT_ATTEMPTS {
+        let handle =
+            Handle::parse(&format!("{base}{separator}{}", uuid())).map_err(Error::InvalidHandle)?;
+        let operation = Operation::Create {
+            handle: handle.clone(),
+            values: values.clone(),
+            existing: ExistingHandle::Refuse,
+        };
+        match handler.administer(caller, operation).await {
+            Ok(applied) => return Ok((handle, applied)),
+            Err(Error::Refused(Refusal::HandleExists)) => {}
+            Err(error) => return Err(error),
         }
-        Err(Error::Refused(Refusal::HandleExists))
     }
+    Err(Error::Refused(Refusal::HandleExists))
 }
 
 /// A random (version 4) UUID in its hyphenated form.

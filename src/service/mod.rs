@@ -6,8 +6,15 @@
 //! (which values an anonymous resolution may see, value validation, server-assigned
 //! timestamps, who may administer: an authenticated administrator whom the target
 //! handle, its prefix handle or the server configuration allows the exact change,
-//! module `authorise`), the HS_SITE a node describes itself with, and the one table
-//! from [`Error`] to RFC 3652 response codes ([`Error::response_code`]).
+//! module `authorise`), the HS_SITE a node describes itself with ([`site`]: its set,
+//! or one site per rank over the ring of slots), and the one table from [`Error`] to
+//! RFC 3652 response codes ([`Error::response_code`]).
+//!
+//! Once the ring spreads handles over several replica sets, the service answers only
+//! for the slots its store answers reads of: any other handle is [`Error::NotHere`]
+//! (never "not found"), for the router above to take elsewhere. The records that
+//! authorise a request or check a key (prefix handles, HS_VLIST groups, key handles)
+//! are read from the set owning them through a [`RecordSource`] (module `records`).
 //!
 //! Writes go through the replica set ([`Group::client_write`](crate::replication::Group::client_write):
 //! the primary proposes them, any other member forwards them); reads come from the
@@ -36,18 +43,23 @@ mod local;
 pub mod memory;
 mod mint;
 mod operation;
-mod site;
+mod records;
+pub mod site;
 mod status;
 mod verifier;
 
 use std::net::IpAddr;
+
+use serde::{Deserialize, Serialize};
 
 pub use authorise::AuthPolicy;
 pub use codes::authentication_code;
 pub use error::Error;
 pub use handler::{Handler, KeyAgreement};
 pub use local::Service;
+pub use mint::mint_with;
 pub use operation::{ExistingHandle, ExistingValue, Operation};
+pub use records::{MAX_FETCHED, RecordSource, held_here};
 pub use status::{Role, Status, StatusMember};
 
 pub use crate::storage::{Applied, HandleRecord, PrefixRecord, Refusal};
@@ -56,7 +68,7 @@ use crate::auth::Identity;
 use crate::values::{HandleValue, Permissions};
 
 /// Who sent a request, as far as the service can tell.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Caller {
     /// Nobody has proved who they are.
     Anonymous {
@@ -78,7 +90,7 @@ impl Caller {
 }
 
 /// How current a read must be.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Freshness {
     /// What this member has applied; it may lag the primary by a moment.
     Local,
@@ -87,7 +99,7 @@ pub enum Freshness {
 }
 
 /// What an anonymous resolution of more than public values needs first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum PrivateRead {
     /// Nothing: every selected value is public.
     Public,

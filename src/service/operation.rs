@@ -16,7 +16,7 @@ pub use crate::storage::{ExistingHandle, ExistingValue};
 use super::Error;
 
 /// One administrative change a client asked for.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Operation {
     /// Create a handle with these values.
     Create {
@@ -78,6 +78,22 @@ impl Operation {
             | Operation::ModifyValues { handle, .. }
             | Operation::RemoveValues { handle, .. } => Some(handle),
             Operation::HomePrefix { .. } | Operation::UnhomePrefix { .. } => None,
+        }
+    }
+
+    /// The handle whose slot decides which replica set carries the operation out: the
+    /// handle it changes, or the prefix handle `0.NA/<prefix>` of a prefix it homes or
+    /// unhomes.
+    pub fn routing_handle(&self) -> Result<Handle, Error> {
+        match self {
+            Operation::HomePrefix { prefix } | Operation::UnhomePrefix { prefix } => {
+                crate::names::prefix_handle(prefix).map_err(Error::InvalidHandle)
+            }
+            Operation::Create { handle, .. }
+            | Operation::Delete { handle }
+            | Operation::AddValues { handle, .. }
+            | Operation::ModifyValues { handle, .. }
+            | Operation::RemoveValues { handle, .. } => Ok(handle.clone()),
         }
     }
 

@@ -1,10 +1,15 @@
 //! The HS_SITE record a node describes itself with (get-site-info, digest §3.3, §6.2):
-//! one primary site whose servers are the members of the replica set.
+//! one primary site whose servers are the members of the replica set (`describe`);
+//! or, once the ring spreads handles over several replica sets, one site per member
+//! rank with one server entry per slot ([`describe_ring`], `DESIGN.md` §3: a client
+//! hashing a handle over the entries lands on a member of the set owning its slot).
+//! Pure: both describe what they are given.
 
 use std::net::{IpAddr, Ipv4Addr};
 
 use crate::codec::ProtocolVersion;
 use crate::config::SiteConfig;
+use crate::placement::ClusterMap;
 use crate::replication::NodeId;
 use crate::replication::admin::Member;
 use crate::values::{
@@ -30,19 +35,76 @@ pub(super) fn describe(site: &SiteConfig, members: &[Member], primary: Option<No
         hash_filter: String::new(),
         attributes,
         // Node ids are checked to fit a server id when a node starts or joins.
-        servers: members.iter().filter_map(server_record).collect(),
+        servers: members
+            .iter()
+            .filter_map(|member| Some(server_record(u32::try_from(member.id).ok()?, member)))
+            .collect(),
     }
 }
 
-fn server_record(member: &Member) -> Option<ServerRecord> {
+/// The HS_SITE to publish for member rank `rank` of the cluster `map` describes: with
+/// one set (or before the ring is made) the set's own, every member a server;
+/// with several, [`describe_ring`].
+pub fn describe_cluster(site: &SiteConfig, map: &ClusterMap, rank: usize) -> SiteInfo {
+    if map.sets.len() > 1 && !map.slots.is_empty() {
+        return describe_ring(site, map, rank);
+    }
+    let members: Vec<Member> = map
+        .sets
+        .values()
+        .flat_map(|set| set.members.values().cloned())
+        .collect();
+    describe(site, &members, None)
+}
+
+/// The HS_SITE of member rank `rank` of a ring over several replica sets: one server
+/// entry per slot, entry `i` (server id `i + 1`) at the member of rank `rank mod size`
+/// of the set owning slot `i` (members in node id order), serial the map's epoch
+/// modulo 2^16, hashed by handle. A slot whose owner has no recorded member (never so
+/// in a made ring) takes the first recorded member of the cluster, which forwards.
+pub fn describe_ring(site: &SiteConfig, map: &ClusterMap, rank: usize) -> SiteInfo {
+    let any = map
+        .sets
+        .values()
+        .find_map(|set| set.members.values().next());
+    let servers = map
+        .slots
+        .iter()
+        .zip(1u32..)
+        .filter_map(|(owner, server_id)| {
+            let members = map.sets.get(owner).map(|set| &set.members);
+            let member = members
+                .filter(|members| !members.is_empty())
+                .and_then(|members| members.values().nth(rank % members.len()))
+                .or(any)?;
+            Some(server_record(server_id, member))
+        })
+        .collect();
+    SiteInfo {
+        data_format_version: SiteInfo::DATA_FORMAT_VERSION,
+        protocol_major: ProtocolVersion::MAX_SUPPORTED.major,
+        protocol_minor: ProtocolVersion::MAX_SUPPORTED.minor,
+        serial_number: u16::try_from(map.epoch % (1 << 16)).unwrap_or_default(),
+        flags: SiteFlags::PRIMARY,
+        hash_option: HashOption::ByHandle,
+        hash_filter: String::new(),
+        attributes: vec![
+            ("desc".into(), site.description.clone()),
+            ("rank".into(), rank.to_string()),
+        ],
+        servers,
+    }
+}
+
+fn server_record(server_id: u32, member: &Member) -> ServerRecord {
     let handle = member.node.handle;
     let port = u32::from(handle.port());
     let address = match handle.ip() {
         unspecified if unspecified.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
         address => address,
     };
-    Some(ServerRecord {
-        server_id: u32::try_from(member.id).ok()?,
+    ServerRecord {
+        server_id,
         address,
         public_key: Vec::new(),
         interfaces: vec![
@@ -57,7 +119,7 @@ fn server_record(member: &Member) -> Option<ServerRecord> {
                 port,
             },
         ],
-    })
+    }
 }
 
 #[cfg(test)]
@@ -87,5 +149,50 @@ mod tests {
         assert!(info.attributes.contains(&("primary".into(), "2".into())));
         assert!(info.flags.contains(SiteFlags::PRIMARY));
         assert_eq!(SiteInfo::decode(&info.encode()).unwrap(), info);
+    }
+
+    /// Two sets of three (nodes 1-3 and 4-6), eight slots, four each.
+    fn ring() -> ClusterMap {
+        let mut map = ClusterMap::default();
+        for (set, ids) in [(1, [1, 2, 3]), (2, [4, 5, 6])] {
+            let members = ids
+                .iter()
+                .map(|&id| member(id, &format!("192.0.2.{id}:2641")))
+                .collect();
+            let command = crate::placement::MapCommand::RecordSet {
+                set: crate::replication::SetId(set),
+                members,
+            };
+            map.apply(command).unwrap();
+        }
+        let sets = vec![crate::replication::SetId(1), crate::replication::SetId(2)];
+        let command = crate::placement::MapCommand::MakeRing {
+            slot_count: 8,
+            sets,
+        };
+        map.apply(command).unwrap();
+        map
+    }
+
+    #[test]
+    fn a_ring_site_has_one_entry_per_slot_at_the_owner_member_of_its_rank() {
+        let map = ring();
+        for rank in 0..4 {
+            let info = describe_ring(&SiteConfig::default(), &map, rank);
+            assert_eq!(info.servers.len(), 8);
+            assert_eq!(info.serial_number, u16::try_from(map.epoch).unwrap());
+            assert_eq!(info.hash_option, HashOption::ByHandle);
+            for (slot, server) in info.servers.iter().enumerate() {
+                assert_eq!(server.server_id, u32::try_from(slot).unwrap() + 1);
+                let first = if slot < 4 { 1 } else { 4 };
+                let id = first + rank % 3;
+                assert_eq!(
+                    server.address.to_string(),
+                    format!("192.0.2.{id}"),
+                    "{slot}"
+                );
+            }
+            assert_eq!(SiteInfo::decode(&info.encode()).unwrap(), info);
+        }
     }
 }

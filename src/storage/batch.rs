@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::error::{Refusal, StorageError};
 use super::read::{decode_handle, decode_prefix};
+use super::slot_index::{index_handle, unindex_handle};
 use super::tables::{self, HandleRecord, PrefixRecord};
 use crate::names::Handle;
 use crate::values::{HandleValue, ValueIndex};
@@ -126,6 +127,7 @@ impl WriteBatch {
             values,
         };
         self.store(handle, &record)?;
+        index_handle(&self.txn, handle.key())?;
         self.count_handle(handle, CountChange::Added)?;
         Ok(outcome)
     }
@@ -135,6 +137,7 @@ impl WriteBatch {
         if self.handles()?.remove(handle.key())?.is_none() {
             return Err(Refusal::HandleNotFound.into());
         }
+        unindex_handle(&self.txn, handle.key())?;
         self.count_handle(handle, CountChange::Removed)
     }
 

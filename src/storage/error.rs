@@ -8,6 +8,7 @@
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use super::slots::Slot;
 use crate::values::{DecodeError, ValueIndex};
 
 /// Why an operation was refused without changing anything.
@@ -34,6 +35,10 @@ pub enum Refusal {
     /// An add, modify or remove that names no value.
     #[error("the request names no value")]
     NoValues,
+    /// The handle's slot is not one this replica set takes writes for now: another set
+    /// owns it, or it is changing hands.
+    #[error("{0} is not taken here now")]
+    NotHere(Slot),
 }
 
 /// Why the store could not do what was asked.
@@ -73,6 +78,12 @@ pub enum StorageError {
     #[error("imported record {key:?} does not belong under that key")]
     MisplacedRecord {
         /// The key it came with.
+        key: String,
+    },
+    /// The slot index names a handle the store does not hold.
+    #[error("the slot index names {key:?}, which the store does not hold")]
+    Unindexed {
+        /// The folded key the index names.
         key: String,
     },
     /// redb reported an error (I/O, a full disk, a damaged file).

@@ -1,10 +1,20 @@
-//! Whole-store images and the replicated applied state: what snapshots are made of.
+//! Store images and the replicated applied state: what snapshots are made of.
 //!
-//! An image is every handle, prefix and document record as stored bytes, taken from one
-//! [`ReadSnapshot`]; importing one replaces both tables inside one [`WriteBatch`], so a
-//! reader sees the old store or the new one, never a mix. The applied state is opaque
-//! bytes owned by the replication layer, written in the same batch as the handle writes
-//! (or the import) it accounts for.
+//! An image is the sequence of [`ImageRecord`]s of every replicated table, streamed out
+//! of one [`ReadSnapshot`] by [`ReadSnapshot::export`] (a redb read transaction: memory
+//! bounded by one record, whatever the store's size) and streamed into one
+//! [`WriteBatch`] by [`ImageImport::put`] after [`WriteBatch::import`] emptied the
+//! tables, so a reader sees the old store or the new one, never a mix, and a failed
+//! import (a bad record, a crash) leaves the store as it was once the batch is dropped.
+//!
+//! Order: the ring's slot count (when sliced) comes first, so the slot index is built
+//! as the handles arrive (the index itself is not in the image: it is derived from the
+//! handles and the slot count); then slot states, handles, prefixes, documents, recent
+//! results and the journals of exporting slots. The serde shape of [`ImageRecord`] is
+//! part of the snapshot format (the replication layer writes it with postcard):
+//! variants are only ever appended. The applied state is opaque bytes owned by the
+//! replication layer, written in the same batch as the handle writes (or the import)
+//! it accounts for.
 
 use redb::{ReadableTable, TableDefinition};
 use serde::{Deserialize, Serialize};
@@ -13,22 +23,29 @@ use super::batch::WriteBatch;
 use super::error::StorageError;
 use super::read::{ReadSnapshot, decode_handle, decode_prefix};
 use super::recent::split_value;
+use super::slot_index::rebuild_index;
+use super::slots::{Slice, Slot, SlotState, slot_of};
 use super::tables;
 use crate::names::{Handle, fold_key};
 use crate::values::DecodeError;
 
-/// Every handle, prefix and document record of a store, as stored bytes, in key order,
-/// and the results of the recently applied requests.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StoreImage {
-    /// (folded handle, handle record bytes).
-    pub handles: Vec<(String, Vec<u8>)>,
-    /// (folded naming authority, prefix record bytes).
-    pub prefixes: Vec<(String, Vec<u8>)>,
-    /// The results of recently applied requests, by request id.
-    pub recent: Vec<RecentResult>,
-    /// (document name, document bytes).
-    pub documents: Vec<(String, Vec<u8>)>,
+/// One record of a store image, as stored bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ImageRecord {
+    /// The ring's slot count: the store is sliced. First when present.
+    SlotCount(u32),
+    /// A slot the store holds, with its state.
+    SlotState(Slot, SlotState),
+    /// A handle: folded key, record bytes.
+    Handle(String, Vec<u8>),
+    /// A prefix: folded naming authority, record bytes.
+    Prefix(String, Vec<u8>),
+    /// A document: name, bytes.
+    Document(String, Vec<u8>),
+    /// The result of a recently applied request.
+    Recent(RecentResult),
+    /// A journal entry of an exporting slot: slot, sequence, folded key.
+    Journal(Slot, u64, String),
 }
 
 /// The recorded result of one recently applied request
@@ -46,42 +63,75 @@ pub struct RecentResult {
 type RecordTable = TableDefinition<'static, &'static str, &'static [u8]>;
 
 impl ReadSnapshot {
-    /// Every handle, prefix and document record of this snapshot.
-    pub fn export(&self) -> Result<StoreImage, StorageError> {
-        Ok(StoreImage {
-            handles: self.export_table(tables::HANDLES)?,
-            prefixes: self.export_table(tables::PREFIXES)?,
-            recent: self.export_recent()?,
-            documents: self.export_table(tables::DOCUMENTS)?,
-        })
-    }
-
-    fn export_recent(&self) -> Result<Vec<RecentResult>, StorageError> {
-        let table = self.txn().open_table(tables::RECENT_REQUESTS)?;
-        let mut recent = Vec::new();
-        for entry in table.iter()? {
-            let (request, value) = entry?;
-            let request = request.value();
-            let value = value.value();
+    /// Streams every record of this snapshot to `sink`, in image order.
+    pub fn export<E: From<StorageError>>(
+        &self,
+        mut sink: impl FnMut(ImageRecord) -> Result<(), E>,
+    ) -> Result<(), E> {
+        if let Slice::Ring(count) = self.slice()? {
+            sink(ImageRecord::SlotCount(count))?;
+        }
+        for (slot, state) in self.slot_states()? {
+            sink(ImageRecord::SlotState(slot, state))?;
+        }
+        self.export_table(tables::HANDLES, &mut sink, ImageRecord::Handle)?;
+        self.export_table(tables::PREFIXES, &mut sink, ImageRecord::Prefix)?;
+        self.export_table(tables::DOCUMENTS, &mut sink, ImageRecord::Document)?;
+        let recent = self
+            .txn()
+            .open_table(tables::RECENT_REQUESTS)
+            .map_err(StorageError::from)?;
+        for entry in recent.iter().map_err(StorageError::from)? {
+            let (request, value) = entry.map_err(StorageError::from)?;
+            let (request, value) = (request.value(), value.value());
             let (index, result) =
                 split_value(value).ok_or_else(|| corrupt_request(request, value))?;
-            recent.push(RecentResult {
+            sink(ImageRecord::Recent(RecentResult {
                 request,
                 index,
                 result: result.to_vec(),
-            });
+            }))?;
         }
-        Ok(recent)
+        let journal = self
+            .txn()
+            .open_table(tables::SLOT_JOURNAL)
+            .map_err(StorageError::from)?;
+        for entry in journal.iter().map_err(StorageError::from)? {
+            let (key, handle) = entry.map_err(StorageError::from)?;
+            let (slot, sequence) = key.value();
+            sink(ImageRecord::Journal(
+                Slot(slot),
+                sequence,
+                handle.value().to_owned(),
+            ))?;
+        }
+        Ok(())
     }
 
-    fn export_table(&self, table: RecordTable) -> Result<Vec<(String, Vec<u8>)>, StorageError> {
-        let table = self.txn().open_table(table)?;
-        let mut records = Vec::new();
-        for entry in table.iter()? {
-            let (key, bytes) = entry?;
-            records.push((key.value().to_owned(), bytes.value().to_vec()));
+    fn export_table<E: From<StorageError>>(
+        &self,
+        table: RecordTable,
+        sink: &mut impl FnMut(ImageRecord) -> Result<(), E>,
+        record: fn(String, Vec<u8>) -> ImageRecord,
+    ) -> Result<(), E> {
+        let table = self.txn().open_table(table).map_err(StorageError::from)?;
+        for entry in table.iter().map_err(StorageError::from)? {
+            let (key, bytes) = entry.map_err(StorageError::from)?;
+            sink(record(key.value().to_owned(), bytes.value().to_vec()))?;
         }
-        Ok(records)
+        Ok(())
+    }
+
+    /// Every record of this snapshot, in memory (tests compare stores with it).
+    #[cfg(test)]
+    pub(crate) fn image(&self) -> Vec<ImageRecord> {
+        let mut records = Vec::new();
+        self.export(|record| {
+            records.push(record);
+            Ok::<(), StorageError>(())
+        })
+        .unwrap();
+        records
     }
 
     /// The applied state last written with [`WriteBatch::set_applied_state`], as of
@@ -93,6 +143,14 @@ impl ReadSnapshot {
     }
 }
 
+/// An image being imported into a [`WriteBatch`], record by record.
+#[derive(Debug)]
+pub struct ImageImport<'a> {
+    batch: &'a mut WriteBatch,
+    slot_count: Option<u32>,
+    first: bool,
+}
+
 impl WriteBatch {
     /// Records the replication layer's applied state; it commits with the batch.
     pub fn set_applied_state(&mut self, state: &[u8]) -> Result<(), StorageError> {
@@ -102,49 +160,90 @@ impl WriteBatch {
         Ok(())
     }
 
-    /// Replaces every handle, prefix and document with those of `image`. Each record is checked
-    /// (it decodes, and its key is its own folded name) before the tables are touched;
-    /// a bad record fails the import with the store unchanged.
-    pub fn import(&mut self, image: &StoreImage) -> Result<(), StorageError> {
-        for (key, bytes) in &image.handles {
-            let record = decode_handle(key, bytes)?;
-            let owner = Handle::parse(&record.display).map(|h| h.key() == key.as_str());
-            if !matches!(owner, Ok(true)) {
-                return Err(misplaced(key));
-            }
+    /// Empties every replicated table (handles, prefixes, documents, slots, index,
+    /// journals, recent results), to import an image into them with
+    /// [`ImageImport::put`]. On an error the caller drops the batch: the store is
+    /// left as it was.
+    pub fn import(&mut self) -> Result<ImageImport<'_>, StorageError> {
+        for table in [tables::HANDLES, tables::PREFIXES, tables::DOCUMENTS] {
+            self.txn().delete_table(table)?;
+            // Opening makes it again, empty, even when nothing is imported into it.
+            self.txn().open_table(table)?;
         }
-        for (key, bytes) in &image.prefixes {
-            if fold_key(&decode_prefix(key, bytes)?.display) != *key {
-                return Err(misplaced(key));
-            }
-        }
-        self.replace_table(tables::HANDLES, &image.handles)?;
-        self.replace_table(tables::PREFIXES, &image.prefixes)?;
-        self.replace_table(tables::DOCUMENTS, &image.documents)?;
-        self.replace_recent(&image.recent)
-    }
-
-    fn replace_recent(&mut self, recent: &[RecentResult]) -> Result<(), StorageError> {
         self.txn().delete_table(tables::RECENT_REQUESTS)?;
-        self.txn().delete_table(tables::RECENT_BY_INDEX)?;
-        // Opening makes them again, empty, even when there is nothing to remember.
         self.txn().open_table(tables::RECENT_REQUESTS)?;
+        self.txn().delete_table(tables::RECENT_BY_INDEX)?;
         self.txn().open_table(tables::RECENT_BY_INDEX)?;
-        for entry in recent {
-            self.remember_result(entry.request, entry.index, &entry.result)?;
-        }
-        Ok(())
+        self.txn().delete_table(tables::SLOT_STATES)?;
+        self.txn().open_table(tables::SLOT_STATES)?;
+        self.txn().delete_table(tables::SLOT_JOURNAL)?;
+        self.txn().open_table(tables::SLOT_JOURNAL)?;
+        self.txn()
+            .open_table(tables::META)?
+            .remove(tables::SLOT_COUNT_KEY)?;
+        rebuild_index(self.txn(), None)?;
+        Ok(ImageImport {
+            batch: self,
+            slot_count: None,
+            first: true,
+        })
     }
+}
 
-    fn replace_table(
-        &mut self,
-        definition: RecordTable,
-        records: &[(String, Vec<u8>)],
-    ) -> Result<(), StorageError> {
-        self.txn().delete_table(definition)?;
-        let mut table = self.txn().open_table(definition)?;
-        for (key, bytes) in records {
-            table.insert(key.as_str(), bytes.as_slice())?;
+impl ImageImport<'_> {
+    /// Writes one record of the image. Each is checked first: a handle or prefix record
+    /// must decode and sit under its own folded name, and the slot count may only come
+    /// first.
+    pub fn put(&mut self, record: ImageRecord) -> Result<(), StorageError> {
+        let first = std::mem::replace(&mut self.first, false);
+        let txn = self.batch.txn();
+        match record {
+            ImageRecord::SlotCount(count) if first => {
+                txn.open_table(tables::META)?
+                    .insert(tables::SLOT_COUNT_KEY, u64::from(count))?;
+                self.slot_count = Some(count);
+            }
+            ImageRecord::SlotCount(_) => {
+                return Err(StorageError::MisplacedRecord {
+                    key: tables::SLOT_COUNT_KEY.to_owned(),
+                });
+            }
+            ImageRecord::SlotState(slot, state) => {
+                self.batch.set_slot_state(slot, Some(state))?;
+            }
+            ImageRecord::Handle(key, bytes) => {
+                let record = decode_handle(&key, &bytes)?;
+                let owner = Handle::parse(&record.display).map(|h| h.key() == key.as_str());
+                if !matches!(owner, Ok(true)) {
+                    return Err(misplaced(&key));
+                }
+                txn.open_table(tables::HANDLES)?
+                    .insert(key.as_str(), bytes.as_slice())?;
+                if let Some(count) = self.slot_count {
+                    let slot = slot_of(&key, count);
+                    txn.open_table(tables::SLOT_INDEX)?
+                        .insert((slot.0, key.as_str()), ())?;
+                }
+            }
+            ImageRecord::Prefix(key, bytes) => {
+                if fold_key(&decode_prefix(&key, &bytes)?.display) != key {
+                    return Err(misplaced(&key));
+                }
+                txn.open_table(tables::PREFIXES)?
+                    .insert(key.as_str(), bytes.as_slice())?;
+            }
+            ImageRecord::Document(name, bytes) => {
+                txn.open_table(tables::DOCUMENTS)?
+                    .insert(name.as_str(), bytes.as_slice())?;
+            }
+            ImageRecord::Recent(recent) => {
+                self.batch
+                    .remember_result(recent.request, recent.index, &recent.result)?;
+            }
+            ImageRecord::Journal(slot, sequence, key) => {
+                txn.open_table(tables::SLOT_JOURNAL)?
+                    .insert((slot.0, sequence), key.as_str())?;
+            }
         }
         Ok(())
     }
@@ -191,25 +290,46 @@ mod tests {
         batch.commit().unwrap();
     }
 
+    fn import(store: &Store, image: Vec<ImageRecord>) -> Result<(), StorageError> {
+        let mut batch = store.write().unwrap();
+        let mut import = batch.import()?;
+        for record in image {
+            import.put(record)?;
+        }
+        batch.set_applied_state(b"applied 9")?;
+        batch.commit()
+    }
+
     #[test]
     fn an_exported_image_imports_to_the_same_store() {
         let dir = tempfile::tempdir().unwrap();
         let source = store(&dir, "a.redb");
         seed(&source, &["10.1/a", "10.1/B", "cnri.test/日本"]);
+        let mut batch = source.write().unwrap();
+        batch.make_slice(4, &[Slot(0), Slot(1)]).unwrap();
+        batch
+            .set_slot_state(Slot(1), Some(SlotState::Exporting))
+            .unwrap();
+        batch.journal_change(Slot(1), "10.1/A").unwrap();
+        batch.put_document("map", b"m").unwrap();
+        batch.remember_result(5, 2, b"ok").unwrap();
+        batch.commit().unwrap();
         let target = store(&dir, "b.redb");
         seed(&target, &["10.1/old", "20.2/old"]);
 
-        let image = source.read().unwrap().export().unwrap();
-        assert_eq!(image.handles.len(), 3);
-        let mut batch = target.write().unwrap();
-        batch.import(&image).unwrap();
-        batch.set_applied_state(b"applied 9").unwrap();
-        batch.commit().unwrap();
+        let image = source.read().unwrap().image();
+        assert_eq!(image[0], ImageRecord::SlotCount(4));
+        import(&target, image.clone()).unwrap();
 
         let read = target.read().unwrap();
-        assert_eq!(read.export().unwrap(), image);
+        assert_eq!(read.image(), image);
         assert_eq!(read.list_prefixes().unwrap().len(), 2);
         assert_eq!(read.applied_state().unwrap(), Some(b"applied 9".to_vec()));
+        let indexed: usize = (0..4)
+            .map(|slot| read.slot_page(Slot(slot), None, 10).unwrap().len())
+            .sum();
+        assert_eq!(indexed, 3);
+        assert_eq!(read.journal_page(Slot(1), None, 10).unwrap().len(), 1);
     }
 
     #[test]
@@ -217,18 +337,22 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let target = store(&dir, "t.redb");
         seed(&target, &["10.1/kept"]);
-        let before = target.read().unwrap().export().unwrap();
+        let before = target.read().unwrap().image();
 
         let mut moved = before.clone();
-        moved.handles[0].0 = "10.1/ELSEWHERE".into();
-        let mut corrupt = before.clone();
-        corrupt.prefixes[0].1.truncate(3);
-        for image in [moved, corrupt] {
-            let mut batch = target.write().unwrap();
-            assert!(batch.import(&image).is_err());
-            batch.commit().unwrap();
+        if let ImageRecord::Handle(key, _) = &mut moved[0] {
+            *key = "10.1/ELSEWHERE".into();
         }
-        assert_eq!(target.read().unwrap().export().unwrap(), before);
+        let mut corrupt = before.clone();
+        if let ImageRecord::Prefix(_, bytes) = &mut corrupt[1] {
+            bytes.truncate(3);
+        }
+        let mut late_count = before.clone();
+        late_count.push(ImageRecord::SlotCount(4));
+        for image in [moved, corrupt, late_count] {
+            assert!(import(&target, image).is_err());
+        }
+        assert_eq!(target.read().unwrap().image(), before);
     }
 
     #[test]

@@ -1,9 +1,10 @@
 //! Durable handle storage on redb.
 //!
-//! Owns the on-disk store: handle records keyed by folded handle, the prefix table,
+//! Owns the on-disk store: handle records keyed by folded handle (and, once the store is
+//! sliced into a ring's slots, by slot: [`ReadSnapshot::slot_page`]), the prefix table,
 //! named documents (small states kept whole, such as the cluster map) and the
 //! format-version record ([`tables`] holds every definition). Depends on
-//! [`crate::names`] and [`crate::values`] only; knows nothing of the network,
+//! [`crate::names`], [`crate::values`] and the hash of [`crate::codec`] only; knows nothing of the network,
 //! replication or the clock (timestamps arrive inside the values), so applying the
 //! same operations in the same order gives the same store on every replica.
 //!
@@ -14,8 +15,8 @@
 //!
 //! For replication the store also keeps, without interpreting them, the applied state
 //! of the replicated state machine ([`WriteBatch::set_applied_state`], committed with
-//! the handle writes it accounts for), whole-store images for snapshots
-//! ([`ReadSnapshot::export`], [`WriteBatch::import`]) and, in a file of its own, the
+//! the handle writes it accounts for), whole-store images for snapshots, streamed
+//! record by record ([`ReadSnapshot::export`], [`WriteBatch::import`]) and, in a file of its own, the
 //! replicated log ([`EntryLog`]). Nothing here knows the replication library.
 
 mod applied;
@@ -23,21 +24,27 @@ mod batch;
 mod documents;
 mod error;
 mod image;
+mod journal;
 pub mod log;
 mod read;
 mod recent;
+mod slot_index;
+mod slots;
 pub mod tables;
 
 use std::path::Path;
 
-use redb::{Database, ReadableDatabase, ReadableTable, WriteTransaction};
+use redb::{Database, ReadableDatabase, ReadableTable, TableHandle, WriteTransaction};
 
 pub use applied::Applied;
 pub use batch::{CreateOutcome, ExistingHandle, ExistingValue, WriteBatch};
 pub use error::{Refusal, StorageError};
-pub use image::{RecentResult, StoreImage};
+pub use image::{ImageImport, ImageRecord, RecentResult};
+pub use journal::{JournalEntry, JournalRecord};
 pub use log::EntryLog;
 pub use read::ReadSnapshot;
+pub use slot_index::StoredRecord;
+pub use slots::{Slice, Slot, SlotState, slot_of};
 pub use tables::{HandleRecord, PrefixRecord};
 
 /// A handle store in one redb file.
@@ -65,6 +72,18 @@ impl Store {
         txn.open_table(tables::RECENT_REQUESTS)?;
         txn.open_table(tables::RECENT_BY_INDEX)?;
         txn.open_table(tables::DOCUMENTS)?;
+        txn.open_table(tables::SLOT_STATES)?;
+        txn.open_table(tables::SLOT_JOURNAL)?;
+        let indexed = txn
+            .list_tables()?
+            .any(|table| table.name() == tables::SLOT_INDEX.name());
+        if !indexed {
+            let slot_count = match slots::slice_in(&txn)? {
+                Slice::Whole => None,
+                Slice::Ring(count) => Some(count),
+            };
+            slot_index::rebuild_index(&txn, slot_count)?;
+        }
         txn.commit()?;
         Ok(())
     }

@@ -2,7 +2,7 @@
 
 use std::ops::Bound;
 
-use redb::{ReadOnlyTable, ReadTransaction, ReadableTable};
+use redb::{ReadOnlyTable, ReadTransaction, ReadableTable, ReadableTableMetadata};
 
 use super::error::StorageError;
 use super::tables::{self, HandleRecord, PrefixRecord};
@@ -50,6 +50,11 @@ impl ReadSnapshot {
             record.values.retain(|value| selection.matches(value));
         }
         Ok(Some(record))
+    }
+
+    /// How many handles the store holds (redb keeps the count: no scan).
+    pub fn handle_count(&self) -> Result<u64, StorageError> {
+        Ok(self.handles()?.len()?)
     }
 
     /// Whether `handle` exists.

@@ -24,6 +24,18 @@
 //!   kept whole under one name (the cluster map of the metadata group, whose store holds
 //!   no handles). Added without a format change: a file without it gets it on open.
 //!
+//! - `slot_states`: `u32` slot → `u8` state (1 owned, 2 exporting, 3 frozen, 4
+//!   importing): the slots of the cluster's ring this store's replica set holds, once
+//!   the store is sliced; `meta` key `slot_count` then holds the ring's slot count. A
+//!   store that was never sliced (a lone node, or a set from before the ring) holds
+//!   every handle. Added without a format change: a file without them gets them on open.
+//!
+//! - `slot_journal`: `(u32 slot, u64 sequence)` → folded handle key: the handles changed
+//!   in a slot being exported, in order (see [`super::WriteBatch::journal_change`]).
+//! - `slot_index`: `(u32 slot, folded handle key)` → `()`: every handle of a sliced
+//!   store under its slot (empty in a store that was never sliced). Added without a
+//!   format change: a sliced file without it gets it built on open.
+//!
 //! A folded handle key sorts the handles of one prefix together: they all start with
 //! `PREFIX/`, so listing a prefix is one range scan.
 //!
@@ -61,6 +73,14 @@ pub const HANDLES: TableDefinition<&str, &[u8]> = TableDefinition::new("handles"
 /// Prefix records by folded naming authority.
 pub const PREFIXES: TableDefinition<&str, &[u8]> = TableDefinition::new("prefixes");
 
+/// The state of every slot this store holds, by slot (see the module docs).
+pub const SLOT_STATES: TableDefinition<u32, u8> = TableDefinition::new("slot_states");
+/// The journal of exporting slots (see the module docs).
+pub const SLOT_JOURNAL: TableDefinition<(u32, u64), &str> = TableDefinition::new("slot_journal");
+/// Every handle of a sliced store by slot (see the module docs).
+pub const SLOT_INDEX: TableDefinition<(u32, &str), ()> = TableDefinition::new("slot_index");
+/// Key in [`META`] of the ring's slot count, once the store is sliced.
+pub const SLOT_COUNT_KEY: &str = "slot_count";
 /// Named documents: small replicated states kept whole (see the module docs).
 pub const DOCUMENTS: TableDefinition<&str, &[u8]> = TableDefinition::new("documents");
 /// Replication metadata kept beside the handles (see [`APPLIED_STATE_KEY`]).
@@ -96,7 +116,7 @@ pub fn prefix_range(prefix_key: &str) -> (String, String) {
 }
 
 /// A handle as stored: its display spelling and its values in stored order.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct HandleRecord {
     /// The handle as first written.
     pub display: String,
@@ -133,7 +153,7 @@ impl HandleRecord {
 }
 
 /// A naming authority known to the store.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PrefixRecord {
     /// The prefix as first written.
     pub display: String,

@@ -11,7 +11,7 @@ use super::value::{HandleValue, ValueIndex};
 /// listed **or** its type matches a listed type (the union, as the reference server
 /// does). Types match ASCII-case-insensitively; a listed type ending in `.` (`URL.`)
 /// also matches every subtype (`URL`, `URL.alt`); one without matches only exactly.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ValueSelection {
     /// Indexes asked for.
     pub indexes: Vec<ValueIndex>,

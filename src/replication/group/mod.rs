@@ -266,15 +266,11 @@ fn raft_config(settings: &GroupSettings) -> openraft::Config {
     }
 }
 
-/// A one-member handle set over `store` in `data_dir`, for the tests of the layers
-/// above: quick timing, a fixed secret, peers served on a free loopback port.
+/// Settings for a node that forms a group alone, with quick timing, for the tests of
+/// the layers above.
 #[cfg(test)]
-pub(crate) async fn start_alone(
-    store: Arc<Store>,
-    data_dir: &Path,
-    handle: std::net::SocketAddr,
-) -> Group<super::HandleSet> {
-    let settings = GroupSettings {
+pub(crate) fn alone_settings() -> GroupSettings {
+    GroupSettings {
         id: 1,
         bootstrap: Bootstrap::Alone,
         heartbeat_ms: 50,
@@ -282,7 +278,13 @@ pub(crate) async fn start_alone(
         election_max_ms: 300,
         snapshot_every: 5000,
         keep_after_snapshot: 1000,
-    };
+    }
+}
+
+/// A host for node 1's groups, for the tests of the layers above: a fixed secret,
+/// peers served on a free loopback port, `handle` as its Handle protocol address.
+#[cfg(test)]
+pub(crate) async fn test_host(handle: std::net::SocketAddr) -> GroupHost {
     let peers = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let me = Node {
         handle,
@@ -298,13 +300,24 @@ pub(crate) async fn start_alone(
         dispatch,
         std::future::pending(),
     ));
-    let host = GroupHost {
+    GroupHost {
         me,
         links: Links::new(1, secret),
         registry,
-    };
+    }
+}
+
+/// A one-member handle set over `store` in `data_dir`, for the tests of the layers
+/// above (see [`test_host`]).
+#[cfg(test)]
+pub(crate) async fn start_alone(
+    store: Arc<Store>,
+    data_dir: &Path,
+    handle: std::net::SocketAddr,
+) -> Group<super::HandleSet> {
+    let host = test_host(handle).await;
     let group = GroupId::Set(super::SetId(1));
-    Group::start(&settings, group, store, data_dir, host)
+    Group::start(&alone_settings(), group, store, data_dir, host)
         .await
         .unwrap()
 }

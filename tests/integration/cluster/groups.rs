@@ -1,6 +1,6 @@
 //! Every node is a member of two Raft groups over one peer port: its replica set
 //! (handles) and the metadata group (the cluster map). Killing a member leaves both
-//! electing and taking writes.
+//! electing and taking writes; a lone node makes a ring of its one set.
 
 use serde_json::Value;
 
@@ -86,5 +86,50 @@ fn both_groups_elect_and_keep_going_after_a_member_is_killed() {
     assert_ne!(after["leader"].as_u64(), Some(killed_id));
     if set_leader == map_leader {
         assert_ne!(after["leader"].as_u64(), Some(set_leader));
+    }
+}
+
+/// A lone `hdl serve` (it forms set 1 alone) makes a ring of one set: every slot is
+/// its set's.
+#[test]
+fn a_lone_node_makes_a_ring_of_its_one_set() {
+    use std::ffi::OsString;
+    use std::time::Instant;
+
+    use crate::harness::spawn_serve;
+
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let data = dir.path().join("data");
+    let args: Vec<OsString> = vec![
+        "--data-dir".into(),
+        data.clone().into(),
+        "--listen".into(),
+        "127.0.0.1:0".into(),
+        "--peer".into(),
+        "127.0.0.1:0".into(),
+    ];
+    let (child, listening) = spawn_serve(&args, &dir.path().join("stderr"));
+    let _member = super::Member {
+        id: 1,
+        child: Some(child),
+        listening,
+    };
+    let deadline = Instant::now() + super::WAIT;
+    loop {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_hdl"))
+            .args(["cluster", "status", "--json", "--peer"])
+            .arg(listening.peer.to_string())
+            .arg("--secret-file")
+            .arg(data.join("cluster.secret"))
+            .output()
+            .expect("run hdl cluster status");
+        let status: Value = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+        let sets = status["sets"].as_array().cloned().unwrap_or_default();
+        if status["slot_count"] == 256 && sets.len() == 1 && sets[0]["slots"] == 256 {
+            assert_eq!(sets[0]["id"], 1);
+            break;
+        }
+        assert!(Instant::now() < deadline, "no ring of one set: {status}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }

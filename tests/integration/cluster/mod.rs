@@ -5,6 +5,7 @@
 
 mod faults;
 mod groups;
+mod sharded;
 mod up;
 
 use std::ffi::OsString;

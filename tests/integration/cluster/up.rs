@@ -39,10 +39,17 @@ impl Drop for Launcher {
 }
 
 impl Launcher {
-    /// Starts `hdl cluster up` on `dir` with `base_port`; `None` if it exits before
-    /// it is ready (a port was taken meanwhile).
+    /// Starts `hdl cluster up` of `cluster/local.toml` on `dir` with `base_port`;
+    /// `None` if it exits before it is ready (a port was taken meanwhile).
     fn start(dir: &Path, base_port: u16) -> Option<Launcher> {
-        let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("cluster/local.toml");
+        Launcher::start_file("local.toml", dir, base_port)
+    }
+
+    /// Starts `hdl cluster up cluster/<name>` on `dir` with `base_port`.
+    fn start_file(name: &str, dir: &Path, base_port: u16) -> Option<Launcher> {
+        let file = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("cluster")
+            .join(name);
         let mut child = Command::new(env!("CARGO_BIN_EXE_hdl"))
             .args(["cluster", "up"])
             .arg(file)
@@ -129,12 +136,22 @@ fn parse_node_line(line: &str) -> Option<(u64, Listening)> {
 }
 
 /// A base port whose nine ports (handles at +0..2 over TCP and UDP, peers at
-/// +10..12, HTTP at +20..22) are free now. Drawn below Linux's ephemeral range (32768 up), where a
-/// client socket lingering in TIME_WAIT could block a listener.
+/// +10..12, HTTP at +20..22) are free now.
 fn free_base_port() -> u16 {
+    free_base_port_for(3)
+}
+
+/// A base port whose ports for `nodes` nodes (handles at +0.. over TCP and UDP, peers
+/// at +10.., HTTP at +20..) are free now. Drawn below Linux's ephemeral range (32768
+/// up), where a client socket lingering in TIME_WAIT could block a listener.
+fn free_base_port_for(nodes: u16) -> u16 {
+    let offsets: Vec<u16> = [0, 10, 20]
+        .iter()
+        .flat_map(|first| (0..nodes).map(move |n| first + n))
+        .collect();
     for _attempt in 0..200 {
         let base: u16 = rand::random_range(20_000..32_000);
-        let free = [0, 1, 2, 10, 11, 12, 20, 21, 22].iter().all(|offset| {
+        let free = offsets.iter().all(|offset| {
             let address = SocketAddr::from(([127, 0, 0, 1], base + offset));
             let udp_free = *offset >= 10 || UdpSocket::bind(address).is_ok();
             TcpListener::bind(address).is_ok() && udp_free
@@ -147,6 +164,14 @@ fn free_base_port() -> u16 {
 }
 
 fn node_pids(dir: &Path, peer: SocketAddr) -> Vec<i32> {
+    let status = cluster_status(dir, peer);
+    let members = status["members"].as_array().expect("members");
+    let pids = members.iter().filter_map(|m| m["pid"].as_i64());
+    pids.map(|pid| i32::try_from(pid).expect("a pid")).collect()
+}
+
+/// `hdl cluster status --json` asked of the node at `peer`.
+fn cluster_status(dir: &Path, peer: SocketAddr) -> Value {
     let output = Command::new(env!("CARGO_BIN_EXE_hdl"))
         .args(["cluster", "status", "--json", "--peer", &peer.to_string()])
         .arg("--secret-file")
@@ -158,10 +183,7 @@ fn node_pids(dir: &Path, peer: SocketAddr) -> Vec<i32> {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let status: Value = serde_json::from_slice(&output.stdout).expect("JSON");
-    let members = status["members"].as_array().expect("members");
-    let pids = members.iter().filter_map(|m| m["pid"].as_i64());
-    pids.map(|pid| i32::try_from(pid).expect("a pid")).collect()
+    serde_json::from_slice(&output.stdout).expect("JSON")
 }
 
 #[test]
@@ -192,5 +214,115 @@ fn cluster_up_forms_a_set_and_stops_every_node_on_sigterm() {
             test_kill_process(pid).is_err(),
             "node pid {pid:?} still exists"
         );
+    }
+}
+
+/// Each set of a status report: its id, its member ids, the slots it owns and the
+/// handles it holds.
+fn sets_of(status: &Value) -> Vec<(u64, Vec<u64>, u64, u64)> {
+    let sets = status["sets"].as_array().expect("sets");
+    sets.iter()
+        .map(|set| {
+            let members = set["members"].as_array().expect("members");
+            let mut ids: Vec<u64> = members.iter().filter_map(|m| m["id"].as_u64()).collect();
+            ids.sort_unstable();
+            let lagging = members.iter().filter(|m| m["lag"] != 0).count();
+            assert_eq!(lagging, 0, "{set}");
+            let id = set["id"].as_u64().expect("an id");
+            let slots = set["slots"].as_u64().expect("slots");
+            (id, ids, slots, set["handles"].as_u64().expect("handles"))
+        })
+        .collect()
+}
+
+#[test]
+fn cluster_up_runs_two_sets_sharing_the_ring_and_restarts_them_into_their_sets() {
+    let dir = TempDir::new().expect("temporary directory");
+    let (launcher, base_port) = (0..TRIES)
+        .find_map(|_| {
+            let base_port = free_base_port_for(6);
+            Launcher::start_file("sharded.toml", dir.path(), base_port).map(|l| (l, base_port))
+        })
+        .expect("hdl cluster up started on one of the base ports");
+    let ids: Vec<u64> = launcher.nodes.iter().map(|(id, _)| *id).collect();
+    assert_eq!(ids, [1, 2, 3, 4, 5, 6]);
+    let node_5 = launcher.member(5).listening.peer;
+    let status = cluster_status(dir.path(), node_5);
+    assert_eq!(status["slot_count"], 256);
+    assert_eq!(status["migrations"], Value::Array(Vec::new()));
+    let sets = sets_of(&status);
+    let shape: Vec<(u64, Vec<u64>, u64)> = sets
+        .iter()
+        .map(|(i, m, s, _)| (*i, m.clone(), *s))
+        .collect();
+    assert_eq!(shape, [(1, vec![1, 2, 3], 128), (2, vec![4, 5, 6], 128)]);
+    // The bootstrap administrator's one prefix handle is held by exactly one set.
+    assert_eq!(
+        sets.iter().map(|(_, _, _, handles)| handles).sum::<u64>(),
+        1
+    );
+    // The asked node's own set heads the report.
+    assert_eq!(status["members"].as_array().map(Vec::len), Some(3));
+    assert!(
+        status["members"][0]["id"]
+            .as_u64()
+            .is_some_and(|id| id >= 4)
+    );
+    let epoch = status["epoch"].as_u64().expect("an epoch");
+    assert_site_values(dir.path(), node_5, epoch);
+    drop(launcher);
+
+    // Started again on the same data, every node comes back in its own set and the
+    // ring is the one made before.
+    let launcher = Launcher::start_file("sharded.toml", dir.path(), base_port)
+        .expect("hdl cluster up restarted on the same ports");
+    let status = cluster_status(dir.path(), launcher.member(4).listening.peer);
+    let sets = sets_of(&status);
+    let shape: Vec<(u64, Vec<u64>, u64)> = sets
+        .iter()
+        .map(|(i, m, s, _)| (*i, m.clone(), *s))
+        .collect();
+    assert_eq!(shape, [(1, vec![1, 2, 3], 128), (2, vec![4, 5, 6], 128)]);
+    assert!(status["epoch"].as_u64().expect("an epoch") >= epoch);
+    for id in [4, 5, 6] {
+        let set_dir = dir.path().join(format!("node-{id}/groups/set-2"));
+        assert!(set_dir.is_dir(), "node {id} has no set-2 directory");
+        assert!(!dir.path().join(format!("node-{id}/groups/set-1")).exists());
+    }
+}
+
+/// `hdl cluster site-values` prints three HS_SITEs (ranks 0 to 2), each of 256
+/// servers numbered 1 to 256 with the map's epoch as serial.
+fn assert_site_values(dir: &Path, peer: SocketAddr, epoch: u64) {
+    let output = Command::new(env!("CARGO_BIN_EXE_hdl"))
+        .args(["cluster", "site-values", "--peer", &peer.to_string()])
+        .arg("--secret-file")
+        .arg(dir.join("cluster.secret"))
+        .output()
+        .expect("run hdl cluster site-values");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = String::from_utf8_lossy(&output.stdout);
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON line"))
+        .collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    for (rank, line) in lines.iter().enumerate() {
+        assert_eq!(line["rank"], rank);
+        assert_eq!(line["serial"], epoch % 65536);
+        let bytes: Vec<u8> = (0..line["hex"].as_str().expect("hex").len())
+            .step_by(2)
+            .map(|at| {
+                u8::from_str_radix(&line["hex"].as_str().unwrap_or("")[at..at + 2], 16)
+                    .expect("hex")
+            })
+            .collect();
+        let site = hdl::values::SiteInfo::decode(&bytes).expect("an HS_SITE");
+        let ids: Vec<u32> = site.servers.iter().map(|s| s.server_id).collect();
+        assert_eq!(ids, (1..=256).collect::<Vec<u32>>());
     }
 }
