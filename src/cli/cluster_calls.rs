@@ -19,7 +19,7 @@ use super::admin_arg::Bootstrap;
 const RECORDED: Duration = Duration::from_secs(30);
 
 /// Sends `call` to the node at `peer`; a [`NodeAnswer::Failed`] is an error.
-async fn ask(
+pub(super) async fn ask(
     client: &AdminClient,
     peer: SocketAddr,
     call: &NodeCall,
@@ -33,7 +33,7 @@ async fn ask(
     }
 }
 
-fn unexpected(peer: SocketAddr, answer: &NodeAnswer) -> anyhow::Error {
+pub(super) fn unexpected(peer: SocketAddr, answer: &NodeAnswer) -> anyhow::Error {
     anyhow::anyhow!("the node at {peer} answered another call: {answer:?}")
 }
 

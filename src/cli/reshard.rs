@@ -12,14 +12,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::Args;
-use hdl::node::calls::{NodeAnswer, NodeCall, call_node};
+use hdl::node::calls::{NodeAnswer, NodeCall};
 use hdl::placement::ClusterMap;
 use hdl::replication::admin::AdminRequest;
 use hdl::replication::network::read_secret_file;
 use hdl::replication::{AdminClient, GroupId, Node, NodeId, SetId};
 
 use super::cluster::Target;
-use super::cluster_calls::{cluster_map, form_set};
+use super::cluster_calls::{ask, cluster_map, form_set, unexpected};
 
 /// How long forming a set may take, its members catching up included.
 const FORM_TIMEOUT: Duration = Duration::from_secs(120);
@@ -200,15 +200,13 @@ pub async fn remove_set(args: &RemoveSetArgs) -> anyhow::Result<()> {
     let planned = plan(&client, peer, vec![set]).await?;
     println!("planned {planned} slot moves out of replica set {}", set.0);
     follow_moves(&client, peer).await?;
-    match call_node(&client, peer, &NodeCall::RemoveSet { set }).await? {
-        NodeAnswer::MapChanged { epoch } => {
-            println!("replica set {} left the cluster map (epoch {epoch})", set.0);
-        }
-        NodeAnswer::Failed(reason) => {
-            anyhow::bail!("cannot remove replica set {}: {reason}", set.0)
-        }
-        _ => anyhow::bail!("the node answered another call"),
-    }
+    let answer = ask(&client, peer, &NodeCall::RemoveSet { set })
+        .await
+        .with_context(|| format!("cannot remove replica set {}", set.0))?;
+    let NodeAnswer::MapChanged { epoch } = answer else {
+        return Err(unexpected(peer, &answer));
+    };
+    println!("replica set {} left the cluster map (epoch {epoch})", set.0);
     for id in record.members.keys() {
         let remove = AdminRequest::Remove { id: *id };
         client
@@ -228,10 +226,12 @@ async fn plan(
     peer: SocketAddr,
     leaving: Vec<SetId>,
 ) -> anyhow::Result<usize> {
-    match call_node(client, peer, &NodeCall::Rebalance { leaving }).await? {
+    let answer = ask(client, peer, &NodeCall::Rebalance { leaving })
+        .await
+        .context("cannot plan the slot moves")?;
+    match answer {
         NodeAnswer::Planned { moves } => Ok(moves),
-        NodeAnswer::Failed(reason) => anyhow::bail!("cannot plan the slot moves: {reason}"),
-        _ => anyhow::bail!("the node answered another call"),
+        other => Err(unexpected(peer, &other)),
     }
 }
 

@@ -4,9 +4,11 @@
 //! directory, binds every socket (Handle protocol TCP and UDP, HTTP and HTTPS, the peer
 //! port), serves the peer port (its [`Registry`] answers every group and the node's own
 //! calls, [`calls`]), starts the Raft groups this process belongs to ([`groups`]: its
-//! replica set and the metadata group, each in a directory of its own), builds the
-//! service the edges answer with (`service`), has the metadata group follow the set's
-//! membership, and creates the bootstrap administrator when asked. [`Node::run`]
+//! replica set, through [`SetHost`], and the metadata group, each in a directory of
+//! its own), builds the [`Router`] the edges answer with (the set's own service for its
+//! slots, a forward over the peer port, [`forward`], for the others), starts the slot
+//! mover ([`moves`]: it acts while this node leads the metadata group), and creates
+//! the bootstrap administrator when asked. [`Node::run`]
 //! serves until its shutdown future resolves, then drains: both edges stop accepting
 //! and answer what they had accepted, within [`DRAIN_DEADLINE`]; only then are the
 //! groups stopped (their Raft, then the peer port), since a write forwarded to the
