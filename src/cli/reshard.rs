@@ -134,9 +134,9 @@ pub async fn add_set(args: &AddSetArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let client = client(&args.target)?;
-    let planned = plan(&client, peer, Vec::new()).await?;
+    let (planned, epoch) = plan(&client, peer, Vec::new()).await?;
     println!("planned {planned} slot moves");
-    follow_moves(&client, peer).await
+    follow_moves(&client, peer, epoch).await
 }
 
 /// Waits (bounded) until the map at `peer` records `set`.
@@ -172,10 +172,10 @@ fn client(target: &Target) -> anyhow::Result<AdminClient> {
 /// Plans the moves that balance the ring and, with `--wait`, follows them to the end.
 pub async fn rebalance(args: &RebalanceArgs) -> anyhow::Result<()> {
     let client = client(&args.target)?;
-    let planned = plan(&client, args.target.peer, Vec::new()).await?;
+    let (planned, epoch) = plan(&client, args.target.peer, Vec::new()).await?;
     println!("planned {planned} slot moves");
     if args.wait {
-        follow_moves(&client, args.target.peer).await?;
+        follow_moves(&client, args.target.peer, epoch).await?;
     }
     Ok(())
 }
@@ -197,9 +197,9 @@ pub async fn remove_set(args: &RemoveSetArgs) -> anyhow::Result<()> {
         "replica set {} is the cluster's only set",
         set.0
     );
-    let planned = plan(&client, peer, vec![set]).await?;
+    let (planned, epoch) = plan(&client, peer, vec![set]).await?;
     println!("planned {planned} slot moves out of replica set {}", set.0);
-    follow_moves(&client, peer).await?;
+    follow_moves(&client, peer, epoch).await?;
     let answer = ask(&client, peer, &NodeCall::RemoveSet { set })
         .await
         .with_context(|| format!("cannot remove replica set {}", set.0))?;
@@ -221,17 +221,41 @@ pub async fn remove_set(args: &RemoveSetArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Has the cluster plan the moves that balance the ring without `leaving`: how many
+/// it planned, and the map's epoch with the plan in it.
 async fn plan(
     client: &AdminClient,
     peer: SocketAddr,
     leaving: Vec<SetId>,
-) -> anyhow::Result<usize> {
+) -> anyhow::Result<(usize, u64)> {
     let answer = ask(client, peer, &NodeCall::Rebalance { leaving })
         .await
         .context("cannot plan the slot moves")?;
     match answer {
-        NodeAnswer::Planned { moves } => Ok(moves),
+        NodeAnswer::Planned { moves, epoch } => Ok((moves, epoch)),
         other => Err(unexpected(peer, &other)),
+    }
+}
+
+/// The map at `peer` once it has applied `epoch` (bounded by [`FORM_TIMEOUT`]).
+async fn await_epoch(
+    client: &AdminClient,
+    peer: SocketAddr,
+    epoch: u64,
+) -> anyhow::Result<ClusterMap> {
+    let deadline = Instant::now() + FORM_TIMEOUT;
+    loop {
+        let map = cluster_map(client, peer).await?;
+        if map.epoch >= epoch {
+            return Ok(map);
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the node at {peer} did not apply the cluster map's epoch {epoch} within {} s (it has {})",
+            FORM_TIMEOUT.as_secs(),
+            map.epoch
+        );
+        tokio::time::sleep(POLL).await;
     }
 }
 
@@ -296,9 +320,15 @@ impl Progress {
 }
 
 /// Shows the moves' progress until none is left; gives up waiting (not the moves)
-/// after [`STALL_LIMIT`] without progress.
-pub async fn follow_moves(client: &AdminClient, peer: SocketAddr) -> anyhow::Result<()> {
-    let mut map = cluster_map(client, peer).await?;
+/// after [`STALL_LIMIT`] without progress. `planned` is the map's epoch with the
+/// plan in it: the member at `peer` may trail the metadata group's leader, and a map
+/// older than the plan has no moves because it has not seen them yet.
+pub async fn follow_moves(
+    client: &AdminClient,
+    peer: SocketAddr,
+    planned: u64,
+) -> anyhow::Result<()> {
+    let mut map = await_epoch(client, peer, planned).await?;
     let progress = Progress::new(&map);
     let terminal = std::io::stderr().is_terminal();
     let (mut last_change, mut last_line) = (Instant::now(), Instant::now());

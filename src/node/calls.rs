@@ -100,6 +100,8 @@ pub enum NodeAnswer {
     Planned {
         /// The moves planned.
         moves: usize,
+        /// The map's epoch with the plan in it.
+        epoch: u64,
     },
     /// The map's epoch after a change.
     MapChanged {
@@ -194,7 +196,7 @@ impl NodeEndpoint {
             },
             NodeCall::Rebalance { leaving } => {
                 match self.sets.map().plan_rebalance(&leaving).await {
-                    Ok(moves) => NodeAnswer::Planned { moves },
+                    Ok((moves, epoch)) => NodeAnswer::Planned { moves, epoch },
                     Err(error) => NodeAnswer::Failed(error.to_string()),
                 }
             }

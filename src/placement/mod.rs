@@ -118,20 +118,21 @@ impl MapGroup {
     /// Plans the moves that balance the ring over every set but `leaving` (see
     /// [`rebalance`]) from the map as applied here; how many it planned. The map
     /// refuses a plan made from a stale map (a slot no longer its planned source's),
-    /// and the call can simply be made again.
-    pub async fn plan_rebalance(&self, leaving: &[SetId]) -> Result<usize, MoveError> {
+    /// and the call can simply be made again. Answers how many moves it planned and the
+    /// map's epoch with them: a member whose map is older has not seen the plan yet.
+    pub async fn plan_rebalance(&self, leaving: &[SetId]) -> Result<(usize, u64), MoveError> {
         let map = self
             .map()
             .map_err(|error| MoveError::Map(error.to_string()))?;
         let moves = rebalance(&map, leaving);
         let planned = moves.len();
-        if planned > 0 {
-            match self.change(MapCommand::PlanMoves { moves }).await? {
-                Ok(_) => {}
-                Err(refusal) => return Err(MoveError::Map(refusal.to_string())),
-            }
+        if planned == 0 {
+            return Ok((0, map.epoch));
         }
-        Ok(planned)
+        match self.change(MapCommand::PlanMoves { moves }).await? {
+            Ok(changed) => Ok((planned, changed.epoch)),
+            Err(refusal) => Err(MoveError::Map(refusal.to_string())),
+        }
     }
 
     /// The metadata group itself (status, membership, shutdown).
