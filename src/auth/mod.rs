@@ -3,7 +3,7 @@
 //!
 //! Owns keys ([`keys`]), challenges and the book of pending ones ([`challenge`]),
 //! answers to challenges ([`answer`], [`public`], [`secret`], and the REST API's
-//! [`rest`]), session keys and MACs ([`session`]), the one bounded, expiring table
+//! [`rest`]), session keys and MACs ([`session`]), server signatures of certified answers ([`signed`]), the one bounded, expiring table
 //! both edges keep their sessions in ([`session_table`]), the permission rules
 //! ([`permissions`]) and the errors ([`error`]); which response code answers each is
 //! decided above, by the service.
@@ -27,6 +27,7 @@ pub mod rest;
 pub mod secret;
 pub mod session;
 pub mod session_table;
+pub mod signed;
 
 #[cfg(test)]
 mod proptests;
@@ -43,3 +44,4 @@ pub use session::{
     ClientKeyExchange, SessionError, SessionKey, server_key_exchange, session_credential,
     verify_session_mac,
 };
+pub use signed::{SignatureError, sign_message, verify_signed};

@@ -45,6 +45,14 @@ pub async fn cluster_map(client: &AdminClient, peer: SocketAddr) -> anyhow::Resu
     }
 }
 
+/// The server key (HS_PUBKEY data) of the node at `peer`.
+pub async fn server_key(client: &AdminClient, peer: SocketAddr) -> anyhow::Result<Vec<u8>> {
+    match ask(client, peer, &NodeCall::ServerKey).await? {
+        NodeAnswer::ServerKey(key) => Ok(key),
+        other => Err(unexpected(peer, &other)),
+    }
+}
+
 /// The replica set of the node at `peer` and what its store holds.
 pub async fn set_info(client: &AdminClient, peer: SocketAddr) -> anyhow::Result<SetInfo> {
     match ask(client, peer, &NodeCall::SetInfo).await? {

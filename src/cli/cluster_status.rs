@@ -8,7 +8,7 @@
 //! answer is listed as unreachable; a set none of whose members answers is listed
 //! with the members the map records.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -24,7 +24,7 @@ use hdl::service::site::describe_cluster;
 use serde_json::{Value, json};
 
 use super::cluster::{Target, admin};
-use super::cluster_calls::{cluster_map, set_info};
+use super::cluster_calls::{cluster_map, server_key, set_info};
 
 /// How long one member has to answer a status call.
 const STATUS_TIMEOUT: Duration = Duration::from_secs(5);
@@ -254,7 +254,9 @@ fn print_table(rows: &[Value]) {
 
 /// Prints the HS_SITE of each member rank, one JSON object a line: `rank`, `serial`,
 /// `site` (the REST JSON of the value) and `hex` (its RFC 3652 encoding). One set (or
-/// no ring yet) has one HS_SITE, printed as rank 0.
+/// no ring yet) has one HS_SITE, printed as rank 0. Each server entry carries its
+/// member's server key, asked of the member; one that does not answer is named on
+/// stderr and its entry has no key.
 pub(super) async fn site_values(target: &Target, config: Option<&Path>) -> anyhow::Result<()> {
     let site = match config {
         Some(path) => {
@@ -277,8 +279,9 @@ pub(super) async fn site_values(target: &Target, config: Option<&Path>) -> anyho
     } else {
         1
     };
+    let keys = member_keys(admin.client(), &map).await;
     for rank in 0..ranks.max(1) {
-        let info = describe_cluster(&site, &map, rank);
+        let info = describe_cluster(&site, &map, rank, &keys);
         let hex = info.encode().iter().fold(String::new(), |mut hex, byte| {
             let _ = write!(hex, "{byte:02x}");
             hex
@@ -292,4 +295,21 @@ pub(super) async fn site_values(target: &Target, config: Option<&Path>) -> anyho
         println!("{line}");
     }
     Ok(())
+}
+
+/// The server key of every member the map records that tells it.
+async fn member_keys(
+    client: &hdl::replication::AdminClient,
+    map: &ClusterMap,
+) -> BTreeMap<NodeId, Vec<u8>> {
+    let mut keys = BTreeMap::new();
+    for member in map.sets.values().flat_map(|set| set.members.values()) {
+        match server_key(client, member.node.peer).await {
+            Ok(key) => {
+                keys.insert(member.id, key);
+            }
+            Err(error) => eprintln!("node {}: no server key: {error:#}", member.id),
+        }
+    }
+    keys
 }

@@ -48,6 +48,10 @@ pub struct ServeArgs {
     /// `[auth] server_admins`.
     #[arg(long = "server-admin", value_name = "INDEX:HANDLE", value_parser = super::admin_arg::parse_identity)]
     server_admins: Vec<Identity>,
+    /// The server key (RSA private key, PEM, as `hdl keygen` writes it) that signs
+    /// certified answers; default `<data-dir>/server_key.pem`, made on first start.
+    #[arg(long, value_name = "FILE.pem")]
+    server_key: Option<PathBuf>,
 }
 
 /// Loads the configuration, starts the node, announces its addresses and serves until
@@ -60,6 +64,7 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
             admin: bootstrap.admin,
             prefixes: bootstrap.prefixes,
         }),
+        server_key: args.server_key.clone(),
     };
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     runtime.block_on(async {

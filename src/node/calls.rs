@@ -68,6 +68,8 @@ pub enum NodeCall {
     },
     /// A handle call routed to this node's replica set, answered by its own service.
     Forward(ForwardCall),
+    /// The node's server key (the public half), which signs its certified answers.
+    ServerKey,
 }
 
 /// The answer to a [`NodeCall`].
@@ -112,6 +114,9 @@ pub enum NodeAnswer {
     Forwarded(ForwardAnswer),
     /// The node could not carry the call out.
     Failed(String),
+    /// The node's server key, HS_PUBKEY data (digest §6.5). Last, so the variants
+    /// before it keep their postcard tags.
+    ServerKey(Vec<u8>),
 }
 
 /// A node's replica set and what its store holds, as [`NodeCall::SetInfo`] answers.
@@ -156,12 +161,14 @@ pub async fn call_node(
 #[derive(Debug)]
 pub struct NodeEndpoint {
     sets: Arc<SetHost>,
+    server_key: Vec<u8>,
 }
 
 impl NodeEndpoint {
-    /// The endpoint of the node whose set and metadata group `sets` holds.
-    pub fn new(sets: Arc<SetHost>) -> NodeEndpoint {
-        NodeEndpoint { sets }
+    /// The endpoint of the node whose set and metadata group `sets` holds and whose
+    /// server key is `server_key` (HS_PUBKEY data).
+    pub fn new(sets: Arc<SetHost>, server_key: Vec<u8>) -> NodeEndpoint {
+        NodeEndpoint { sets, server_key }
     }
 
     async fn carry_out(&self, call: NodeCall) -> NodeAnswer {
@@ -205,6 +212,7 @@ impl NodeEndpoint {
                 Some(local) => NodeAnswer::Forwarded(answer_forwarded(&local.service, call).await),
                 None => NodeAnswer::Failed(NO_SET.to_owned()),
             },
+            NodeCall::ServerKey => NodeAnswer::ServerKey(self.server_key.clone()),
         }
     }
 

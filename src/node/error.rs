@@ -22,6 +22,9 @@ pub enum NodeError {
         "a bootstrap administrator (--admin-key, --admin-secret-file) needs a node that forms its own set; give it to `hdl cluster init` instead"
     )]
     FirstAdminWithoutOwnSet,
+    /// The server key could not be read or made.
+    #[error(transparent)]
+    ServerKey(#[from] super::server_key::ServerKeyError),
     /// The data directory could not be created.
     #[error("cannot create data directory {path}: {source}")]
     DataDir {

@@ -8,7 +8,9 @@
 //! its own), builds the [`Router`] the edges answer with (the set's own service for its
 //! slots, a forward over the peer port, [`forward`], for the others), starts the slot
 //! mover ([`moves`]: it acts while this node leads the metadata group), and creates
-//! the bootstrap administrator when asked. [`Node::run`]
+//! the bootstrap administrator when asked. It loads or makes the server key
+//! ([`server_key`]) the Handle edge signs certified answers with, and learns the other
+//! members' keys for the HS_SITE it describes. [`Node::run`]
 //! serves until its shutdown future resolves, then drains: both edges stop accepting
 //! and answer what they had accepted, within [`DRAIN_DEADLINE`]; only then are the
 //! groups stopped (their Raft, then the peer port), since a write forwarded to the
@@ -23,10 +25,12 @@ mod error;
 pub mod forward;
 pub mod groups;
 pub mod moves;
+pub mod server_key;
 mod set;
 
 use std::fmt;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -37,7 +41,7 @@ use tokio::task::JoinHandle;
 pub use error::NodeError;
 pub use set::{JoinError, SetHost};
 
-use crate::auth::Identity;
+use crate::auth::{Identity, SigningKey};
 use crate::config::Config;
 use crate::http::{HttpListeners, HttpState, NodeInfo, SessionTable};
 use crate::metrics::Metrics;
@@ -49,14 +53,19 @@ use crate::replication::{AdminClient, GroupHost, Node as Member};
 use crate::routing::{Forwarder, Router};
 use crate::server::HandleListeners;
 use crate::service::bootstrap::BootstrapAdmin;
+use crate::service::site::MemberKeys;
 use crate::service::{AuthPolicy, Handler, Service};
 use calls::NodeEndpoint;
 use forward::PeerLink;
 use moves::PeerSets;
+use server_key::{SERVER_KEY_FILE, learn_member_keys};
 
 /// How long a node waits for a member of another set to answer a step of a slot
 /// move (a page of records is the longest).
 const MOVE_CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a node waits for another member to tell its server key.
+const KEY_CALL_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// How long the edges have, after shutdown begins, to answer what they had accepted;
 /// what is still unanswered then is dropped and the groups are stopped.
@@ -72,6 +81,9 @@ pub struct Settings {
     /// The first administrator to create on a new store, if any; needs
     /// `[cluster] bootstrap`.
     pub first_admin: Option<FirstAdmin>,
+    /// The server key file; `None` for `<data_dir>/server_key.pem`, made on first
+    /// start ([`server_key::load_or_create`]).
+    pub server_key: Option<PathBuf>,
 }
 
 /// The first administrator of a new store: `0.NA/<prefix>` for each prefix, holding
@@ -128,8 +140,10 @@ pub struct Node {
     map: MapGroup,
     sets: Arc<SetHost>,
     mover: JoinHandle<()>,
+    learner: JoinHandle<()>,
     router: Router,
     metrics: Arc<Metrics>,
+    server_key: Arc<SigningKey>,
 }
 
 impl fmt::Debug for Node {
@@ -149,6 +163,7 @@ impl Node {
             config,
             server_admins,
             first_admin,
+            server_key,
         } = settings;
         config.validate()?;
         if first_admin.is_some() && !config.cluster.bootstrap {
@@ -162,6 +177,13 @@ impl Node {
             path: config.data_dir.clone(),
             source,
         })?;
+        let server_key = server_key.unwrap_or_else(|| config.data_dir.join(SERVER_KEY_FILE));
+        let server_key = Arc::new(server_key::load_or_create(&server_key)?);
+        let public_key = server_key.public_key().encode();
+        let member_keys = Arc::new(MemberKeys::with_own(
+            config.cluster.node_id,
+            public_key.clone(),
+        ));
         let handle = HandleListeners::bind(config.handle.listen).await?;
         let peers = TcpListener::bind(config.cluster.peer_listen)
             .await
@@ -197,7 +219,7 @@ impl Node {
             tokio::spawn(async move { mover.run().await })
         };
         let metrics = Arc::new(Metrics::new());
-        let link = Arc::new(PeerLink::new(node_secret));
+        let link = Arc::new(PeerLink::new(node_secret.clone()));
         let forwarder = Forwarder::new(
             map.clone(),
             link,
@@ -205,9 +227,17 @@ impl Node {
             Arc::clone(&metrics),
         );
         let records = Arc::new(forwarder.clone());
-        let sets = Arc::new(SetHost::new(&config, policy, host, map.clone(), records));
-        let router = Router::new(forwarder, sets.subscribe(), config.site.clone());
-        registry.set_node(Arc::new(NodeEndpoint::new(Arc::clone(&sets))));
+        let sets = SetHost::new(&config, policy, host, map.clone(), records);
+        let sets = Arc::new(sets.with_member_keys(Arc::clone(&member_keys)));
+        let router = Router::new(forwarder, sets.subscribe(), config.site.clone())
+            .with_member_keys(Arc::clone(&member_keys));
+        let endpoint = NodeEndpoint::new(Arc::clone(&sets), public_key);
+        registry.set_node(Arc::new(endpoint));
+        let learner = {
+            let client = AdminClient::new(node_secret.clone(), KEY_CALL_TIMEOUT);
+            let learn = learn_member_keys(member_keys, Arc::clone(&sets), client);
+            tokio::spawn(learn)
+        };
         sets.start_own().await?;
         if let Some(first_admin) = first_admin {
             // Bootstrap forms set 1 (or finds the node's own set), so there is one.
@@ -223,8 +253,10 @@ impl Node {
             map,
             sets,
             mover,
+            learner,
             router,
             metrics,
+            server_key,
         })
     }
 
@@ -247,12 +279,15 @@ impl Node {
             map,
             sets,
             mover,
+            learner,
             router,
             metrics,
+            server_key,
         } = self;
         // The mover stops with the metadata group; aborting it first stops a move's
         // step mid-way, which the next leader repeats.
         let mover = mover.abort_handle();
+        let _learner = AbortOnDrop(learner);
         let mut shutdown = std::pin::pin!(shutdown);
         let mut joined = sets.subscribe();
         let joined = tokio::select! {
@@ -274,7 +309,14 @@ impl Node {
             Arc::clone(&metrics),
         );
         let http = tokio::spawn(http.serve(state, until(stopped.clone()), DRAIN_DEADLINE));
-        let handle = handle.serve(handler, &config, metrics, until(stopped), DRAIN_DEADLINE);
+        let handle = handle.serve(
+            handler,
+            &config,
+            metrics,
+            server_key,
+            until(stopped),
+            DRAIN_DEADLINE,
+        );
         let signal = async move {
             shutdown.await;
             tracing::info!(deadline = ?DRAIN_DEADLINE, "shutting down: draining");
@@ -350,6 +392,15 @@ async fn create_first_admin(service: &Service, first: &FirstAdmin) -> Result<(),
         tracing::info!(%handle, "created the bootstrap administrator's prefix handle");
     }
     Ok(())
+}
+
+/// Aborts its task when dropped: the node's helpers end with [`Node::run`].
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// Resolves once `stopped` turns true (or its sender is gone).

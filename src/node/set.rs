@@ -30,6 +30,7 @@ use crate::placement::{FIRST_SET, FOLLOW_RETRY, MapCommand, MapGroup, MapResult}
 use crate::replication::{Bootstrap, GroupError, GroupHost, GroupSettings, HandleCommand, SetId};
 use crate::resolver::Resolver;
 use crate::routing::LocalSet;
+use crate::service::site::MemberKeys;
 use crate::service::{AuthPolicy, RecordSource, Service};
 use crate::storage::{Slice, Slot};
 
@@ -64,6 +65,8 @@ pub struct SetHost {
     local: watch::Sender<Option<LocalSet>>,
     joining: tokio::sync::Mutex<()>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
+    /// The members' server keys, for the service's HS_SITE.
+    member_keys: Arc<MemberKeys>,
 }
 
 impl SetHost {
@@ -87,6 +90,16 @@ impl SetHost {
             local: watch::Sender::new(None),
             joining: tokio::sync::Mutex::new(()),
             tasks: Mutex::new(Vec::new()),
+            member_keys: Arc::default(),
+        }
+    }
+
+    /// This host, whose set's service describes its members with the keys `keys`
+    /// holds.
+    pub fn with_member_keys(self, keys: Arc<MemberKeys>) -> SetHost {
+        SetHost {
+            member_keys: keys,
+            ..self
         }
     }
 
@@ -154,7 +167,8 @@ impl SetHost {
             self.policy.clone(),
             self.config.site.clone(),
         )
-        .with_records(Arc::clone(&self.records));
+        .with_records(Arc::clone(&self.records))
+        .with_member_keys(Arc::clone(&self.member_keys));
         if !self.config.resolver.ghr.is_empty() {
             service = service.with_resolver(Resolver::new(self.config.resolver.ghr.clone()));
         }

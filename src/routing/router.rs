@@ -16,7 +16,7 @@ use crate::auth::{Challenge, ChallengeAnswer, Identity};
 use crate::codec::{KeyExchange, ProtocolVersion, VerifyRequest};
 use crate::config::SiteConfig;
 use crate::names::Handle;
-use crate::service::site::describe_ring;
+use crate::service::site::{MemberKeys, describe_ring};
 use crate::service::{
     Applied, Caller, Error, Freshness, HandleRecord, Handler, KeyAgreement, Operation,
     PrefixRecord, PrivateRead, Role, Service, Status, mint_with,
@@ -33,6 +33,7 @@ pub struct Router {
     pub(super) forwarder: Forwarder,
     pub(super) local: watch::Receiver<Option<LocalSet>>,
     site: Arc<SiteConfig>,
+    member_keys: Arc<MemberKeys>,
 }
 
 impl Router {
@@ -48,6 +49,15 @@ impl Router {
             forwarder,
             local,
             site: Arc::new(site),
+            member_keys: Arc::default(),
+        }
+    }
+
+    /// This router, putting the server keys `keys` holds in the HS_SITE of a ring.
+    pub fn with_member_keys(self, keys: Arc<MemberKeys>) -> Router {
+        Router {
+            member_keys: keys,
+            ..self
         }
     }
 
@@ -169,7 +179,10 @@ impl Handler for Router {
             Ok(service) if map.slot_count() == 0 || map.sets.len() <= 1 => {
                 service.site_info().await
             }
-            _ => describe_ring(&self.site, &map, self.forwarder.rank(&map)),
+            _ => {
+                let keys = self.member_keys.snapshot();
+                describe_ring(&self.site, &map, self.forwarder.rank(&map), &keys)
+            }
         }
     }
 

@@ -9,6 +9,7 @@
 //! replication, the client or the HTTP edge. Every error it answers becomes a response
 //! code in one module (`codes`, with this edge's refused outcome, `Refusal`).
 
+mod certify;
 mod challenges;
 mod codes;
 mod drain;
@@ -32,6 +33,7 @@ use tokio::task::JoinSet;
 pub use exchange::ResponseSettings;
 pub use responder::{LIST_PAGE_LEN, Responder};
 
+use crate::auth::SigningKey;
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::service::Handler;
@@ -87,13 +89,14 @@ impl HandleListeners {
     }
 
     /// Serves the Handle protocol from `handler` until `shutdown` resolves, recording
-    /// every answer in `metrics`; then stops accepting and answers what was received
-    /// within `drain`, and returns.
+    /// every answer in `metrics` and signing certified ones with `server_key`; then
+    /// stops accepting and answers what was received within `drain`, and returns.
     pub async fn serve(
         self,
         handler: Arc<dyn Handler>,
         config: &Config,
         metrics: Arc<Metrics>,
+        server_key: Arc<SigningKey>,
         shutdown: impl Future<Output = ()>,
         drain: Duration,
     ) -> std::io::Result<()> {
@@ -104,7 +107,7 @@ impl HandleListeners {
             session_lifetime: Duration::from_secs(config.auth.session_lifetime_secs),
             max_sessions: config.auth.max_sessions,
         };
-        let responder = Responder::new(handler, settings, metrics);
+        let responder = Responder::new(handler, settings, metrics).with_server_key(server_key);
         let idle = Duration::from_secs(config.handle.tcp_idle_timeout_secs);
         let (start, draining) = drain::channel();
         let mut loops = JoinSet::new();

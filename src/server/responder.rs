@@ -10,13 +10,15 @@
 //! the original request carried out as the identity that answered (digest §8.1).
 //! Requests inside a session (digest §3.8) are admitted and set up in
 //! [`super::session_requests`]; what requests mean for the store is in
-//! [`super::requests`].
+//! [`super::requests`]. Every reply leaves through [`Responder::respond`] (pages of a
+//! listing through [`ListReply::next_page`]), where certified answers are signed with
+//! the server key ([`super::certify`]).
 
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use crate::auth::ChallengeAnswer;
+use crate::auth::{ChallengeAnswer, SigningKey};
 use crate::codec::{
     AuthAnswer, Body, CodecError, HandleValues, Message, OpFlags, Request, ResolutionRequest,
     Response, ResponseCode,
@@ -26,6 +28,7 @@ use crate::names::Handle;
 use crate::service::{Applied, Caller, Error, Freshness, Handler, Operation, PrivateRead};
 use crate::values::HandleValue;
 
+use super::certify::{certify, must_sign};
 use super::challenges::Challenges;
 use super::codes::Refusal;
 use super::exchange::{Exchange, ResponseSettings};
@@ -55,6 +58,8 @@ pub struct Responder {
     challenges: Arc<Challenges>,
     pub(super) sessions: Arc<Mutex<SessionTable>>,
     metrics: Arc<Metrics>,
+    /// Signs certified answers; `None` signs nothing (tests of other things).
+    server_key: Option<Arc<SigningKey>>,
 }
 
 impl Responder {
@@ -73,6 +78,15 @@ impl Responder {
             ))),
             settings,
             metrics,
+            server_key: None,
+        }
+    }
+
+    /// This responder, signing certified answers with `key`.
+    pub fn with_server_key(self, key: Arc<SigningKey>) -> Self {
+        Responder {
+            server_key: Some(key),
+            ..self
         }
     }
 
@@ -81,7 +95,9 @@ impl Responder {
     /// page's code: success unless the listing was refused).
     pub async fn respond(&self, caller: Caller, bytes: &[u8]) -> Reply {
         let started = Instant::now();
-        let reply = self.answer_message(caller, bytes).await;
+        let reply = self
+            .certified(self.answer_message(caller, bytes).await)
+            .await;
         let answered = match &reply {
             Reply::One(message) => Some((message.header.opcode, message.header.response_code)),
             Reply::List(_) => Some((crate::codec::OpCode::ListHandles, ResponseCode::Success)),
@@ -94,6 +110,22 @@ impl Responder {
                 .record(Protocol::Handle, &op, code, started.elapsed());
         }
         reply
+    }
+
+    /// `reply` with its answer signed when it must be; a listing, told to sign its
+    /// pages when it was asked with CT.
+    async fn certified(&self, reply: Reply) -> Reply {
+        let Some(key) = &self.server_key else {
+            return reply;
+        };
+        match reply {
+            Reply::One(answer) if must_sign(&answer) => Reply::One(certify(key, answer).await),
+            Reply::List(mut list) if list.exchange.flags().contains(OpFlags::CT) => {
+                list.server_key = Some(Arc::clone(key));
+                Reply::List(list)
+            }
+            other => other,
+        }
     }
 
     async fn answer_message(&self, caller: Caller, bytes: &[u8]) -> Reply {
@@ -353,6 +385,7 @@ impl Responder {
                 prefix,
                 after: None,
                 finished: false,
+                server_key: None,
             }),
             Err(rejection) => Reply::One(rejection.into_message(&exchange)),
         }
@@ -369,11 +402,22 @@ pub struct ListReply {
     prefix: String,
     after: Option<Handle>,
     finished: bool,
+    /// Signs each page, when the listing was asked with CT.
+    server_key: Option<Arc<SigningKey>>,
 }
 
 impl ListReply {
-    /// The next message, or `None` after the last one (the one without CN).
+    /// The next message, or `None` after the last one (the one without CN); signed
+    /// when the listing was asked with CT.
     pub async fn next_page(&mut self) -> Option<Message> {
+        let page = self.unsigned_page().await?;
+        Some(match &self.server_key {
+            Some(key) => certify(key, page).await,
+            None => page,
+        })
+    }
+
+    async fn unsigned_page(&mut self) -> Option<Message> {
         if self.finished {
             return None;
         }

@@ -39,6 +39,7 @@ pub struct Service {
     pub(super) resolver: Option<Arc<Resolver>>,
     pub(super) verifier: Verifier,
     pub(super) records: Option<Arc<dyn RecordSource>>,
+    member_keys: Arc<site::MemberKeys>,
 }
 
 impl Service {
@@ -59,6 +60,15 @@ impl Service {
             resolver: None,
             verifier: Verifier::new(),
             records: None,
+            member_keys: Arc::default(),
+        }
+    }
+
+    /// This service, putting the server keys `keys` holds in its HS_SITE.
+    pub fn with_member_keys(self, keys: Arc<site::MemberKeys>) -> Self {
+        Service {
+            member_keys: keys,
+            ..self
         }
     }
 
@@ -194,7 +204,7 @@ impl Handler for Service {
 
     async fn site_info(&self) -> SiteInfo {
         let (members, primary) = self.replica.members();
-        site::describe(&self.site, &members, primary)
+        site::describe(&self.site, &members, primary, &self.member_keys.snapshot())
     }
 
     fn status(&self) -> Status {

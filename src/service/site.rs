@@ -4,8 +4,16 @@
 //! rank with one server entry per slot ([`describe_ring`], `DESIGN.md` §3: a client
 //! hashing a handle over the entries lands on a member of the set owning its slot).
 //! Pure: both describe what they are given.
+//!
+//! Every server entry carries its member's server key (HS_PUBKEY data, digest §6.5),
+//! with which a client checks the signed answers of that member (digest §2.5: J9
+//! verifies with the key of the entry it contacted). The keys come from
+//! [`MemberKeys`], the book the node fills as it learns them; an entry whose key is
+//! not known yet has an empty one.
 
+use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
+use std::sync::{PoisonError, RwLock};
 
 use crate::codec::ProtocolVersion;
 use crate::config::SiteConfig;
@@ -16,11 +24,48 @@ use crate::values::{
     HashOption, Interface, InterfaceKind, InterfaceProtocol, ServerRecord, SiteFlags, SiteInfo,
 };
 
+/// The server keys of the cluster's members (HS_PUBKEY data) by node id, as a node
+/// has learned them: its own from the start, the others' by asking them.
+#[derive(Debug, Default)]
+pub struct MemberKeys(RwLock<BTreeMap<NodeId, Vec<u8>>>);
+
+impl MemberKeys {
+    /// A book knowing only `id`'s key `public_key`.
+    pub fn with_own(id: NodeId, public_key: Vec<u8>) -> Self {
+        MemberKeys(RwLock::new(BTreeMap::from([(id, public_key)])))
+    }
+
+    /// Records `id`'s key.
+    pub fn insert(&self, id: NodeId, public_key: Vec<u8>) {
+        let mut keys = self.0.write().unwrap_or_else(PoisonError::into_inner);
+        keys.insert(id, public_key);
+    }
+
+    /// Whether `id`'s key is known.
+    pub fn knows(&self, id: NodeId) -> bool {
+        let keys = self.0.read().unwrap_or_else(PoisonError::into_inner);
+        keys.contains_key(&id)
+    }
+
+    /// Every key known now.
+    pub fn snapshot(&self) -> BTreeMap<NodeId, Vec<u8>> {
+        self.0
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
 /// Describes the replica set: a primary site with one server record per member (its
-/// node id as server id), each answering administration and queries over TCP and
-/// queries over UDP on its handle port, and the attribute `primary` naming the
-/// current primary's node id when one is known.
-pub(super) fn describe(site: &SiteConfig, members: &[Member], primary: Option<NodeId>) -> SiteInfo {
+/// node id as server id, its key from `keys`), each answering administration and
+/// queries over TCP and queries over UDP on its handle port, and the attribute
+/// `primary` naming the current primary's node id when one is known.
+pub(super) fn describe(
+    site: &SiteConfig,
+    members: &[Member],
+    primary: Option<NodeId>,
+    keys: &BTreeMap<NodeId, Vec<u8>>,
+) -> SiteInfo {
     let mut attributes = vec![("desc".into(), site.description.clone())];
     if let Some(primary) = primary {
         attributes.push(("primary".into(), primary.to_string()));
@@ -37,24 +82,32 @@ pub(super) fn describe(site: &SiteConfig, members: &[Member], primary: Option<No
         // Node ids are checked to fit a server id when a node starts or joins.
         servers: members
             .iter()
-            .filter_map(|member| Some(server_record(u32::try_from(member.id).ok()?, member)))
+            .filter_map(|member| {
+                let server_id = u32::try_from(member.id).ok()?;
+                Some(server_record(server_id, member, keys))
+            })
             .collect(),
     }
 }
 
 /// The HS_SITE to publish for member rank `rank` of the cluster `map` describes: with
 /// one set (or before the ring is made) the set's own, every member a server;
-/// with several, [`describe_ring`].
-pub fn describe_cluster(site: &SiteConfig, map: &ClusterMap, rank: usize) -> SiteInfo {
+/// with several, [`describe_ring`]. Server keys come from `keys`.
+pub fn describe_cluster(
+    site: &SiteConfig,
+    map: &ClusterMap,
+    rank: usize,
+    keys: &BTreeMap<NodeId, Vec<u8>>,
+) -> SiteInfo {
     if map.sets.len() > 1 && !map.slots.is_empty() {
-        return describe_ring(site, map, rank);
+        return describe_ring(site, map, rank, keys);
     }
     let members: Vec<Member> = map
         .sets
         .values()
         .flat_map(|set| set.members.values().cloned())
         .collect();
-    describe(site, &members, None)
+    describe(site, &members, None, keys)
 }
 
 /// The HS_SITE of member rank `rank` of a ring over several replica sets: one server
@@ -62,7 +115,13 @@ pub fn describe_cluster(site: &SiteConfig, map: &ClusterMap, rank: usize) -> Sit
 /// of the set owning slot `i` (members in node id order), serial the map's epoch
 /// modulo 2^16, hashed by handle. A slot whose owner has no recorded member (never so
 /// in a made ring) takes the first recorded member of the cluster, which forwards.
-pub fn describe_ring(site: &SiteConfig, map: &ClusterMap, rank: usize) -> SiteInfo {
+/// Each entry carries its member's key from `keys`.
+pub fn describe_ring(
+    site: &SiteConfig,
+    map: &ClusterMap,
+    rank: usize,
+    keys: &BTreeMap<NodeId, Vec<u8>>,
+) -> SiteInfo {
     let any = map
         .sets
         .values()
@@ -77,7 +136,7 @@ pub fn describe_ring(site: &SiteConfig, map: &ClusterMap, rank: usize) -> SiteIn
                 .filter(|members| !members.is_empty())
                 .and_then(|members| members.values().nth(rank % members.len()))
                 .or(any)?;
-            Some(server_record(server_id, member))
+            Some(server_record(server_id, member, keys))
         })
         .collect();
     SiteInfo {
@@ -96,7 +155,11 @@ pub fn describe_ring(site: &SiteConfig, map: &ClusterMap, rank: usize) -> SiteIn
     }
 }
 
-fn server_record(server_id: u32, member: &Member) -> ServerRecord {
+fn server_record(
+    server_id: u32,
+    member: &Member,
+    keys: &BTreeMap<NodeId, Vec<u8>>,
+) -> ServerRecord {
     let handle = member.node.handle;
     let port = u32::from(handle.port());
     let address = match handle.ip() {
@@ -106,7 +169,7 @@ fn server_record(server_id: u32, member: &Member) -> ServerRecord {
     ServerRecord {
         server_id,
         address,
-        public_key: Vec::new(),
+        public_key: keys.get(&member.id).cloned().unwrap_or_default(),
         interfaces: vec![
             Interface {
                 kind: InterfaceKind::AdminQuery,
@@ -141,9 +204,12 @@ mod tests {
     #[test]
     fn every_member_is_a_server_and_the_primary_is_named() {
         let members = [member(1, "127.0.0.1:2641"), member(2, "192.0.2.7:2700")];
-        let info = describe(&SiteConfig::default(), &members, Some(2));
+        let keys = BTreeMap::from([(2, b"key of 2".to_vec())]);
+        let info = describe(&SiteConfig::default(), &members, Some(2), &keys);
         let ids: Vec<u32> = info.servers.iter().map(|s| s.server_id).collect();
         assert_eq!(ids, [1, 2]);
+        assert!(info.servers[0].public_key.is_empty(), "not learned yet");
+        assert_eq!(info.servers[1].public_key, b"key of 2");
         assert_eq!(info.servers[1].address.to_string(), "192.0.2.7");
         assert_eq!(info.servers[1].interfaces[1].port, 2700);
         assert!(info.attributes.contains(&("primary".into(), "2".into())));
@@ -177,8 +243,11 @@ mod tests {
     #[test]
     fn a_ring_site_has_one_entry_per_slot_at_the_owner_member_of_its_rank() {
         let map = ring();
+        let keys: BTreeMap<NodeId, Vec<u8>> = (1..=6)
+            .map(|id| (id, vec![u8::try_from(id).unwrap()]))
+            .collect();
         for rank in 0..4 {
-            let info = describe_ring(&SiteConfig::default(), &map, rank);
+            let info = describe_ring(&SiteConfig::default(), &map, rank, &keys);
             assert_eq!(info.servers.len(), 8);
             assert_eq!(info.serial_number, u16::try_from(map.epoch).unwrap());
             assert_eq!(info.hash_option, HashOption::ByHandle);
@@ -191,6 +260,7 @@ mod tests {
                     format!("192.0.2.{id}"),
                     "{slot}"
                 );
+                assert_eq!(server.public_key, [u8::try_from(id).unwrap()], "{slot}");
             }
             assert_eq!(SiteInfo::decode(&info.encode()).unwrap(), info);
         }
