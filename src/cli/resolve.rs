@@ -2,11 +2,17 @@
 //! [--every-value --auth INDEX:HANDLE --key FILE | --secret-file FILE]`: asks a handle
 //! server for a handle's values; with `--every-value`, non-public and administrative
 //! ones too (PO clear over TCP, answered to an administrator allowed READ_VALUE).
+//! With `--verify [--server-pubkey FILE]`, asks with CT and refuses (non-zero exit)
+//! an answer whose server signature is missing or wrong; the key is the server's
+//! entry in its own site information, or the one given.
 
 use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 
+use anyhow::Context;
 use clap::Args;
-use hdl::client::Transport;
+use hdl::auth::VerifyingKey;
+use hdl::client::{Client, ServerKeys, Transport};
 use hdl::values::{ValueIndex, ValueSelection};
 
 use super::admin_arg::AuthArgs;
@@ -39,6 +45,16 @@ pub struct ResolveArgs {
     every_value: bool,
     #[command(flatten)]
     auth: AuthArgs,
+    /// Ask for a certified answer (CT) and check the server's signature on it: an
+    /// answer that is unsigned or whose signature does not match is refused. The key
+    /// is the server's own entry in its get-site-info answer, unless
+    /// --server-pubkey gives it.
+    #[arg(long, conflicts_with = "every_value")]
+    verify: bool,
+    /// The server's public key for --verify: HS_PUBKEY data, raw (as J9's
+    /// `pubkey.bin`) or in hex.
+    #[arg(long, value_name = "FILE", requires = "verify")]
+    server_pubkey: Option<PathBuf>,
 }
 
 /// Resolves and prints the values.
@@ -52,7 +68,13 @@ pub fn run(args: &ResolveArgs) -> anyhow::Result<()> {
         let target = Target::new(&args.reference, &args.server)
             .await?
             .authenticated(&args.auth)?;
-        let resolution = if args.every_value {
+        let resolution = if args.verify {
+            let keys = server_keys(&target.client, args.server_pubkey.as_deref()).await?;
+            target
+                .client
+                .resolve_certified(&target.handle, &selection, transport, &keys)
+                .await?
+        } else if args.every_value {
             target
                 .client
                 .resolve_every_value(&target.handle, &selection)
@@ -74,4 +96,43 @@ pub fn run(args: &ResolveArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The key to check each server's answers with: the one in `file`, or each server's
+/// own (from its site information).
+async fn server_keys(client: &Client, file: Option<&Path>) -> anyhow::Result<ServerKeys> {
+    let given = file.map(read_public_key).transpose()?;
+    let mut keys = ServerKeys::new();
+    for &server in client.servers() {
+        let key = match &given {
+            Some(key) => key.clone(),
+            None => client.server_key(server).await?,
+        };
+        keys.insert(server, key);
+    }
+    Ok(keys)
+}
+
+/// HS_PUBKEY data from `path`, raw or as hex text.
+fn read_public_key(path: &Path) -> anyhow::Result<VerifyingKey> {
+    let octets = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let text: Vec<u8> = octets
+        .iter()
+        .copied()
+        .filter(|octet| !octet.is_ascii_whitespace())
+        .collect();
+    let data = if !text.is_empty() && text.iter().all(u8::is_ascii_hexdigit) {
+        hex_octets(&text)
+    } else {
+        octets
+    };
+    VerifyingKey::from_hs_pubkey(&data)
+        .with_context(|| format!("{} holds no usable HS_PUBKEY", path.display()))
+}
+
+fn hex_octets(digits: &[u8]) -> Vec<u8> {
+    digits
+        .chunks(2)
+        .filter_map(|pair| u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok())
+        .collect()
 }

@@ -61,6 +61,22 @@ pub enum ClientError {
     /// A session needs credentials to authenticate with.
     #[error("a session needs credentials (--auth with --key or --secret-file)")]
     NoCredentials,
+    /// A certified answer's signature does not check out: the answer is refused.
+    #[error("the answer from {server} is refused: {source}")]
+    Signature {
+        /// The server that sent it.
+        server: SocketAddr,
+        /// What is wrong with the signature.
+        source: crate::auth::SignatureError,
+    },
+    /// No key to check a server's signed answers with.
+    #[error("no key to verify the answers of {server} with: {reason}")]
+    NoServerKey {
+        /// The server.
+        server: SocketAddr,
+        /// Why not.
+        reason: String,
+    },
     /// The session key could not be agreed or a session message not signed.
     #[error("session: {0}")]
     Session(#[from] crate::auth::SessionError),

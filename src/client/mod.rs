@@ -20,11 +20,14 @@
 //! - Every request gets a fresh RequestId drawn from `rand`'s thread-local CSPRNG: a
 //!   positive 31-bit value, as J9 draws it, so that an off-path sender cannot guess
 //!   it; answers with another RequestId are dropped.
+//! - [`Client::resolve_certified`] asks with CT and refuses an answer whose server
+//!   signature does not check out with that server's key.
 //! - Responses are bounded by `codec::MAX_MESSAGE_LEN`, listings by the caller's
 //!   count; every wait has a deadline.
 
 mod admin;
 pub mod authorization;
+mod certified;
 mod credentials;
 mod error;
 mod message;
@@ -40,6 +43,7 @@ use std::time::Duration;
 use tokio::time::timeout;
 
 pub use admin::{AdminRequest, Overwrite};
+pub use certified::{ServerKeys, check_signature};
 pub use credentials::{AnswerError, Credentials, Key};
 pub use error::{AttemptError, ClientError, Mismatch, describe};
 
