@@ -51,7 +51,7 @@ use crate::replication::network::{
 };
 use crate::replication::{AdminClient, GroupHost, Node as Member};
 use crate::routing::{Forwarder, Router};
-use crate::server::HandleListeners;
+use crate::server::{Answering, HandleListeners};
 use crate::service::bootstrap::BootstrapAdmin;
 use crate::service::site::MemberKeys;
 use crate::service::{AuthPolicy, Handler, Service};
@@ -309,14 +309,12 @@ impl Node {
             Arc::clone(&metrics),
         );
         let http = tokio::spawn(http.serve(state, until(stopped.clone()), DRAIN_DEADLINE));
-        let handle = handle.serve(
+        let answering = Answering {
             handler,
-            &config,
             metrics,
             server_key,
-            until(stopped),
-            DRAIN_DEADLINE,
-        );
+        };
+        let handle = handle.serve(answering, &config, until(stopped), DRAIN_DEADLINE);
         let signal = async move {
             shutdown.await;
             tracing::info!(deadline = ?DRAIN_DEADLINE, "shutting down: draining");

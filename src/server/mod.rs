@@ -60,6 +60,17 @@ pub struct HandleListeners {
     udp: UdpSocket,
 }
 
+/// What the Handle edge answers with.
+#[derive(Debug)]
+pub struct Answering {
+    /// Carries requests out.
+    pub handler: Arc<dyn Handler>,
+    /// Records every answer.
+    pub metrics: Arc<Metrics>,
+    /// Signs certified answers.
+    pub server_key: Arc<SigningKey>,
+}
+
 impl HandleListeners {
     /// Binds TCP and UDP on the same address. With port 0, TCP picks a free port and
     /// UDP takes the same one (retrying a few times if another socket holds it).
@@ -88,15 +99,12 @@ impl HandleListeners {
         self.tcp.local_addr()
     }
 
-    /// Serves the Handle protocol from `handler` until `shutdown` resolves, recording
-    /// every answer in `metrics` and signing certified ones with `server_key`; then
+    /// Serves the Handle protocol as `answering` says until `shutdown` resolves; then
     /// stops accepting and answers what was received within `drain`, and returns.
     pub async fn serve(
         self,
-        handler: Arc<dyn Handler>,
+        answering: Answering,
         config: &Config,
-        metrics: Arc<Metrics>,
-        server_key: Arc<SigningKey>,
         shutdown: impl Future<Output = ()>,
         drain: Duration,
     ) -> std::io::Result<()> {
@@ -107,6 +115,11 @@ impl HandleListeners {
             session_lifetime: Duration::from_secs(config.auth.session_lifetime_secs),
             max_sessions: config.auth.max_sessions,
         };
+        let Answering {
+            handler,
+            metrics,
+            server_key,
+        } = answering;
         let responder = Responder::new(handler, settings, metrics).with_server_key(server_key);
         let idle = Duration::from_secs(config.handle.tcp_idle_timeout_secs);
         let (start, draining) = drain::channel();
