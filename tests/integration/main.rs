@@ -17,3 +17,4 @@ mod parse;
 mod protocol;
 mod raw;
 mod sessions;
+mod signed;
