@@ -184,4 +184,52 @@ mod tests {
             Err(SignatureError::Missing)
         );
     }
+
+    /// An answer J9 9.2.0 accepted with signature checks on (a CT resolution of
+    /// `TEST/signed` over TCP, in the `j9` namespace, 2026-11-23), and the modulus of
+    /// the key in that server's HS_SITE entry (exponent 65537).
+    const J9_ACCEPTED: [&str; 10] = [
+        "020b020b0000000051177ff6000000000000018e0000000100000001d9000000000100006b05764e00000046",
+        "0000000b544553542f7369676e656400000001000000016b04cd8200000151800e0000000355524c00000016",
+        "68747470733a2f2f6578616d706c652e6f72672f6a39000000000000012c0000000000000000000000000000",
+        "000948535f5349474e45440000010f000000075348412d32353600000100593b125020431c28c165b32bbdec",
+        "cc2fb264789e8a0fb89e17532a7d59d514b4523953beee07ccaed47d41cb67536c1b3f43fb7cdd115547f8fc",
+        "7ab9fcb7527a40c1491020908925bf4a281d80b69a3a396be3ee5bc42642840e16969835ffea98777f8eeb8f",
+        "051b5fe9c38a952b4e330efa881db128870752ea2769515c6c44290c66293238992792da8ac163d293b763e8",
+        "abeb50b1feb0e1ea09aaa60e354bac29fc86df26fc71c4b8f9365681fb233bdc7457225345c9394d349f11e0",
+        "6995cea36cb5f5b4e8e31351fc9433b72c58b5d03835dffe4e51f7c5f1dc6c98d04f2cb542457e824db7bec6",
+        "5218740d1800e2b6b491aac08fbd65dfd38eaf19d8f1",
+    ];
+    const J9_SERVER_MODULUS: [&str; 6] = [
+        "c624cd1f62195b9d9dc202abf7578b0e06c75fea31e0904d4aa113b7a9a73368fb3b8ef0fba62c31a934d247",
+        "1b2dc1b1f359e5bfdd57853c8fb8fe4301db4e751f9a34c35dfe0e7ccfc7734d731d033dd630e91c676b2527",
+        "ca132b52ff8d2e01ed17902b18f8f7717f604e34ce1ea25afce763eb386e5b1594287fa19a0c5fe4fa709fa0",
+        "0572ae156a6f5c179718a9278a9872cc660ef73fab1fa5366be21c891271c64829acd31aeaa9a9d8bb313df9",
+        "17b95b824edf11983f02612a052cbf6c524441307912c35c83f37e5b8b3b00239349dad6eca6c670c83bf4b7",
+        "0b230382b3f9ecca1f2c46abba0315d669886dd269b517e8660baadd1f6fdb81eb99f183",
+    ];
+
+    #[test]
+    fn the_answer_j9_accepted_checks_out_and_a_flip_does_not() {
+        let modulus = crate::values::known::hex(&J9_SERVER_MODULUS.concat());
+        let public = crate::values::PublicKey::Rsa {
+            exponent: vec![1, 0, 1],
+            modulus,
+        };
+        let key = VerifyingKey::from_public_key(&public).unwrap();
+        let bytes = crate::values::known::hex(&J9_ACCEPTED.concat());
+        let message = Message::decode(&bytes).unwrap();
+        let credential = message.credential.clone().unwrap();
+        assert_eq!(credential.credential_type, b"HS_SIGNED");
+        assert_eq!(credential.digest_algorithm, b"SHA-256");
+        assert_eq!(check_signature(&message, &key), Ok(()));
+        let mut tampered = bytes.clone();
+        let url_end = bytes.windows(2).position(|w| w == b"j9").unwrap();
+        tampered[url_end + 1] = b'8';
+        let message = Message::decode(&tampered).unwrap();
+        assert_eq!(
+            check_signature(&message, &key),
+            Err(SignatureError::Mismatch)
+        );
+    }
 }

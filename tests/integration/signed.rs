@@ -13,13 +13,17 @@ use std::process::{Child, Command, Output};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use hdl::auth::{SigningKey, VerifyingKey};
-use hdl::client::{AdminRequest, Client, ClientError, Overwrite, ServerKeys, Transport};
+use hdl::auth::{SecretKey, SigningKey, VerifyingKey};
+use hdl::client::{
+    AdminRequest, Client, ClientError, Credentials, Key, Overwrite, ServerKeys, Transport,
+};
 use hdl::codec::{Frame, Message, OpFlags, ResponseCode, next_frame};
 use hdl::names::Handle;
 use hdl::values::{HandleValue, SiteInfo, ValueSelection};
 
-use crate::harness::{ADMIN_KEY, ADMIN_SECRET, Listening, Server, admin_credentials, spawn_serve};
+use crate::harness::{
+    ADMIN_KEY, ADMIN_SECRET, ADMIN_SECRET_TEXT, Listening, Server, admin_credentials, spawn_serve,
+};
 use crate::raw;
 
 /// How long a condition awaited here may take.
@@ -281,6 +285,70 @@ async fn hdl_resolve_verify_accepts_a_signed_answer_and_refuses_a_tampered_one()
         "{}",
         String::from_utf8_lossy(&accepted.stderr)
     );
+}
+
+/// J9 9.2.0's certified resolution of `TEST/signed` (CT set: flags `59000000`), as
+/// recorded over TCP and over UDP in the `j9` namespace.
+const J9_CERTIFIED_TCP: &str = "020b020b0000000051177ff60000000000000033000000010000000059000000000100006b05764d000000170000000b544553542f7369676e6564000000000000000000000000";
+const J9_CERTIFIED_UDP: &str = "020b020b0000000001ed03f80000000000000033000000010000000059000000000100006b05764e000000170000000b544553542f7369676e6564000000000000000000000000";
+
+fn octets(hex: &str) -> Vec<u8> {
+    (0..hex.len())
+        .step_by(2)
+        .map(|at| u8::from_str_radix(&hex[at..at + 2], 16).expect("hex"))
+        .collect()
+}
+
+#[tokio::test]
+async fn the_certified_requests_j9_sends_get_answers_signed_as_it_checks() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let args: Vec<OsString> = [
+        "--data-dir",
+        dir.path().join("data").to_str().expect("UTF-8 path"),
+        "--listen",
+        "127.0.0.1:0",
+        "--peer",
+        "127.0.0.1:0",
+        "--admin-secret-file",
+        ADMIN_SECRET,
+        "--prefix",
+        "TEST",
+    ]
+    .map(OsString::from)
+    .to_vec();
+    let node = Node::spawn(&args, &dir.path().join("stderr"));
+    let server = node.listening.handle;
+    let credentials = Credentials {
+        identity: hdl::config::parse_identity("300:0.NA/TEST").expect("identity"),
+        key: Key::Secret(SecretKey(ADMIN_SECRET_TEXT.as_bytes().to_vec())),
+    };
+    let client = Client::new(vec![server]).with_credentials(credentials);
+    let request = AdminRequest::Create {
+        handle: handle("TEST/signed"),
+        values: vec![HandleValue::new(1, "URL", "https://example.org/j9")],
+        overwrite: Overwrite::Refuse,
+    };
+    client.admin(request).await.expect("create");
+    let site = node.site().await;
+    let key = VerifyingKey::from_hs_pubkey(&site.servers[0].public_key).expect("key");
+
+    let tcp = raw::tcp(server, &octets(J9_CERTIFIED_TCP)).expect("an answer");
+    let udp_request = Message::decode(&octets(J9_CERTIFIED_UDP)).expect("J9's request");
+    let (udp, _) = raw::udp(server, &udp_request);
+    for (transport, answer, id) in [("TCP", tcp, 0x5117_7ff6), ("UDP", udp, 0x01ed_03f8)] {
+        assert_eq!(
+            answer.header.response_code,
+            ResponseCode::Success,
+            "{transport}"
+        );
+        assert_eq!(answer.envelope.request_id, id, "{transport}");
+        assert!(answer.header.flags.contains(OpFlags::CT), "{transport}");
+        assert_eq!(
+            hdl::client::check_signature(&answer, &key),
+            Ok(()),
+            "{transport}"
+        );
+    }
 }
 
 /// Every member of a replica set signs with its own key, and the HS_SITE any member
