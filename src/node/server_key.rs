@@ -3,8 +3,10 @@
 //! Owns [`load_or_create`] (the key file: read it, or make a new RSA key there on
 //! first start, mode 0600, never overwriting a file) and [`learn_member_keys`], the
 //! task that asks every member of the cluster it knows of for its public key
-//! ([`NodeCall::ServerKey`]) until it has them all, and keeps checking for new
-//! members. Members' keys travel only in node calls: no persisted record changes.
+//! ([`NodeCall::ServerKey`]) until it has them all, keeps checking for new members,
+//! and asks every member again now and then (a member restarted on a new data
+//! directory under the same id has a new key). Members' keys travel only in node
+//! calls: no persisted record changes.
 
 use std::collections::BTreeSet;
 use std::fs::OpenOptions;
@@ -28,6 +30,8 @@ pub const SERVER_KEY_FILE: &str = "server_key.pem";
 
 /// How often the node looks for members whose key it does not know.
 const LEARN_EVERY: Duration = Duration::from_millis(500);
+/// Every how many looks it asks every member, known or not (every 30 s).
+const REFRESH_EVERY: u32 = 60;
 
 /// Why the server key could not be had.
 #[derive(Debug, Error)]
@@ -81,13 +85,15 @@ pub fn load_or_create(path: &Path) -> Result<SigningKey, ServerKeyError> {
 }
 
 /// Asks, every [`LEARN_EVERY`], each member of the cluster map and of this node's
-/// set whose key `keys` lacks for it, with `client`; runs until aborted.
+/// set whose key `keys` lacks for it (every [`REFRESH_EVERY`] looks, each member), with
+/// `client`; runs until aborted.
 pub async fn learn_member_keys(keys: Arc<MemberKeys>, sets: Arc<SetHost>, client: AdminClient) {
     let mut tick = tokio::time::interval(LEARN_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
+    for looks in 1u32.. {
         tick.tick().await;
-        for member in unknown_members(&keys, &sets) {
+        let refresh = looks % REFRESH_EVERY == 0;
+        for member in members_to_ask(&keys, &sets, refresh) {
             let answer = call_node(&client, member.node.peer, &NodeCall::ServerKey).await;
             match answer {
                 Ok(NodeAnswer::ServerKey(key)) if !key.is_empty() => keys.insert(member.id, key),
@@ -103,8 +109,8 @@ pub async fn learn_member_keys(keys: Arc<MemberKeys>, sets: Arc<SetHost>, client
 }
 
 /// Every member the node knows of (its set's, and every set's in the cluster map)
-/// whose key is not in `keys`, each once.
-fn unknown_members(keys: &MemberKeys, sets: &SetHost) -> Vec<Member> {
+/// whose key is not in `keys` (with `every`, whether or not), each once.
+fn members_to_ask(keys: &MemberKeys, sets: &SetHost, every: bool) -> Vec<Member> {
     let mut members: Vec<Member> = sets
         .map()
         .map()
@@ -119,7 +125,7 @@ fn unknown_members(keys: &MemberKeys, sets: &SetHost) -> Vec<Member> {
         members.extend(local.group.members().0);
     }
     let mut seen = BTreeSet::<NodeId>::new();
-    members.retain(|member| !keys.knows(member.id) && seen.insert(member.id));
+    members.retain(|member| (every || !keys.knows(member.id)) && seen.insert(member.id));
     members
 }
 
