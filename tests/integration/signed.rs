@@ -292,6 +292,19 @@ async fn hdl_resolve_verify_accepts_a_signed_answer_and_refuses_a_tampered_one()
 const J9_CERTIFIED_TCP: &str = "020b020b0000000051177ff60000000000000033000000010000000059000000000100006b05764d000000170000000b544553542f7369676e6564000000000000000000000000";
 const J9_CERTIFIED_UDP: &str = "020b020b0000000001ed03f80000000000000033000000010000000059000000000100006b05764e000000170000000b544553542f7369676e6564000000000000000000000000";
 
+/// J9 9.2.0's session setup (OC 400) for `300:0.NA/TEST`, Diffie-Hellman (mode 4), as
+/// GenericBatch sent it over TCP in the `j9` namespace.
+const J9_SESSION_SETUP: [&str; 8] = [
+    "020b020b000000002a39590f0000000000000157000001900000000059800000ffff00006b05766d0000013b0004",
+    "0001518000000009302e4e412f544553540000012c0000011e0000000a44485f5055425f4b455900000000008074a5",
+    "2d7986d2d415980d6a391d53b766a7927cdf8e5c3d1cfa2ffcf736717fae8915f99c8a53cf66d99e6ee1cb979926d5",
+    "1dc7487720fa14b966737046b4ab739f07fa7d7274142b79fcb120d1868281092647a0564c157d7e102885d02cfed9",
+    "3522d8c4560cd7b75ffc7496ab245e0813029363740f046110812f02384f5e9d0000008100ffffffffffffffffc90f",
+    "daa22168c234c4c6628b80dc1cd129024e088a67cc74020bbea63b139b22514a08798e3404ddef9519b3cd3a431b30",
+    "2b0a6df25f14374fe1356d6d51c245e485b576625e7ec6f44c42e9a637ed6b0bff5cb6f406b7edee386bfb5a899fa5",
+    "ae9f24117c4b1fe649286651ece65381ffffffffffffffff0000000102000000000000",
+];
+
 fn octets(hex: &str) -> Vec<u8> {
     (0..hex.len())
         .step_by(2)
@@ -347,6 +360,27 @@ async fn the_certified_requests_j9_sends_get_answers_signed_as_it_checks() {
             hdl::client::check_signature(&answer, &key),
             Ok(()),
             "{transport}"
+        );
+    }
+
+    // A session setup's answer is signed whatever it says, with CT (as J9 sends it)
+    // or without (its OpFlag octet 0x59 turned to 0x19).
+    let setup = octets(&J9_SESSION_SETUP.concat());
+    let mut without_ct = setup.clone();
+    assert_eq!(without_ct[28], 0x59, "the OpFlag's first octet");
+    without_ct[28] = 0x19;
+    for (what, request) in [("with CT", setup), ("without CT", without_ct)] {
+        let answer = raw::tcp(server, &request).expect("an answer");
+        assert_eq!(
+            answer.header.opcode,
+            hdl::codec::OpCode::SessionSetup,
+            "{what}"
+        );
+        assert_eq!(
+            hdl::client::check_signature(&answer, &key),
+            Ok(()),
+            "{what}: {:?}",
+            answer.header.response_code
         );
     }
 }
