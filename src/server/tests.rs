@@ -283,6 +283,59 @@ async fn list_is_sent_in_continued_pages() {
     assert_eq!(listed[0], "10.1000/000");
 }
 
+/// Every page of a certified listing, and a certified answer, carries a signature
+/// by the server key that checks out over the page as received; nothing else does.
+#[tokio::test]
+async fn certified_answers_and_list_pages_are_signed() {
+    let (_dir, responder) = responder().await;
+    let key = crate::auth::keys::tests::test_key();
+    let responder = responder.with_server_key(Arc::new(key.clone()));
+    let verifying = crate::auth::VerifyingKey::from_public_key(&key.public_key()).unwrap();
+    for n in 0..(LIST_PAGE_LEN + 1) {
+        let bytes = create(
+            &format!("10.1000/{n:03}"),
+            vec![HandleValue::new(1, "URL", "https://a/")],
+        );
+        assert_eq!(ask(&responder, &bytes).await.credential, None);
+    }
+    let list = Request::ListHandles {
+        prefix: b"0.NA/10.1000".to_vec(),
+    };
+    for (flags, signed) in [
+        (OpFlags::J9_DEFAULT.with(OpFlags::CT), true),
+        (OpFlags::J9_DEFAULT, false),
+    ] {
+        let bytes = request(list.clone(), flags);
+        let Reply::List(mut pages) = responder.respond(administrator(), &bytes).await else {
+            panic!("not a list")
+        };
+        let mut count = 0;
+        while let Some(page) = pages.next_page().await {
+            let page = Message::decode(&page.encode()).unwrap();
+            let checked = crate::client::check_signature(&page, &verifying);
+            assert_eq!(checked.is_ok(), signed, "{checked:?}");
+            count += 1;
+            assert!(count < 10, "bounded");
+        }
+        assert_eq!(count, 2);
+    }
+    let certified = request(
+        Request::Resolution(ResolutionRequest {
+            handle: b"10.1000/000".to_vec(),
+            indexes: vec![],
+            types: vec![],
+        }),
+        OpFlags::J9_DEFAULT.with(OpFlags::CT),
+    );
+    let answer = ask(&responder, &certified).await;
+    assert_eq!(answer.header.response_code, ResponseCode::Success);
+    assert_eq!(crate::client::check_signature(&answer, &verifying), Ok(()));
+    assert_eq!(
+        ask(&responder, &resolve("10.1000/000")).await.credential,
+        None
+    );
+}
+
 #[tokio::test]
 async fn busy_answer_echoes_the_request() {
     let (_dir, responder) = responder().await;
