@@ -84,9 +84,9 @@ pub fn load_or_create(path: &Path) -> Result<SigningKey, ServerKeyError> {
     Ok(key)
 }
 
-/// Asks, every [`LEARN_EVERY`], each member of the cluster map and of this node's
-/// set whose key `keys` lacks for it (every [`REFRESH_EVERY`] looks, each member), with
-/// `client`; runs until aborted.
+/// Asks, every half second, each member of the cluster map and of this node's set
+/// whose key `keys` lacks for it (every 30 s, each member), with `client`; runs until
+/// aborted.
 pub async fn learn_member_keys(keys: Arc<MemberKeys>, sets: Arc<SetHost>, client: AdminClient) {
     let mut tick = tokio::time::interval(LEARN_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
