@@ -53,12 +53,11 @@ use crate::replication::{AdminClient, GroupHost, Node as Member};
 use crate::routing::{Forwarder, Router};
 use crate::server::{Answering, HandleListeners};
 use crate::service::bootstrap::BootstrapAdmin;
-use crate::service::site::MemberKeys;
 use crate::service::{AuthPolicy, Handler, Service};
 use calls::NodeEndpoint;
 use forward::PeerLink;
 use moves::PeerSets;
-use server_key::{SERVER_KEY_FILE, learn_member_keys};
+use server_key::{NodeKeys, SERVER_KEY_FILE, learn_member_keys};
 
 /// How long a node waits for a member of another set to answer a step of a slot
 /// move (a page of records is the longest).
@@ -177,7 +176,12 @@ impl Node {
             path: config.data_dir.clone(),
             source,
         })?;
-        let (server_key, public_key, member_keys) = server_keys(&config, server_key)?;
+        let key_file = server_key.unwrap_or_else(|| config.data_dir.join(SERVER_KEY_FILE));
+        let NodeKeys {
+            signing: server_key,
+            public: public_key,
+            members: member_keys,
+        } = NodeKeys::load_or_create(&key_file, config.cluster.node_id)?;
         let handle = HandleListeners::bind(config.handle.listen).await?;
         let peers = TcpListener::bind(config.cluster.peer_listen)
             .await
@@ -384,19 +388,6 @@ async fn create_first_admin(service: &Service, first: &FirstAdmin) -> Result<(),
         tracing::info!(%handle, "created the bootstrap administrator's prefix handle");
     }
     Ok(())
-}
-
-/// The node's server key (from `file`, or `<data_dir>/server_key.pem`), its public
-/// half as HS_PUBKEY data, and the book of members' keys, knowing only this one yet.
-fn server_keys(
-    config: &Config,
-    file: Option<PathBuf>,
-) -> Result<(Arc<SigningKey>, Vec<u8>, Arc<MemberKeys>), NodeError> {
-    let file = file.unwrap_or_else(|| config.data_dir.join(SERVER_KEY_FILE));
-    let server_key = server_key::load_or_create(&file)?;
-    let public_key = server_key.public_key().encode();
-    let member_keys = MemberKeys::with_own(config.cluster.node_id, public_key.clone());
-    Ok((Arc::new(server_key), public_key, Arc::new(member_keys)))
 }
 
 /// Aborts its task when dropped: the node's helpers end with [`Node::run`].

@@ -1,6 +1,6 @@
 //! The node's server key and what it knows of the other members' (digest §2.5, §6.2).
 //!
-//! Owns [`load_or_create`] (the key file: read it, or make a new RSA key there on
+//! Owns [`NodeKeys`], [`load_or_create`] (the key file: read it, or make a new RSA key there on
 //! first start, mode 0600, never overwriting a file) and [`learn_member_keys`], the
 //! task that asks every member of the cluster it knows of for its public key
 //! ([`NodeCall::ServerKey`]) until it has them all, keeps checking for new members,
@@ -82,6 +82,32 @@ pub fn load_or_create(path: &Path) -> Result<SigningKey, ServerKeyError> {
     file.sync_all().map_err(file_error)?;
     tracing::info!(path = %path.display(), "created the server key");
     Ok(key)
+}
+
+/// The node's server key, its public half and the book of members' keys.
+#[derive(Debug)]
+pub struct NodeKeys {
+    /// Signs certified answers.
+    pub signing: Arc<SigningKey>,
+    /// Its public half, HS_PUBKEY data.
+    pub public: Vec<u8>,
+    /// The members' keys, knowing only this node's at first.
+    pub members: Arc<MemberKeys>,
+}
+
+impl NodeKeys {
+    /// The keys of node `id`, whose key is in (or made in) `file`
+    /// ([`load_or_create`]).
+    pub fn load_or_create(file: &Path, id: NodeId) -> Result<NodeKeys, ServerKeyError> {
+        let signing = load_or_create(file)?;
+        let public = signing.public_key().encode();
+        let members = MemberKeys::with_own(id, public.clone());
+        Ok(NodeKeys {
+            signing: Arc::new(signing),
+            public,
+            members: Arc::new(members),
+        })
+    }
 }
 
 /// Asks, every half second, each member of the cluster map and of this node's set
