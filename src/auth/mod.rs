@@ -3,8 +3,10 @@
 //!
 //! Owns keys ([`keys`]), challenges and the book of pending ones ([`challenge`]),
 //! answers to challenges ([`answer`], [`public`], [`secret`], and the REST API's
-//! [`rest`]), session keys and MACs ([`session`]), server signatures of certified answers ([`signed`]), the one bounded, expiring table
-//! both edges keep their sessions in ([`session_table`]), the permission rules
+//! [`rest`]), session keys and MACs ([`session`]), the encryption of session
+//! messages ([`session_cipher`]), server signatures of certified answers ([`signed`]),
+//! the one bounded, expiring table both edges keep their sessions in
+//! ([`session_table`]), the permission rules
 //! ([`permissions`]) and the errors ([`error`]); which response code answers each is
 //! decided above, by the service.
 //!
@@ -26,6 +28,7 @@ pub mod public;
 pub mod rest;
 pub mod secret;
 pub mod session;
+pub mod session_cipher;
 pub mod session_table;
 pub mod signed;
 
@@ -44,4 +47,5 @@ pub use session::{
     ClientKeyExchange, SessionError, SessionKey, server_key_exchange, session_credential,
     verify_session_mac,
 };
+pub use session_cipher::CipherError;
 pub use signed::{SignatureError, sign_message, verify_signed};

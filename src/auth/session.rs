@@ -139,6 +139,17 @@ impl SessionKey {
     pub fn generate() -> Result<Self, SessionError> {
         random_octets(SESSION_KEY_LEN).map(SessionKey)
     }
+
+    /// The key's octets, for the session cipher.
+    pub(crate) fn octets(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// A key of these octets (tests with known answers).
+    #[cfg(test)]
+    pub(crate) fn from_octets(octets: Vec<u8>) -> Self {
+        SessionKey(octets)
+    }
 }
 
 fn random_octets(len: usize) -> Result<Vec<u8>, SessionError> {
