@@ -101,9 +101,14 @@ impl Message {
 
     /// The message as UDP datagrams of at most 512 octets (digest §1.3).
     pub fn encode_datagrams(&self) -> Vec<Vec<u8>> {
+        split_datagrams(&self.envelope, &self.payload())
+    }
+
+    /// Header, body and credential: the octets after the envelope.
+    pub(super) fn payload(&self) -> Vec<u8> {
         let mut w = Writer::with_capacity(HEADER_LEN + 256);
         self.encode_payload_into(&mut w);
-        split_datagrams(&self.envelope, &w.into_bytes())
+        w.into_bytes()
     }
 
     /// Appends header, body and credential.

@@ -3,7 +3,7 @@
 //!
 //! Owns every wire type of a message — [`Envelope`], [`Header`], [`Body`] with its
 //! [`Request`] and [`Response`] bodies, [`RequestDigest`], [`Credential`] and
-//! [`Message`] — plus TCP framing ([`next_frame`]), UDP packetisation and reassembly
+//! [`Message`] and the [`Sealed`] form of a message encrypted in a session — plus TCP framing ([`next_frame`]), UDP packetisation and reassembly
 //! ([`split_datagrams`], [`Reassembler`]), the choice of the version to answer in
 //! ([`answer_version`]) and the server hash ([`server_index`]).
 //!
@@ -25,6 +25,7 @@ mod header;
 mod message;
 mod request;
 mod response;
+mod sealed;
 mod session;
 mod tcp;
 mod udp;
@@ -47,6 +48,7 @@ pub use header::{HEADER_LEN, Header, OpFlags};
 pub use message::{MAX_MESSAGE_LEN, Message};
 pub use request::{HandleValues, Request, ResolutionRequest};
 pub use response::{ErrorResponse, Referral, Response};
+pub use sealed::{Sealed, unsealed};
 pub use session::{KeyExchange, SessionSetup, SessionSetupAnswer};
 pub use tcp::{Frame, next_frame};
 pub use udp::{DATAGRAM_PAYLOAD_LEN, MAX_DATAGRAM_LEN, Reassembler, split_datagrams};
