@@ -105,7 +105,11 @@ mod tests {
     const JAVA_CIPHERTEXT: &str = "3ecd5af893ee115ab90d26d1af1122e9b2a41e0a912ad05ccd85c3a38d8f39ce264ccdc8158297b81025dbef5d3ef871";
 
     fn java_iv() -> [u8; IV_LEN] {
-        std::array::from_fn(|i| 0x10 + i as u8)
+        let mut iv = [0; IV_LEN];
+        for (octet, value) in iv.iter_mut().zip(0x10..) {
+            *octet = value;
+        }
+        iv
     }
 
     fn hex(octets: &[u8]) -> String {
@@ -122,9 +126,11 @@ mod tests {
     #[test]
     fn opens_what_java_sealed() {
         let mut sealed = java_iv().to_vec();
-        sealed.extend((0..JAVA_CIPHERTEXT.len()).step_by(2).map(|at| {
-            u8::from_str_radix(&JAVA_CIPHERTEXT[at..at + 2], 16).unwrap()
-        }));
+        sealed.extend(
+            (0..JAVA_CIPHERTEXT.len())
+                .step_by(2)
+                .map(|at| u8::from_str_radix(&JAVA_CIPHERTEXT[at..at + 2], 16).unwrap()),
+        );
         assert_eq!(open(&counting_key(), &sealed).unwrap(), PLAIN);
     }
 
@@ -143,7 +149,10 @@ mod tests {
     fn bad_lengths_keys_and_ciphertexts_are_refused() {
         let key = counting_key();
         let sealed = seal(&key, PLAIN).unwrap();
-        assert_eq!(open(&key, &sealed[..IV_LEN]), Err(CipherError::Length(IV_LEN)));
+        assert_eq!(
+            open(&key, &sealed[..IV_LEN]),
+            Err(CipherError::Length(IV_LEN))
+        );
         assert_eq!(
             open(&key, &sealed[..sealed.len() - 1]),
             Err(CipherError::Length(sealed.len() - 1))

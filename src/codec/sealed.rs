@@ -137,6 +137,9 @@ mod tests {
     fn a_failed_opening_is_the_callers_error() {
         let bytes = message().seal(reverse).unwrap().encode();
         let envelope = Envelope::peek(&bytes).unwrap();
-        assert_eq!(unsealed(&envelope, &bytes, |_| Err::<Vec<u8>, _>("bad")), Err("bad"));
+        assert_eq!(
+            unsealed(&envelope, &bytes, |_| Err::<Vec<u8>, _>("bad")),
+            Err("bad")
+        );
     }
 }

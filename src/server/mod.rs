@@ -13,6 +13,7 @@ mod certify;
 mod challenges;
 mod codes;
 mod drain;
+mod encryption;
 mod exchange;
 mod requests;
 mod responder;

@@ -21,7 +21,7 @@ use std::time::Instant;
 use crate::auth::{ChallengeAnswer, SigningKey};
 use crate::codec::{
     AuthAnswer, Body, CodecError, HandleValues, Message, OpFlags, Request, ResolutionRequest,
-    Response, ResponseCode,
+    Response, ResponseCode, Sealed,
 };
 use crate::metrics::{Metrics, Protocol};
 use crate::names::Handle;
@@ -44,6 +44,8 @@ pub const LIST_PAGE_LEN: usize = 50;
 pub enum Reply {
     /// One response message.
     One(Message),
+    /// One response message, encrypted with its session's key.
+    Sealed(Sealed),
     /// A list-handles answer, sent page by page (continuous responses, digest §2.3).
     List(ListReply),
     /// Nothing can be answered (no readable envelope).
@@ -54,7 +56,7 @@ pub enum Reply {
 #[derive(Debug, Clone)]
 pub struct Responder {
     pub(super) handler: Arc<dyn Handler>,
-    settings: ResponseSettings,
+    pub(super) settings: ResponseSettings,
     challenges: Arc<Challenges>,
     pub(super) sessions: Arc<Mutex<SessionTable>>,
     metrics: Arc<Metrics>,
@@ -95,11 +97,16 @@ impl Responder {
     /// page's code: success unless the listing was refused).
     pub async fn respond(&self, caller: Caller, bytes: &[u8]) -> Reply {
         let started = Instant::now();
-        let reply = self
-            .certified(self.answer_message(caller, bytes).await)
-            .await;
+        let reply = match self.opened(bytes) {
+            Ok(bytes) => {
+                self.certified(self.answer_message(caller, &bytes).await)
+                    .await
+            }
+            Err(refused) => *refused,
+        };
         let answered = match &reply {
             Reply::One(message) => Some((message.header.opcode, message.header.response_code)),
+            Reply::Sealed(_) => None,
             Reply::List(_) => Some((crate::codec::OpCode::ListHandles, ResponseCode::Success)),
             Reply::Nothing => None,
         };
@@ -109,7 +116,7 @@ impl Responder {
             self.metrics
                 .record(Protocol::Handle, &op, code, started.elapsed());
         }
-        reply
+        self.sealed(reply)
     }
 
     /// `reply` with its answer signed when it must be; a listing, told to sign its

@@ -122,7 +122,7 @@ impl Responder {
         }
     }
 
-    fn sessions(&self) -> std::sync::MutexGuard<'_, super::sessions::SessionTable> {
+    pub(super) fn sessions(&self) -> std::sync::MutexGuard<'_, super::sessions::SessionTable> {
         self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

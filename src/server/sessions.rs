@@ -237,6 +237,14 @@ impl SessionTable {
         })
     }
 
+    /// The key of live session `id` (to open or seal its messages).
+    pub fn key(&mut self, id: u32, now: Instant) -> Result<SessionKey, SessionRefusal> {
+        self.sessions
+            .get_mut(&id, now)
+            .map(|session| session.key.clone())
+            .map_err(|refusal| SessionRefusal::of_table(refusal, id))
+    }
+
     /// Ends session `id`.
     pub fn terminate(&mut self, id: u32, now: Instant) {
         self.sessions.close(&id, now);

@@ -239,6 +239,7 @@ fn received_already(stream: &TcpStream, into: &mut [u8]) -> std::io::Result<usiz
 async fn write_reply(stream: &mut TcpStream, reply: Reply) -> std::io::Result<()> {
     match reply {
         Reply::One(message) => stream.write_all(&message.encode()).await,
+        Reply::Sealed(sealed) => stream.write_all(&sealed.encode()).await,
         Reply::List(mut pages) => {
             while let Some(message) = pages.next_page().await {
                 stream.write_all(&message.encode()).await?;

@@ -125,6 +125,10 @@ impl Receiver {
 async fn send_reply(socket: &UdpSocket, peer: SocketAddr, reply: Reply) {
     let messages = match reply {
         Reply::One(message) => vec![message],
+        Reply::Sealed(sealed) => {
+            send_datagrams(socket, peer, sealed.encode_datagrams()).await;
+            return;
+        }
         Reply::List(mut pages) => {
             let mut messages = Vec::new();
             while let Some(message) = pages.next_page().await {
@@ -135,13 +139,21 @@ async fn send_reply(socket: &UdpSocket, peer: SocketAddr, reply: Reply) {
         Reply::Nothing => Vec::new(),
     };
     for message in messages {
-        for datagram in message.encode_datagrams() {
-            if let Err(error) = socket.send_to(&datagram, peer).await {
-                debug!(%peer, %error, "sending a datagram failed");
-                return;
-            }
+        if !send_datagrams(socket, peer, message.encode_datagrams()).await {
+            return;
         }
     }
+}
+
+/// Sends `datagrams` to `peer` in order; whether every one was sent.
+async fn send_datagrams(socket: &UdpSocket, peer: SocketAddr, datagrams: Vec<Vec<u8>>) -> bool {
+    for datagram in datagrams {
+        if let Err(error) = socket.send_to(&datagram, peer).await {
+            debug!(%peer, %error, "sending a datagram failed");
+            return false;
+        }
+    }
+    true
 }
 
 /// Requests whose datagrams have not all arrived.
