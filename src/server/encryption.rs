@@ -130,3 +130,77 @@ fn holds_private_values(answer: &Message) -> bool {
             .iter()
             .any(|value| !value.permissions.contains(Permissions::PUBLIC_READ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::{HandleValues, Header};
+    use crate::values::HandleValue;
+
+    fn answer(
+        version: ProtocolVersion,
+        session_id: u32,
+        flags: OpFlags,
+        perms: Permissions,
+    ) -> Message {
+        let envelope = Envelope {
+            session_id,
+            ..Envelope::new(version, 9)
+        };
+        let header = Header {
+            response_code: ResponseCode::Success,
+            flags,
+            ..Header::request(OpCode::Resolution, 0)
+        };
+        let mut value = HandleValue::new(1, "URL", "https://example.org/");
+        value.permissions = perms;
+        let response = Response::Resolution(HandleValues {
+            handle: b"T/1".to_vec(),
+            values: vec![value],
+        });
+        Message::new(
+            envelope,
+            header,
+            Body::Response {
+                digest: None,
+                response,
+            },
+        )
+    }
+
+    const V2_8: ProtocolVersion = ProtocolVersion::new(2, 8);
+    const V2_7: ProtocolVersion = ProtocolVersion::new(2, 7);
+
+    #[test]
+    fn asked_or_private_answers_in_a_session_are_sealed() {
+        let public = Permissions::DEFAULT;
+        let private = Permissions::ADMIN_ONLY;
+        assert!(must_seal(&answer(V2_7, 5, OpFlags::ENC, public)));
+        assert!(must_seal(&answer(V2_8, 5, OpFlags::NONE, private)));
+        assert!(!must_seal(&answer(V2_8, 5, OpFlags::NONE, public)));
+        // Before 2.8 J9 does not seal for private values.
+        assert!(!must_seal(&answer(V2_7, 5, OpFlags::NONE, private)));
+        // Outside a session there is no key.
+        assert!(!must_seal(&answer(V2_8, 0, OpFlags::ENC, private)));
+    }
+
+    #[test]
+    fn a_session_setup_answer_is_never_sealed() {
+        let mut setup = answer(V2_8, 5, OpFlags::ENC, Permissions::ADMIN_ONLY);
+        setup.header.opcode = OpCode::SessionSetup;
+        assert!(!must_seal(&setup));
+    }
+
+    #[test]
+    fn a_refused_answer_keeps_its_envelope_and_says_why() {
+        let original = answer(V2_8, 5, OpFlags::ENC, Permissions::ADMIN_ONLY);
+        let refusal = Refusal::new(ResponseCode::SessionTimeout, "gone");
+        let refused = refused(original.clone(), refusal);
+        assert_eq!(refused.envelope, original.envelope);
+        assert_eq!(refused.header.response_code, ResponseCode::SessionTimeout);
+        assert!(matches!(
+            refused.body,
+            Body::Response { response: Response::Error(ErrorResponse { ref message, .. }), .. } if message == "gone"
+        ));
+    }
+}

@@ -10,10 +10,9 @@
 //! still checked per request by the service. An anonymous session grants nothing: its
 //! administrative requests are challenged as outside a session.
 //!
-//! Not done: message encryption (EC, J9 ≥ 2.8 `shouldEncrypt`, which J9 clients use
-//! only for modify requests carrying non-public values; such messages are refused as
-//! undecodable), key exchange modes 2 and 3 (answered 504), and MACs on the pages
-//! of a list answer.
+//! Encrypted messages (EC) are opened and sealed around all this, by
+//! [`super::encryption`]. Not done: key exchange modes 2 and 3 (answered 504), and MACs
+//! on the pages of a list answer.
 
 use std::sync::PoisonError;
 use std::time::Instant;

@@ -7,6 +7,7 @@ mod auth;
 mod cluster;
 mod commands;
 mod drain;
+mod encrypted_sessions;
 mod harness;
 mod http;
 mod http_proxy;

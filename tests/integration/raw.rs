@@ -55,6 +55,11 @@ pub fn with_opcode(mut bytes: Vec<u8>, opcode: OpCode) -> Vec<u8> {
 /// Sends `bytes` on a new TCP connection (then half-closes it) and reads one answer;
 /// `None` if the server closed (or reset) the connection without answering.
 pub fn tcp(server: SocketAddr, bytes: &[u8]) -> Option<Message> {
+    tcp_frame(server, bytes).map(|frame| Message::decode(&frame).expect("decodable answer"))
+}
+
+/// As [`tcp`], the answer's octets undecoded (an encrypted answer, say).
+pub fn tcp_frame(server: SocketAddr, bytes: &[u8]) -> Option<Vec<u8>> {
     let mut stream = TcpStream::connect_timeout(&server, DEADLINE).expect("connect");
     // The server may close as soon as it has seen enough (an oversized envelope), so a
     // failed write or half-close is no error here: whatever it answered is still read.
@@ -66,7 +71,8 @@ pub fn tcp(server: SocketAddr, bytes: &[u8]) -> Option<Message> {
     for _ in 0..MAX_READS {
         match next_frame(&buffer) {
             Frame::Ready { len } => {
-                return Some(Message::decode(&buffer[..len]).expect("decodable answer"));
+                buffer.truncate(len);
+                return Some(buffer);
             }
             Frame::TooLarge { .. } => panic!("the server sent an oversized answer"),
             Frame::Incomplete { .. } => {}
@@ -100,9 +106,33 @@ pub fn udp_after(
     garbage: &[Vec<u8>],
     message: &Message,
 ) -> ((Message, usize), Vec<Vec<u8>>) {
+    let datagrams: Vec<Vec<u8>> = garbage
+        .iter()
+        .cloned()
+        .chain(message.encode_datagrams())
+        .collect();
+    let (whole, received, others) = udp_exchange(server, &datagrams, message.envelope.request_id);
+    let answer = Message::decode(&whole).expect("decodable answer");
+    ((answer, received), others)
+}
+
+/// Sends `datagrams` from one UDP socket and reassembles the answer whose RequestId is
+/// `request_id`, undecoded (an encrypted answer, say).
+pub fn udp_frame(server: SocketAddr, datagrams: &[Vec<u8>], request_id: u32) -> Vec<u8> {
+    udp_exchange(server, datagrams, request_id).0
+}
+
+/// Sends `datagrams`, then reads until the answer to `request_id` is whole: its
+/// octets, how many datagrams it came in, and every datagram that answered something
+/// else.
+fn udp_exchange(
+    server: SocketAddr,
+    datagrams: &[Vec<u8>],
+    request_id: u32,
+) -> (Vec<u8>, usize, Vec<Vec<u8>>) {
     let socket = UdpSocket::bind("127.0.0.1:0").expect("bind");
     socket.connect(server).expect("connect");
-    for datagram in garbage.iter().chain(&message.encode_datagrams()) {
+    for datagram in datagrams {
         socket.send(datagram).expect("send");
     }
     let deadline = Instant::now() + DEADLINE;
@@ -115,13 +145,11 @@ pub fn udp_after(
         socket.set_read_timeout(Some(left)).expect("timeout");
         let len = socket.recv(&mut buffer).expect("an answer datagram");
         let datagram = &buffer[..len];
-        let ours = Envelope::peek(datagram)
-            .is_ok_and(|envelope| envelope.request_id == message.envelope.request_id);
+        let ours = Envelope::peek(datagram).is_ok_and(|envelope| envelope.request_id == request_id);
         if !ours {
             others.push(datagram.to_vec());
         } else if let Some(whole) = reassembler.push(datagram).expect("a valid piece") {
-            let answer = Message::decode(&whole).expect("decodable answer");
-            return ((answer, received - others.len()), others);
+            return (whole, received - others.len(), others);
         }
     }
     panic!("UDP answer never completed");
