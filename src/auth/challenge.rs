@@ -126,6 +126,12 @@ impl Challenge {
     }
 }
 
+/// The highest id a book counts up to before it starts again from 1. Ids above it
+/// are left to sessions ([`ChallengeBook::issue_in_session`]): a challenge inside a
+/// session carries the session's id, as the reference server's do, and the two must
+/// never meet.
+pub const MAX_COUNTED_ID: u32 = 0x00FF_FFFF;
+
 /// How many challenges a book holds by default.
 pub const DEFAULT_CAPACITY: usize = 10_000;
 /// How long a challenge may wait for its answer by default (J9 `max_auth_time`).
@@ -169,7 +175,8 @@ impl<P> ChallengeBook<P> {
     }
 
     /// Issues a challenge of the request with `request_digest`, remembering `pending`
-    /// until it is answered. Ids count up from 1, skipping 0 and ids in use. A full
+    /// until it is answered. Ids count up from 1 to [`MAX_COUNTED_ID`] and again,
+    /// skipping ids in use. A full
     /// book first drops expired challenges, then refuses
     /// ([`AuthError::TooManyChallenges`]).
     pub fn issue(
@@ -179,6 +186,32 @@ impl<P> ChallengeBook<P> {
         now: Instant,
         pending: P,
     ) -> Result<&Challenge, AuthError> {
+        self.make_room(now)?;
+        let id = self.free_id();
+        self.insert(id, request_digest, version, now, pending)
+    }
+
+    /// Issues a challenge of a request sent in session `session` (an id above
+    /// [`MAX_COUNTED_ID`]): the challenge takes the session's id, and replaces a
+    /// challenge still pending in that session (the reference server does the same).
+    pub fn issue_in_session(
+        &mut self,
+        session: u32,
+        request_digest: RequestDigest,
+        version: ProtocolVersion,
+        now: Instant,
+        pending: P,
+    ) -> Result<&Challenge, AuthError> {
+        let id = ChallengeId(session);
+        if self.pending.remove(&id).is_none() {
+            self.make_room(now)?;
+        }
+        self.insert(id, request_digest, version, now, pending)
+    }
+
+    /// Room for one more challenge: a full book first drops expired challenges,
+    /// then refuses.
+    fn make_room(&mut self, now: Instant) -> Result<(), AuthError> {
         if self.pending.len() >= self.capacity {
             self.prune(now);
             if self.pending.len() >= self.capacity {
@@ -187,7 +220,17 @@ impl<P> ChallengeBook<P> {
                 });
             }
         }
-        let id = self.free_id();
+        Ok(())
+    }
+
+    fn insert(
+        &mut self,
+        id: ChallengeId,
+        request_digest: RequestDigest,
+        version: ProtocolVersion,
+        now: Instant,
+        pending: P,
+    ) -> Result<&Challenge, AuthError> {
         let challenge = Challenge::new(id, request_digest, version, now)?;
         let (challenge, _) = self.pending.entry(id).or_insert((challenge, pending));
         Ok(challenge)
@@ -196,7 +239,11 @@ impl<P> ChallengeBook<P> {
     fn free_id(&mut self) -> ChallengeId {
         loop {
             let id = ChallengeId(self.next_id);
-            self.next_id = self.next_id.wrapping_add(1).max(1);
+            self.next_id = if self.next_id >= MAX_COUNTED_ID {
+                1
+            } else {
+                self.next_id + 1
+            };
             if !self.pending.contains_key(&id) {
                 return id;
             }

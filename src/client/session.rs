@@ -3,16 +3,17 @@
 //! challenged.
 //!
 //! Owns [`SessionSlot`], the session a [`Client`] holds. A session is opened with a
-//! Diffie-Hellman key exchange (J9's default) and the client's [`Credentials`]: the
-//! server challenges the setup and the client answers it on the same connection. A
-//! request the server refuses with a session error (500–505: lost, expired, or
+//! Diffie-Hellman key exchange (J9's default) naming the client's [`Credentials`]; the
+//! server does not trust that name: it challenges the first administrative request
+//! sent in the session, the client answers on the same connection, and the session
+//! is the answerer's from then on. A request the server refuses with a session error (500–505: lost, expired, or
 //! refused MAC) makes the client open a new session and send it again, once.
 
 use std::net::SocketAddr;
 use std::sync::{Mutex, PoisonError};
 
 use super::message::{Answer, Outgoing};
-use super::{Client, ClientError, Credentials, Transport, new_request_id, no_answer};
+use super::{Client, ClientError, Credentials, new_request_id, no_answer};
 use crate::auth::{ClientKeyExchange, SessionKey};
 use crate::client::AttemptError;
 use crate::clock::unix_now;
@@ -140,7 +141,7 @@ impl Client {
                 }
             };
             let message = self
-                .exchange(server, Transport::Tcp, outgoing)
+                .tcp_exchange(server, outgoing, self.credentials.as_deref())
                 .await
                 .map_err(|error| no_answer(Some((1, error))))?;
             let code = message.header.response_code;

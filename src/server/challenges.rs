@@ -28,6 +28,8 @@ pub struct Pending {
     pub flags: OpFlags,
     /// The request.
     pub request: Request,
+    /// The session it was sent in, which becomes the answerer's.
+    pub session: Option<u32>,
 }
 
 /// The challenges a node has sent and waits to see answered.
@@ -45,12 +47,14 @@ impl Challenges {
     }
 
     /// The 402 challenging `request`, whose header and body were `raw`, received from
-    /// `address`; or the error that stopped it (a full book: busy).
+    /// `address` in `session` (if any: the challenge then carries the session's id);
+    /// or the error that stopped it (a full book: busy).
     pub fn challenge(
         &self,
         address: IpAddr,
         exchange: &Exchange,
         raw: &[u8],
+        session: Option<u32>,
         request: Request,
     ) -> Message {
         let version = exchange.version();
@@ -60,9 +64,15 @@ impl Challenges {
             opcode: request.opcode(),
             flags: exchange.flags(),
             request,
+            session,
         };
         let mut book = self.book.lock().unwrap_or_else(PoisonError::into_inner);
-        match book.issue(digest, version, Instant::now(), pending) {
+        let now = Instant::now();
+        let issued = match session {
+            Some(session) => book.issue_in_session(session, digest, version, now, pending),
+            None => book.issue(digest, version, now, pending),
+        };
+        match issued {
             Ok(challenge) => {
                 let body = challenge.body.clone();
                 exchange.challenge(challenge.id.0, body.request_digest, body.nonce)

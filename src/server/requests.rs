@@ -132,19 +132,17 @@ pub(super) fn admin_operation(flags: OpFlags, request: Request) -> Result<Operat
     })
 }
 
-/// Whether `request` needs an authenticated administrator (digest §3.4, §3.5), or
-/// is a session setup naming an identity, which is challenged as one (§3.8).
+/// Whether `request` needs an authenticated administrator (digest §3.4, §3.5). A
+/// session setup never does, whatever identity it names: as the reference server
+/// does, the first administrative request inside the session is challenged (§3.8).
 pub(super) fn is_administrative(request: &Request) -> bool {
-    match request {
-        Request::SessionSetup(setup) => !setup.identity_handle.is_empty(),
-        other => matches!(
-            other,
-            Request::CreateHandle(_)
-                | Request::DeleteHandle { .. }
-                | Request::AddValue(_)
-                | Request::RemoveValue { .. }
-                | Request::ModifyValue(_)
-                | Request::ListHandles { .. }
-        ),
-    }
+    matches!(
+        request,
+        Request::CreateHandle(_)
+            | Request::DeleteHandle { .. }
+            | Request::AddValue(_)
+            | Request::RemoveValue { .. }
+            | Request::ModifyValue(_)
+            | Request::ListHandles { .. }
+    )
 }

@@ -152,24 +152,29 @@ impl Responder {
         let Body::Request(request) = message.body else {
             return Reply::Nothing;
         };
-        self.answer_request(caller, exchange, raw, request).await
+        self.answer_request(caller, exchange, raw, None, request)
+            .await
     }
 
-    /// Answers a request outside a session, or inside one once it is admitted: an
-    /// administrative request from an anonymous caller whose header and body were
-    /// `raw` is challenged, an answer to a challenge verified, anything else carried
-    /// out for `caller`.
+    /// Answers a request outside a session, or inside `session` once it is admitted:
+    /// an administrative request from an anonymous caller whose header and body were
+    /// `raw` is challenged (inside a session, with the session's id: the session
+    /// belongs to whoever answers), an answer to a challenge verified, anything else
+    /// carried out for `caller`.
     pub(super) async fn answer_request(
         &self,
         caller: Caller,
         exchange: Exchange,
         raw: Option<Vec<u8>>,
+        session: Option<u32>,
         request: Request,
     ) -> Reply {
         if let (Caller::Anonymous { address }, Some(raw)) = (&caller, &raw) {
             match self.needs_administrator(&exchange, &request).await {
                 Ok(true) => {
-                    let challenge = self.challenges.challenge(*address, &exchange, raw, request);
+                    let challenge = self
+                        .challenges
+                        .challenge(*address, &exchange, raw, session, request);
                     return Reply::One(challenge);
                 }
                 Ok(false) => {}
@@ -216,7 +221,8 @@ impl Responder {
     }
 
     /// The answer to a challenge (OC 200, digest §8.1 steps 4–5): the pending request
-    /// carried out as the identity that answered, or why not.
+    /// carried out as the identity that answered, or why not. A challenge sent in a
+    /// session makes the session the identity's, unless it is somebody's already.
     async fn answered(
         &self,
         caller: &Caller,
@@ -239,6 +245,16 @@ impl Responder {
         };
         match identity {
             Ok(identity) => {
+                if let Some(session) = pending.session {
+                    let now = Instant::now();
+                    if !self.sessions().authenticate(session, identity.clone(), now) {
+                        tracing::info!(
+                            session,
+                            ?identity,
+                            "a session stays with its first administrator"
+                        );
+                    }
+                }
                 let administrator = Caller::Administrator { identity };
                 self.perform(administrator, exchange, pending.request).await
             }
@@ -295,7 +311,7 @@ impl Responder {
                 return exchange.error(ResponseCode::AuthenticationTimeout, text);
             }
             Request::SessionSetup(setup) => {
-                return self.set_up_session(&caller, exchange.clone(), &setup).await;
+                return self.set_up_session(exchange.clone(), &setup).await;
             }
             Request::SessionTerminate { .. } | Request::SessionExchangeKey { .. } => {
                 let text = "no session: the envelope SessionId names none";

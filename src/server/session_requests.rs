@@ -38,31 +38,17 @@ pub(super) fn in_session(request: &Request) -> bool {
 }
 
 impl Responder {
-    /// Answers a session setup from `caller` (an administrator when the setup was
-    /// challenged and answered): agrees the key and opens the session.
-    pub(super) async fn set_up_session(
-        &self,
-        caller: &Caller,
-        exchange: Exchange,
-        setup: &SessionSetup,
-    ) -> Message {
-        let identity = match caller {
-            Caller::Administrator { identity } => Some(identity.clone()),
-            Caller::Anonymous { .. } => None,
-        };
+    /// Answers a session setup: agrees the key and opens the session, anonymous until
+    /// an identity answers a challenge sent in it (an identity the setup names is not
+    /// trusted; the reference server never challenges a setup).
+    pub(super) async fn set_up_session(&self, exchange: Exchange, setup: &SessionSetup) -> Message {
         let agreed = self.handler.key_exchange(setup.exchange.clone()).await;
         let (key, data) = match agreed {
             Ok(Ok(agreed)) => agreed,
             Ok(Err(error)) => return Refusal::from(error).into_message(&exchange),
             Err(busy) => return Refusal::from(busy).into_message(&exchange),
         };
-        let opened = self.sessions().open(
-            exchange.session_id(),
-            key,
-            identity,
-            setup.timeout,
-            Instant::now(),
-        );
+        let opened = self.sessions().open(key, setup.timeout, Instant::now());
         match opened {
             Ok(id) => exchange
                 .in_session(id)
@@ -111,7 +97,8 @@ impl Responder {
                     },
                     None => caller,
                 };
-                self.answer_request(caller, exchange, Some(raw), request)
+                let session = Some(exchange.session_id());
+                self.answer_request(caller, exchange, Some(raw), session, request)
                     .await
             }
         };

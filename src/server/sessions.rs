@@ -24,15 +24,17 @@ use std::time::{Duration, Instant};
 
 use thiserror::Error;
 
+use crate::auth::challenge::MAX_COUNTED_ID;
 use crate::auth::session_table::{self, SessionEntry, TableRefusal};
 use crate::auth::{Identity, SessionError, SessionKey, verify_session_mac};
 use crate::codec::{Credential, Envelope};
 
 /// How many random ids are tried before a setup is refused (a nearly full id space).
 const ID_ATTEMPTS: usize = 16;
-/// Session ids we choose have the high bit set, so they never meet the challenge ids,
-/// which count up from 1.
-const RANDOM_ID_BIT: u32 = 0x8000_0000;
+/// Session ids are drawn at random above the ids challenges count up to (so a
+/// challenge inside a session can carry the session's id) and below 2³¹: J9 reads the
+/// id as a Java `int` and takes a session id that is not positive for none.
+const SESSION_IDS: std::ops::RangeInclusive<u32> = MAX_COUNTED_ID + 1..=0x7FFF_FFFF;
 
 /// How many counters below the highest admitted one may still arrive late.
 pub const REPLAY_WINDOW: u32 = 128;
@@ -175,22 +177,20 @@ impl SessionTable {
         }
     }
 
-    /// Opens a session with `key` for `identity` (anonymous when `None`), living
-    /// the shorter of the table's lifetime and `requested_secs` (0: the table's).
-    /// Its id is `preferred` when that is free and not 0, else a fresh one.
+    /// Opens an anonymous session with `key`, living the shorter of the table's
+    /// lifetime and `requested_secs` (0: the table's); its id is fresh and random. It
+    /// belongs to nobody until [`SessionTable::authenticate`].
     pub fn open(
         &mut self,
-        preferred: u32,
         key: SessionKey,
-        identity: Option<Identity>,
         requested_secs: u32,
         now: Instant,
     ) -> Result<u32, SessionRefusal> {
-        let id = self.free_id(preferred)?;
+        let id = self.free_id()?;
         let requested = (requested_secs != 0).then(|| Duration::from_secs(requested_secs.into()));
         let session = Session {
             key,
-            identity,
+            identity: None,
             counters: SeenCounters::default(),
         };
         self.sessions
@@ -199,12 +199,9 @@ impl SessionTable {
         Ok(id)
     }
 
-    fn free_id(&self, preferred: u32) -> Result<u32, SessionRefusal> {
-        if preferred != 0 && !self.sessions.contains(&preferred) {
-            return Ok(preferred);
-        }
+    fn free_id(&self) -> Result<u32, SessionRefusal> {
         (0..ID_ATTEMPTS)
-            .map(|_| rand::random::<u32>() | RANDOM_ID_BIT)
+            .map(|_| rand::random_range(SESSION_IDS))
             .find(|id| !self.sessions.contains(id))
             .ok_or(SessionRefusal::Full {
                 capacity: self.sessions.capacity(),
@@ -235,6 +232,17 @@ impl SessionTable {
             key: session.key.clone(),
             counter,
         })
+    }
+
+    /// Makes live session `id` belong to `identity`, which answered a challenge sent in
+    /// it. A session already belongs to whoever answered first: a later answer (from
+    /// another identity, say) never takes it over. Whether it now belongs to `identity`.
+    pub fn authenticate(&mut self, id: u32, identity: Identity, now: Instant) -> bool {
+        let Ok(session) = self.sessions.get_mut(&id, now) else {
+            return false;
+        };
+        let owner = session.identity.get_or_insert(identity.clone());
+        *owner == identity
     }
 
     /// The key of live session `id` (to open or seal its messages).
@@ -279,13 +287,61 @@ mod tests {
         }
     }
 
+    /// A session of `key` opened and authenticated as [`admin`].
+    fn admin_session(
+        table: &mut SessionTable,
+        key: SessionKey,
+        requested: u32,
+        now: Instant,
+    ) -> Result<u32, SessionRefusal> {
+        let id = table.open(key, requested, now)?;
+        assert!(table.authenticate(id, admin(), now));
+        Ok(id)
+    }
+
+    #[test]
+    fn sessions_belong_to_whoever_answered_first_and_ids_are_positive() {
+        let now = Instant::now();
+        let mut table = SessionTable::new(64, Duration::from_secs(60));
+        for _ in 0..32 {
+            let id = table.open(key(), 0, now).unwrap();
+            assert!(SESSION_IDS.contains(&id), "{id:#x}");
+            assert!(i32::try_from(id).is_ok_and(|id| id > 0));
+        }
+        let key = key();
+        let id = table.open(key.clone(), 0, now).unwrap();
+        let (envelope, first) = message(&key, id, 1);
+        assert_eq!(
+            table
+                .admit(&envelope, Some(&first), RAW, now)
+                .unwrap()
+                .identity,
+            None
+        );
+        assert!(table.authenticate(id, admin(), now));
+        let other = Identity {
+            handle: "0.NA/OTHER".into(),
+            index: 300,
+        };
+        assert!(!table.authenticate(id, other, now), "no take-over");
+        assert!(table.authenticate(id, admin(), now));
+        let (envelope, second) = message(&key, id, 2);
+        assert_eq!(
+            table
+                .admit(&envelope, Some(&second), RAW, now)
+                .unwrap()
+                .identity,
+            Some(admin())
+        );
+        assert!(!table.authenticate(id ^ 1, admin(), now), "no such session");
+    }
+
     #[test]
     fn counters_must_increase_and_refusals_change_nothing() {
         let now = Instant::now();
         let mut table = SessionTable::new(4, Duration::from_secs(60));
         let key = key();
-        let id = table.open(5, key.clone(), Some(admin()), 0, now).unwrap();
-        assert_eq!(id, 5);
+        let id = admin_session(&mut table, key.clone(), 0, now).unwrap();
         let (envelope, first) = message(&key, id, 1);
         let admitted = table.admit(&envelope, Some(&first), RAW, now).unwrap();
         assert_eq!(admitted.identity, Some(admin()));
@@ -342,15 +398,14 @@ mod tests {
         let now = Instant::now();
         let mut table = SessionTable::new(4, Duration::from_secs(60));
         let key = key();
-        let id = table.open(0, key.clone(), None, 10, now).unwrap();
-        assert_ne!(id & RANDOM_ID_BIT, 0);
+        let id = table.open(key.clone(), 10, now).unwrap();
         let (envelope, credential) = message(&key, id, 1);
         let late = now + Duration::from_secs(10);
         let expired = table.admit(&envelope, Some(&credential), RAW, late);
         assert!(matches!(expired, Err(SessionRefusal::Expired { .. })));
         let gone = table.admit(&envelope, Some(&credential), RAW, now);
         assert!(matches!(gone, Err(SessionRefusal::Unknown { .. })));
-        let long = table.open(0, key.clone(), None, u32::MAX, now).unwrap();
+        let long = table.open(key.clone(), u32::MAX, now).unwrap();
         let (envelope, credential) = message(&key, long, 1);
         let after_a_minute = now + Duration::from_secs(60);
         let expired = table.admit(&envelope, Some(&credential), RAW, after_a_minute);
@@ -361,12 +416,12 @@ mod tests {
     fn a_full_table_drops_expired_sessions_then_refuses() {
         let now = Instant::now();
         let mut table = SessionTable::new(2, Duration::from_secs(60));
-        table.open(0, key(), Some(admin()), 1, now).unwrap();
-        let kept = table.open(0, key(), Some(admin()), 0, now).unwrap();
-        let full = table.open(0, key(), Some(admin()), 0, now);
+        admin_session(&mut table, key(), 1, now).unwrap();
+        let kept = admin_session(&mut table, key(), 0, now).unwrap();
+        let full = table.open(key(), 0, now);
         assert!(matches!(full, Err(SessionRefusal::Full { capacity: 2 })));
         let later = now + Duration::from_secs(2);
-        table.open(kept, key(), Some(admin()), 0, later).unwrap();
+        admin_session(&mut table, key(), 0, later).unwrap();
         assert_eq!(table.sessions.len(), 2);
         table.terminate(kept, later);
         assert!(!table.sessions.contains(&kept));
@@ -376,9 +431,9 @@ mod tests {
     fn a_full_table_makes_room_by_dropping_the_oldest_anonymous_session() {
         let now = Instant::now();
         let mut table = SessionTable::new(2, Duration::from_secs(60));
-        let anonymous = table.open(0, key(), None, 0, now).unwrap();
-        let admins = table.open(0, key(), Some(admin()), 0, now).unwrap();
-        let newer = table.open(0, key(), Some(admin()), 0, now).unwrap();
+        let anonymous = table.open(key(), 0, now).unwrap();
+        let admins = admin_session(&mut table, key(), 0, now).unwrap();
+        let newer = admin_session(&mut table, key(), 0, now).unwrap();
         assert!(!table.sessions.contains(&anonymous));
         assert!(table.sessions.contains(&admins) && table.sessions.contains(&newer));
     }
