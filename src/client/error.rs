@@ -11,6 +11,7 @@ use thiserror::Error;
 
 use super::Transport;
 use super::credentials::AnswerError;
+use crate::auth::CipherError;
 use crate::codec::{CodecError, ResponseCode};
 use crate::names::NameError;
 use crate::values::DecodeError;
@@ -126,6 +127,14 @@ pub enum AttemptError {
         server: SocketAddr,
         /// Why.
         source: CodecError,
+    },
+    /// An encrypted answer did not open with the session key.
+    #[error("{server}: encrypted answer: {source}")]
+    Sealed {
+        /// The server asked.
+        server: SocketAddr,
+        /// Why.
+        source: CipherError,
     },
     /// The server's challenge could not be answered with our credentials.
     #[error("{server}: {source}")]

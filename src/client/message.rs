@@ -6,13 +6,17 @@
 //! unknown site serial and an expiry 12 hours after `now`, as J9 builds its messages
 //! (digest §1.2, §2). An answer is ours when it decodes, is a response and carries our
 //! RequestId; if it has a request digest, that digest must be of the header and body
-//! we sent (digest §2.4). An answer's own expiry is not checked.
+//! we sent (digest §2.4). An answer to a session message may come encrypted with the
+//! session key (EC) and is opened first. An answer's own expiry is not checked.
 
 use super::error::{ClientError, Mismatch};
-use crate::auth::{SessionError, SessionKey, session_credential};
+use std::borrow::Cow;
+
+use crate::auth::session_cipher::open;
+use crate::auth::{CipherError, SessionError, SessionKey, session_credential};
 use crate::codec::{
-    Body, CodecError, ENVELOPE_LEN, Envelope, Header, Message, OpFlags, ProtocolVersion, Request,
-    Response, ResponseCode, split_datagrams,
+    Body, CodecError, ENVELOPE_LEN, Envelope, Header, Message, MessageFlags, OpFlags,
+    ProtocolVersion, Request, Response, ResponseCode, split_datagrams, unsealed,
 };
 
 /// Seconds a request stays valid, as J9 (`now + 43 200`).
@@ -28,6 +32,8 @@ pub struct Outgoing {
     flags: OpFlags,
     bytes: Vec<u8>,
     credential_len: usize,
+    /// The session key of a message sent in a session: its answer may come sealed.
+    session_key: Option<SessionKey>,
 }
 
 impl Outgoing {
@@ -52,6 +58,7 @@ impl Outgoing {
             flags,
             bytes: message.encode(),
             credential_len: EMPTY_CREDENTIAL_LEN,
+            session_key: None,
         }
     }
 
@@ -77,7 +84,17 @@ impl Outgoing {
             flags,
             credential_len: bytes.len() - header_and_body.len() - ENVELOPE_LEN,
             bytes,
+            session_key: Some(key.clone()),
         })
+    }
+
+    /// This message, sent in the session of `earlier` (answering a challenge the
+    /// server sent in it): its answer may come sealed with that session's key.
+    pub fn in_session_of(self, earlier: &Outgoing) -> Self {
+        Outgoing {
+            session_key: earlier.session_key.clone(),
+            ..self
+        }
     }
 
     /// The OpFlags it carries.
@@ -108,8 +125,10 @@ impl Outgoing {
 
     /// Decodes one complete answer (envelope included) and checks that it answers
     /// this request.
+    /// An answer sealed with the session key (EC, digest §3.8) is opened first.
     pub fn check(&self, answer: &[u8]) -> Result<Message, Problem> {
-        let message = Message::decode(answer).map_err(Problem::Codec)?;
+        let opened = self.opened(answer)?;
+        let message = Message::decode(&opened).map_err(Problem::Codec)?;
         let found = message.envelope.request_id;
         if found != self.request_id() {
             return Err(Problem::Mismatch(Mismatch::RequestId {
@@ -126,6 +145,22 @@ impl Outgoing {
             return Err(Problem::Mismatch(Mismatch::Digest));
         }
         Ok(message)
+    }
+}
+
+impl Outgoing {
+    /// `answer` opened with the session key when it came sealed; as it is otherwise
+    /// (a sealed answer outside a session fails to decode).
+    fn opened<'a>(&self, answer: &'a [u8]) -> Result<Cow<'a, [u8]>, Problem> {
+        let (Some(key), Ok(envelope)) = (&self.session_key, Envelope::peek(answer)) else {
+            return Ok(Cow::Borrowed(answer));
+        };
+        if !envelope.flags.contains(MessageFlags::EC) {
+            return Ok(Cow::Borrowed(answer));
+        }
+        unsealed(&envelope, answer, |sealed| open(key, sealed))
+            .map(Cow::Owned)
+            .map_err(Problem::Sealed)
     }
 }
 
@@ -149,6 +184,8 @@ pub enum Problem {
     Codec(CodecError),
     /// It does not answer our request.
     Mismatch(Mismatch),
+    /// It came encrypted and did not open with the session key.
+    Sealed(CipherError),
 }
 
 /// A successful response: its body and the OpFlags it came with (CN on all but the

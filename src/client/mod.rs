@@ -391,6 +391,7 @@ fn attempt_problem(server: SocketAddr, problem: Problem) -> AttemptError {
     match problem {
         Problem::Codec(source) => AttemptError::Codec { server, source },
         Problem::Mismatch(problem) => AttemptError::NotOurs { server, problem },
+        Problem::Sealed(source) => AttemptError::Sealed { server, source },
     }
 }
 

@@ -114,7 +114,8 @@ pub async fn request(
         new_request_id(),
         unix_now(),
         message.envelope.session_id,
-    );
+    )
+    .in_session_of(&outgoing);
     connection.send(follow.bytes()).await?;
     let answer = connection.next_message().await?;
     let message = follow

@@ -17,7 +17,7 @@ use tokio::time::{Instant, timeout_at};
 
 use super::Transport;
 use super::error::AttemptError;
-use super::message::{Outgoing, Problem};
+use super::message::Outgoing;
 use crate::codec::{CodecError, Envelope, MAX_DATAGRAM_LEN, Message, Reassembler};
 
 /// Sends `outgoing` to `server`, once per entry of `waits`, and returns the first
@@ -45,10 +45,9 @@ pub async fn exchange(
             .await
             .map_err(io)?;
         if let Some(whole) = whole {
-            return outgoing.check(&whole).map_err(|problem| match problem {
-                Problem::Codec(source) => AttemptError::Codec { server, source },
-                Problem::Mismatch(problem) => AttemptError::NotOurs { server, problem },
-            });
+            return outgoing
+                .check(&whole)
+                .map_err(|problem| super::attempt_problem(server, problem));
         }
     }
     Err(AttemptError::Timeout {

@@ -59,9 +59,12 @@ impl Responder {
             .map_err(|error| refuse(ResponseCode::SessionFailed, error.to_string()))
     }
 
-    /// `reply` sealed with its session's key when it must be (module doc). An answer
-    /// that cannot be sealed is not sent in the clear: the client asked for secrecy, or
-    /// it holds values that are not public; it becomes the error saying why.
+    /// `reply` sealed with its session's key when it must be (module doc). The
+    /// SessionId of an answer may name no session but a challenge (the answer to a
+    /// challenged request outside a session): such an answer goes as outside a
+    /// session, in the clear, as the reference server sends it. An answer that cannot
+    /// be sealed for want of randomness is not sent in the clear: it becomes the error
+    /// saying why.
     pub(super) fn sealed(&self, reply: Reply) -> Reply {
         let Reply::One(answer) = reply else {
             return reply;
@@ -69,14 +72,12 @@ impl Responder {
         if !must_seal(&answer) {
             return Reply::One(answer);
         }
-        let sealing = self
-            .session_key(answer.envelope.session_id)
-            .map_err(Refusal::from)
-            .and_then(|key| {
-                answer
-                    .seal(|payload| seal(&key, payload))
-                    .map_err(|error| Refusal::new(ResponseCode::SessionFailed, error.to_string()))
-            });
+        let Ok(key) = self.session_key(answer.envelope.session_id) else {
+            return Reply::One(answer);
+        };
+        let sealing = answer
+            .seal(|payload| seal(&key, payload))
+            .map_err(|error| Refusal::new(ResponseCode::SessionFailed, error.to_string()));
         match sealing {
             Ok(sealed) => Reply::Sealed(sealed),
             Err(refusal) => {
