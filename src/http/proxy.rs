@@ -205,9 +205,36 @@ fn target(values: &[HandleValue], query: &Query, ignore_aliases: bool) -> Option
     })
 }
 
-/// The redirect response: `Location`, `Expires` and a tiny page with the link.
+/// Schemes the proxy never redirects to: a handle's owner may store them, a browser
+/// following them would run or show what the owner wrote as if the proxy's site did.
+const REFUSED_SCHEMES: [&str; 4] = ["javascript", "data", "vbscript", "file"];
+
+/// Why the proxy cannot redirect to `location`, if it cannot: values store what their
+/// owner wrote (`www.example.org`), not only absolute URLs. A path on this proxy (an
+/// alias's handle) is fine.
+fn unredirectable(location: &str) -> Option<String> {
+    if location.starts_with('/') {
+        return None;
+    }
+    match url::Url::parse(location) {
+        Err(error) => Some(format!(
+            "The handle's target {location:?} is not an absolute URL ({error}); the proxy cannot redirect to it."
+        )),
+        Ok(url) if REFUSED_SCHEMES.contains(&url.scheme()) => Some(format!(
+            "The handle's target uses the {} scheme, which the proxy never redirects to.",
+            url.scheme()
+        )),
+        Ok(_) => None,
+    }
+}
+
+/// The redirect response: `Location`, `Expires` and a tiny page with the link; an
+/// error page when the target is nothing a browser should be sent to.
 fn redirect(target: Target, append: &str) -> Response {
     let location = format!("{}{append}", target.location);
+    if let Some(message) = unredirectable(&location) {
+        return error_page(StatusCode::BAD_GATEWAY, "Bad target", &message);
+    }
     let encoded = utf8_percent_encode(&location, LOCATION_ESCAPES).to_string();
     let Ok(header_value) = HeaderValue::from_str(&encoded) else {
         let message = "The handle's target cannot be sent as a Location header.";
@@ -231,6 +258,27 @@ fn redirect(target: Target, append: &str) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_absolute_urls_and_paths_are_redirected_to() {
+        for fine in [
+            "https://example.org/a",
+            "ftp://x.example/",
+            "/10.1000/alias",
+            "urn:isbn:1",
+        ] {
+            assert_eq!(unredirectable(fine), None, "{fine}");
+        }
+        for refused in [
+            "www.url.foo",
+            "",
+            "javascript:alert(1)",
+            "DATA:text/html,x",
+            "file:///etc/passwd",
+        ] {
+            assert!(unredirectable(refused).is_some(), "{refused}");
+        }
+    }
 
     #[test]
     fn references_keep_their_scheme_or_become_proxy_urls() {

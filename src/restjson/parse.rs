@@ -62,7 +62,7 @@ pub fn parse_value(json: &Value) -> Result<HandleValue, JsonError> {
         None => Ttl::DEFAULT.seconds(),
         Some(_) => u32_field(object, WHAT, "ttl")?,
     };
-    let ttl = match object.get("ttlType").map(Value::as_u64) {
+    let ttl = match object.get("ttlType").map(number) {
         None | Some(Some(0)) => Ttl::Relative(seconds),
         Some(Some(1)) => Ttl::Absolute(seconds),
         Some(_) => return Err(invalid(WHAT, "ttlType", "0 or 1")),
@@ -209,15 +209,26 @@ pub(super) fn string<'a>(
     json.as_str().ok_or_else(|| invalid(what, name, "a string"))
 }
 
-/// A required unsigned integer field that fits `T`.
+/// `json` as an unsigned integer: a JSON number, or a string of decimal digits as
+/// real clients send for `index` (`"index":"200"`), which the reference server's
+/// parser (gson, whose `getAsInt` parses a string primitive) accepts.
+fn number(json: &Value) -> Option<u64> {
+    match json {
+        Value::String(text) if !text.is_empty() && text.bytes().all(|c| c.is_ascii_digit()) => {
+            text.parse().ok()
+        }
+        other => other.as_u64(),
+    }
+}
+
+/// A required unsigned integer field that fits `T` (see [`number`]).
 fn unsigned<T: TryFrom<u64>>(
     object: &Map<String, Value>,
     what: &'static str,
     name: &'static str,
     expected: &'static str,
 ) -> Result<T, JsonError> {
-    field(object, what, name)?
-        .as_u64()
+    number(field(object, what, name)?)
         .and_then(|number| T::try_from(number).ok())
         .ok_or_else(|| invalid(what, name, expected))
 }
@@ -301,14 +312,31 @@ mod tests {
     }
 
     #[test]
+    fn numbers_may_come_as_strings_of_digits() {
+        // As pyhandle and b2handle send an HS_ADMIN.
+        let admin = json!({"index": "100", "type": "HS_ADMIN", "ttl": "86400", "ttlType": "0",
+            "data": {"format": "admin", "value": {"handle": "0.NA/T", "index": "300", "permissions": "011111110011"}}});
+        let value = parse_value(&admin).unwrap();
+        assert_eq!(value.index, ValueIndex(100));
+        assert_eq!(value.ttl, Ttl::Relative(86_400));
+        let record = AdminRecord::decode(&value.data).unwrap();
+        assert_eq!(record.admin_index, 300);
+        for bad in ["", "-1", "1e3", " 1", "4294967296", "ten"] {
+            let value = json!({"index": bad, "type": "URL", "data": "x"});
+            assert!(parse_value(&value).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
     fn formats_and_errors() {
         let hex = json!({"index": 2, "type": "X", "data": {"format": "hex", "value": "00ff"}});
         assert_eq!(parse_value(&hex).unwrap().data, vec![0, 0xff]);
         let admin = json!({"index": 100, "type": "HS_ADMIN",
             "data": {"format": "admin", "value": {"handle": "0.NA/T", "index": 300, "permissions": "*"}}});
+        // Public read, as the reference server's JSON API gives an HS_ADMIN.
         assert_eq!(
             parse_value(&admin).unwrap().permissions,
-            Permissions::ADMIN_ONLY
+            Permissions::DEFAULT
         );
         let array = json!({"index": 1, "type": "URL", "data": ["x"]});
         let error = parse_value(&array).unwrap_err();

@@ -80,7 +80,7 @@ async fn create(service: &Service, text: &str, values: Vec<HandleValue>) -> Resu
 }
 
 #[tokio::test]
-async fn resolution_leaves_out_administrative_and_private_values() {
+async fn resolution_returns_what_the_permission_bits_make_public() {
     let (_dir, service) = service().await;
     let private = HandleValue {
         permissions: Permissions::ADMIN_ONLY,
@@ -95,14 +95,19 @@ async fn resolution_leaves_out_administrative_and_private_values() {
     let record = resolve(&service, "10.1000/MIXED", &ValueSelection::all())
         .await
         .unwrap();
-    let indexes: Vec<_> = record.values.iter().map(|v| v.index).collect();
-    assert_eq!(indexes, [ValueIndex(1)]);
+    let mut indexes: Vec<_> = record.values.iter().map(|v| v.index).collect();
+    indexes.sort();
+    assert_eq!(
+        indexes,
+        [ValueIndex(1), ValueIndex(100)],
+        "an HS_ADMIN with public read too"
+    );
 
-    let only_admin = ValueSelection {
+    let only_private = ValueSelection {
         indexes: vec![],
-        types: vec!["HS_ADMIN".into()],
+        types: vec!["DESC".into()],
     };
-    let error = resolve(&service, "10.1000/mixed", &only_admin)
+    let error = resolve(&service, "10.1000/mixed", &only_private)
         .await
         .unwrap_err();
     assert!(matches!(error, Error::ValuesNotFound), "{error:?}");
@@ -127,7 +132,7 @@ async fn writes_are_validated_and_stamped_by_the_server() {
     let error = create(
         &service,
         "10.1000/bad",
-        vec![HandleValue::new(1, "URL", "not a url")],
+        vec![HandleValue::new(1, "HS_ADMIN", "not an admin record")],
     )
     .await
     .unwrap_err();

@@ -31,8 +31,7 @@ pub use known::{
 };
 pub use select::ValueSelection;
 pub use types::{
-    InvalidValue, KnownType, MAX_TYPE_NAME_LEN, check_permissions, default_permissions,
-    is_administrative, validate,
+    InvalidValue, KnownType, MAX_TYPE_NAME_LEN, check_permissions, default_permissions, validate,
 };
 pub use value::{
     HandleValue, Permissions, Ttl, ValueIndex, ValueReference, decode_value_list, encode_value_list,

@@ -27,7 +27,7 @@ pub const MAX_TYPE_NAME_LEN: usize = 1024;
 /// A value type with a registered name and rules.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum KnownType {
-    /// `URL`: an absolute URL.
+    /// `URL`: a URL, as text its owner wrote (not necessarily absolute).
     Url,
     /// `EMAIL`: an e-mail address.
     Email,
@@ -127,9 +127,11 @@ impl KnownType {
             source,
         };
         match self {
-            KnownType::Url => validate_url(data),
             KnownType::Email => validate_email(data),
-            KnownType::Desc
+            // A URL holds whatever its owner wrote (`www.example.org` too), as in the
+            // reference server; the proxy decides what it can redirect to.
+            KnownType::Url
+            | KnownType::Desc
             | KnownType::HsNamespace
             | KnownType::HsCert
             | KnownType::HsSignature
@@ -173,12 +175,6 @@ pub enum InvalidValue {
         /// The type.
         value_type: KnownType,
     },
-    /// URL data is not an absolute URL.
-    #[error("URL data is not an absolute URL: {source}")]
-    NotAbsoluteUrl {
-        /// What the URL parser said.
-        source: url::ParseError,
-    },
     /// EMAIL data is not a plausible address.
     #[error("EMAIL data is not an address: {reason}")]
     NotEmailAddress {
@@ -217,20 +213,12 @@ pub fn check_permissions(value_type: &str, permissions: Permissions) -> Result<(
     Ok(())
 }
 
-/// Whether values of this type are administrative data, left out of resolution by
-/// default: HS_ADMIN and HS_SECKEY (DESIGN §2).
-pub fn is_administrative(value_type: &str) -> bool {
-    matches!(
-        KnownType::from_name(value_type),
-        Some(KnownType::HsAdmin | KnownType::HsSeckey)
-    )
-}
-
-/// The permissions a new value of this type gets when the request names none:
-/// [`Permissions::ADMIN_ONLY`] for administrative types, [`Permissions::DEFAULT`]
+/// The permissions a new value of this type gets when the request names none, as
+/// the reference server gives them: [`Permissions::ADMIN_ONLY`] for HS_SECKEY,
+/// [`Permissions::DEFAULT`] (public read included, HS_ADMIN too)
 /// otherwise.
 pub fn default_permissions(value_type: &str) -> Permissions {
-    if is_administrative(value_type) {
+    if is_secret_key(value_type) {
         Permissions::ADMIN_ONLY
     } else {
         Permissions::DEFAULT
@@ -243,12 +231,6 @@ fn is_secret_key(value_type: &str) -> bool {
 
 fn text(value_type: KnownType, data: &[u8]) -> Result<&str, InvalidValue> {
     std::str::from_utf8(data).map_err(|_| InvalidValue::NotText { value_type })
-}
-
-fn validate_url(data: &[u8]) -> Result<(), InvalidValue> {
-    url::Url::parse(text(KnownType::Url, data)?)
-        .map(drop)
-        .map_err(|source| InvalidValue::NotAbsoluteUrl { source })
 }
 
 fn validate_email(data: &[u8]) -> Result<(), InvalidValue> {
@@ -280,11 +262,11 @@ impl HandleValue {
         check_permissions(&self.value_type, self.permissions)
     }
 
-    /// Whether anonymous resolution may return this value: it has public read and is
-    /// not administrative. HS_ADMIN and HS_SECKEY go only to authenticated
-    /// administrators, whatever their permission bits say (DESIGN §2).
+    /// Whether anonymous resolution may return this value: its permission bits
+    /// decide, as in the reference server — an HS_ADMIN with public read is public —
+    /// but an HS_SECKEY never is, whatever bits it carries (DESIGN §2).
     pub fn is_public(&self) -> bool {
-        self.permissions.contains(Permissions::PUBLIC_READ) && !is_administrative(&self.value_type)
+        self.permissions.contains(Permissions::PUBLIC_READ) && !is_secret_key(&self.value_type)
     }
 }
 
@@ -312,17 +294,12 @@ mod tests {
     }
 
     #[test]
-    fn url_must_be_absolute() {
+    fn a_url_holds_whatever_text_its_owner_wrote() {
         assert_eq!(validate("URL", b"https://www.doi.org/"), Ok(()));
         assert_eq!(validate("url", b"urn:isbn:0451450523"), Ok(()));
-        for bad in [&b"www.doi.org"[..], b"/relative/path", b""] {
-            assert!(
-                matches!(
-                    validate("URL", bad),
-                    Err(InvalidValue::NotAbsoluteUrl { .. })
-                ),
-                "{bad:?}"
-            );
+        // As pyhandle's and b2handle's test suites write them.
+        for written in [&b"www.url.foo"[..], b"/relative/path", b""] {
+            assert_eq!(validate("URL", written), Ok(()), "{written:?}");
         }
         assert_eq!(
             validate("URL", &[0xff]),
@@ -399,13 +376,9 @@ mod tests {
     }
 
     #[test]
-    fn administrative_types_default_to_admin_only() {
-        for name in ["HS_ADMIN", "hs_seckey"] {
-            assert!(is_administrative(name));
-            assert_eq!(default_permissions(name), Permissions::ADMIN_ONLY);
-        }
-        for name in ["URL", "HS_VLIST", "HS_PUBKEY", "HS_SITE"] {
-            assert!(!is_administrative(name));
+    fn only_secret_keys_default_to_admin_only() {
+        assert_eq!(default_permissions("hs_seckey"), Permissions::ADMIN_ONLY);
+        for name in ["HS_ADMIN", "URL", "HS_VLIST", "HS_PUBKEY", "HS_SITE"] {
             assert_eq!(default_permissions(name), Permissions::DEFAULT);
         }
     }
@@ -432,8 +405,18 @@ mod tests {
             ..HandleValue::new(100, "HS_ADMIN", Vec::new())
         };
         assert!(
-            !admin.is_public(),
-            "HS_ADMIN never goes to anonymous resolution, even with public read"
+            admin.is_public(),
+            "the bits decide, as in the reference server"
         );
+        let private_admin = HandleValue {
+            permissions: Permissions::ADMIN_ONLY,
+            ..admin
+        };
+        assert!(!private_admin.is_public());
+        let public_seckey = HandleValue {
+            permissions: Permissions::DEFAULT,
+            ..HandleValue::new(300, "HS_SECKEY", "secret")
+        };
+        assert!(!public_seckey.is_public(), "never, whatever its bits");
     }
 }

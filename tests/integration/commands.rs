@@ -63,7 +63,8 @@ fn created_handles_resolve_as_rest_json() {
     assert_eq!(json["responseCode"], 1);
     assert_eq!(json["handle"], "TEST/cli");
     let values = json["values"].as_array().expect("values");
-    assert_eq!(values.len(), 2, "HS_ADMIN is never resolved: {json}");
+    assert_eq!(values.len(), 3, "the HS_ADMIN has public read: {json}");
+    assert_eq!(values[2]["type"], "HS_ADMIN");
     let url = &values[0];
     assert_eq!(url["index"], 1);
     assert_eq!(url["type"], "URL");
@@ -92,7 +93,11 @@ fn text_output_follows_each_change() {
         &["modify", "TEST/t", "--value", "1:URL:https://b.example/"],
     );
     let text = succeeds(&server, &["resolve", "TEST/t", "--udp"]);
-    assert_eq!(text, "1 URL https://b.example/\n2 DESC two words\n");
+    // The HS_ADMIN `hdl create` adds has public read, as the reference tools make it.
+    assert_eq!(
+        text,
+        "1 URL https://b.example/\n100 HS_ADMIN 300:011111110011:0.NA/ADMIN\n2 DESC two words\n"
+    );
     let text = succeeds(&server, &["resolve", "TEST/t", "--tcp", "--type", "DESC"]);
     assert_eq!(text, "2 DESC two words\n");
     succeeds(&server, &["remove", "TEST/t", "--index", "2"]);

@@ -281,7 +281,7 @@ async fn malformed_requests_get_400_json_and_change_nothing() {
         (
             "/api/handles/TEST/keep",
             "application/json",
-            r#"[{"index":1,"type":"URL","data":"not a url"}]"#,
+            r#"[{"index":1,"type":"EMAIL","data":"not an address"}]"#,
             202,
         ),
         (
