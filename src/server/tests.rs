@@ -143,7 +143,10 @@ async fn errors_carry_their_codes() {
         ),
         (resolve("/no-prefix"), ResponseCode::InvalidHandle),
         (
-            create("10.1000/bad", vec![HandleValue::new(1, "HS_ADMIN", "not an admin record")]),
+            create(
+                "10.1000/bad",
+                vec![HandleValue::new(1, "HS_ADMIN", "not an admin record")],
+            ),
             ResponseCode::InvalidValue,
         ),
         (

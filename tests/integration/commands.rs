@@ -135,7 +135,7 @@ fn errors_print_the_response_code_and_fail() {
         &server,
         &["create", "TEST/e", "--overwrite", "--value", "1:DESC:again"],
     );
-    let stderr = fails(&server, &["create", "TEST/f", "--value", "1:URL:relative"]);
+    let stderr = fails(&server, &["create", "TEST/f", "--value", "1:EMAIL:nobody"]);
     assert!(stderr.starts_with("hdl: 202 invalid value"), "{stderr}");
     let stderr = fails(&server, &["resolve", "TEST/e", "--type", "URL"]);
     assert!(stderr.starts_with("hdl: 200 values not found"), "{stderr}");

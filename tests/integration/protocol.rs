@@ -319,7 +319,7 @@ async fn every_error_code_comes_from_a_real_request() {
     let url = HandleValue::new(1, "URL", "https://e.example/");
     let exists = client.admin(request(vec![url.clone()], "TEST/err")).await;
     assert_eq!(code(exists), ResponseCode::HandleAlreadyExists);
-    let invalid = HandleValue::new(1, "URL", "not a URL");
+    let invalid = HandleValue::new(1, "HS_ADMIN", "not an admin record");
     let bad_value = client.admin(request(vec![invalid], "TEST/bad")).await;
     assert_eq!(code(bad_value), ResponseCode::InvalidValue);
     let add = AdminRequest::AddValues {
