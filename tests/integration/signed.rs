@@ -380,7 +380,7 @@ async fn the_certified_requests_j9_sends_get_answers_signed_as_it_checks() {
         // answers it; J9 reads the session id as a Java int and needs it positive.
         assert_eq!(
             answer.header.response_code,
-            hdl::codec::ResponseCode::Success,
+            ResponseCode::Success,
             "{what}"
         );
         let id = answer.envelope.session_id;
