@@ -5,36 +5,15 @@
 //! open, or names no session, is refused with the session codes and admits nothing.
 
 use hdl::auth::session_cipher::{open, seal};
-use hdl::auth::{ClientKeyExchange, SessionKey, session_credential};
+use hdl::auth::{SessionKey, session_credential};
 use hdl::codec::{
-    Body, ENVELOPE_LEN, Envelope, Message, MessageFlags, OpFlags, Request, ResolutionRequest,
-    Response, ResponseCode, SessionSetup, unsealed,
+    ENVELOPE_LEN, Envelope, Message, MessageFlags, OpFlags, Request, ResolutionRequest,
+    ResponseCode, unsealed,
 };
 
 use crate::harness::Server;
 use crate::raw::{encode, tcp, tcp_frame, udp_frame};
-
-/// An anonymous session opened with Diffie-Hellman (J9's default exchange): its id
-/// and key.
-fn session(server: &Server) -> (u32, SessionKey) {
-    let exchange = ClientKeyExchange::diffie_hellman().expect("DH");
-    let setup = Request::SessionSetup(SessionSetup {
-        timeout: 0,
-        identity_handle: vec![],
-        identity_index: u32::MAX,
-        exchange: exchange.offer(),
-    });
-    let answer = tcp(server.address(), &encode(setup, 11).encode()).expect("answer");
-    let Body::Response {
-        response: Response::SessionSetup(agreed),
-        ..
-    } = &answer.body
-    else {
-        panic!("not a setup answer: {answer:?}");
-    };
-    let key = exchange.finish(agreed).expect("key");
-    (answer.envelope.session_id, key)
-}
+use crate::sessions::raw_session;
 
 /// A resolution of `0.NA/ADMIN` in session `id` with counter `counter`, asking for
 /// an encrypted answer (ENC), MACed with `key`: the message before sealing.
@@ -79,7 +58,7 @@ fn admitted(answer: &Message) -> bool {
 #[test]
 fn encrypted_requests_get_encrypted_answers_over_tcp_and_udp() {
     let server = Server::start();
-    let (id, key) = session(&server);
+    let (id, key) = raw_session(&server);
     // Certified too: the session MAC is made over the plain answer, then sealed.
     let request = resolution_with(id, &key, 1, OpFlags::ENC.with(OpFlags::CT));
     let sealed = request.seal(|payload| seal(&key, payload)).expect("sealed");
@@ -106,7 +85,7 @@ fn encrypted_requests_get_encrypted_answers_over_tcp_and_udp() {
 #[test]
 fn an_answer_nobody_asked_to_encrypt_goes_in_the_clear() {
     let server = Server::start();
-    let (id, key) = session(&server);
+    let (id, key) = raw_session(&server);
     let request = resolution_with(id, &key, 1, OpFlags::NONE);
     let sealed = request.seal(|payload| seal(&key, payload)).expect("sealed");
     let bytes = tcp_frame(server.address(), &sealed.encode()).expect("an answer");
@@ -118,7 +97,7 @@ fn an_answer_nobody_asked_to_encrypt_goes_in_the_clear() {
 #[test]
 fn payloads_that_do_not_open_or_name_no_session_are_refused_and_admit_nothing() {
     let server = Server::start();
-    let (id, key) = session(&server);
+    let (id, key) = raw_session(&server);
     let sealed = resolution(id, &key, 1)
         .seal(|payload| seal(&key, payload))
         .expect("sealed")

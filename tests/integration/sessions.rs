@@ -108,8 +108,9 @@ async fn a_session_grants_no_permission_its_identity_lacks() {
     }
 }
 
-/// An anonymous session opened over raw messages: its id and key.
-fn raw_session(server: &Server) -> (u32, SessionKey) {
+/// An anonymous session opened over raw messages (Diffie-Hellman, J9's default
+/// exchange): its id and key.
+pub(crate) fn raw_session(server: &Server) -> (u32, SessionKey) {
     let exchange = ClientKeyExchange::diffie_hellman().expect("DH");
     let setup = Request::SessionSetup(SessionSetup {
         timeout: 0,

@@ -378,11 +378,7 @@ async fn the_certified_requests_j9_sends_get_answers_signed_as_it_checks() {
         );
         // Never challenged, though it names an identity, as the reference server
         // answers it; J9 reads the session id as a Java int and needs it positive.
-        assert_eq!(
-            answer.header.response_code,
-            ResponseCode::Success,
-            "{what}"
-        );
+        assert_eq!(answer.header.response_code, ResponseCode::Success, "{what}");
         let id = answer.envelope.session_id;
         assert!(i32::try_from(id).is_ok_and(|id| id > 0), "{what}: {id:#x}");
         assert_eq!(
