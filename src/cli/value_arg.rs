@@ -109,9 +109,9 @@ mod tests {
     }
 
     #[test]
-    fn admin_values_are_encoded_records_with_admin_permissions() {
+    fn admin_values_are_encoded_records_readable_by_anyone() {
         let value = parse_value("100:HS_ADMIN:300:111111111111:0.NA/TEST").unwrap();
-        assert_eq!(value.permissions, Permissions::ADMIN_ONLY);
+        assert_eq!(value.permissions, Permissions::DEFAULT);
         let record = AdminRecord::decode(&value.data).unwrap();
         assert_eq!(record.admin_index, 300);
         assert_eq!(record.admin_handle, "0.NA/TEST");
