@@ -9,7 +9,8 @@
 //! the request's session ([`RequestSession`]) into its extensions for the handlers.
 //! Credentials (sessions included) are honoured over HTTPS, and over plain HTTP only
 //! from a loopback address when `[http] allow_plain_auth_from_loopback` is set;
-//! elsewhere they are refused (401), never silently ignored. Missing credentials, or
+//! elsewhere they are sent to HTTPS (307 to the same path on the HTTPS port) or,
+//! without an HTTPS listener, refused (401), never silently ignored. Missing credentials, or
 //! a session nobody has authenticated, make an anonymous caller, whose writes the
 //! service refuses with RC_AUTHEN_NEEDED (HTTP 401). Every 401 carries
 //! `WWW-Authenticate: Handle sessionId=…, nonce=…` where credentials are honoured
@@ -24,6 +25,7 @@ use std::sync::{MutexGuard, PoisonError};
 use std::time::Instant;
 
 use axum::extract::{ConnectInfo, Request, State};
+use axum::http::uri::Authority;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::Response;
@@ -121,7 +123,7 @@ pub async fn authenticate(
     let now = Instant::now();
     let credentials = match header {
         None => Credentials::plain(Caller::anonymous(peer.ip())),
-        Some(_) if !honoured => return unauthorised(&state, &CredentialRefusal::Insecure, false),
+        Some(_) if !honoured => return insecure(&state, &request),
         Some(value) => match credentials(&state, &value, peer, now).await {
             Ok(credentials) => credentials,
             Err(refusal @ CredentialRefusal::Busy) => return refused(&refusal),
@@ -265,6 +267,35 @@ fn basic(encoded: &str) -> Result<(String, Vec<u8>), CredentialRefusal> {
         .map_err(|_| CredentialRefusal::Malformed("user is not UTF-8"))?
         .into_owned();
     Ok((user, decoded[colon + 1..].to_vec()))
+}
+
+/// Credentials over plain HTTP where they are not honoured: a redirect to the same
+/// request over HTTPS, as the reference server does (pyhandle follows it), or 401
+/// where there is no HTTPS listener or no `Host` to name. 307 for every method, so a
+/// client keeps the method and body (302 would turn a PUT into a GET).
+fn insecure(state: &HttpState, request: &Request) -> Response {
+    match https_location(state, request) {
+        Some(location) => {
+            let mut response = refused(&CredentialRefusal::Insecure);
+            *response.status_mut() = StatusCode::TEMPORARY_REDIRECT;
+            response.headers_mut().insert(header::LOCATION, location);
+            response
+        }
+        None => unauthorised(state, &CredentialRefusal::Insecure, false),
+    }
+}
+
+/// `https://HOST:PORT/path?query` of `request`: the host it named, this node's
+/// HTTPS port.
+fn https_location(state: &HttpState, request: &Request) -> Option<HeaderValue> {
+    let port = state.node.https?.port();
+    let host = request.headers().get(header::HOST)?.to_str().ok()?;
+    let authority = host.parse::<Authority>().ok()?;
+    let target = request
+        .uri()
+        .path_and_query()
+        .map_or("/", |path| path.as_str());
+    HeaderValue::from_str(&format!("https://{}:{port}{target}", authority.host())).ok()
 }
 
 /// The answer refusing credentials: 503 when they could not be checked now (the

@@ -110,6 +110,14 @@ impl Server {
         Server::spawn(&config, bootstrap.map(OsString::from).to_vec())
     }
 
+    /// Starts a server with HTTPS (a self-signed certificate) where credentials are
+    /// honoured over HTTPS only, as in production.
+    pub fn start_https_only() -> Server {
+        let config = "[http]\nallow_plain_auth_from_loopback = false\n\
+                      https_listen = \"127.0.0.1:0\"\nself_signed = true\n";
+        Server::spawn(config, bootstrap_args())
+    }
+
     /// Starts `hdl serve` with the TOML `config` and the bootstrap options `bootstrap`.
     fn spawn(config: &str, bootstrap: Vec<OsString>) -> Server {
         let dir = tempfile::tempdir().expect("temporary directory");

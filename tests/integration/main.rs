@@ -17,5 +17,6 @@ mod layers;
 mod parse;
 mod protocol;
 mod raw;
+mod rest_clients;
 mod sessions;
 mod signed;
