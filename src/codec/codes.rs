@@ -106,6 +106,35 @@ impl OpCode {
                 .map_or(0, |(_, wire)| *wire),
         }
     }
+    /// Its name in metrics labels: one per named code, `unknown` for every other
+    /// value, so that no sender can grow the label set.
+    pub fn label(self) -> &'static str {
+        match self {
+            OpCode::Reserved => "reserved",
+            OpCode::Resolution => "resolution",
+            OpCode::GetSiteInfo => "getsiteinfo",
+            OpCode::CreateHandle => "createhandle",
+            OpCode::DeleteHandle => "deletehandle",
+            OpCode::AddValue => "addvalue",
+            OpCode::RemoveValue => "removevalue",
+            OpCode::ModifyValue => "modifyvalue",
+            OpCode::ListHandles => "listhandles",
+            OpCode::ListNas => "listnas",
+            OpCode::ChallengeResponse => "challengeresponse",
+            OpCode::VerifyResponse => "verifyresponse",
+            OpCode::HomeNa => "homena",
+            OpCode::UnhomeNa => "unhomena",
+            OpCode::ListHomedNas => "listhomednas",
+            OpCode::SessionSetup => "sessionsetup",
+            OpCode::SessionTerminate => "sessionterminate",
+            OpCode::SessionExchangeKey => "sessionexchangekey",
+            OpCode::GetNextTxnId => "getnexttxnid",
+            OpCode::RetrieveTxnLog => "retrievetxnlog",
+            OpCode::DumpHandles => "dumphandles",
+            OpCode::BackupServer => "backupserver",
+            OpCode::Unknown(_) => "unknown",
+        }
+    }
 }
 
 /// The outcome a response reports; [`ResponseCode::Reserved`] (0) marks a request.

@@ -111,10 +111,12 @@ impl Responder {
             Reply::Nothing => None,
         };
         if let Some((opcode, code)) = answered {
-            let op = format!("{opcode:?}").to_ascii_lowercase();
-            let code = code.to_u32();
-            self.metrics
-                .record(Protocol::Handle, &op, code, started.elapsed());
+            self.metrics.record(
+                Protocol::Handle,
+                opcode.label(),
+                code.to_u32(),
+                started.elapsed(),
+            );
         }
         self.sealed(reply)
     }
