@@ -1,7 +1,6 @@
 //! Why a node could not start or stop cleanly.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 
 use thiserror::Error;
 
@@ -25,14 +24,9 @@ pub enum NodeError {
     /// The server key could not be read or made.
     #[error(transparent)]
     ServerKey(#[from] super::server_key::ServerKeyError),
-    /// The data directory could not be created.
-    #[error("cannot create data directory {path}: {source}")]
-    DataDir {
-        /// The directory.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
+    /// The data directory could not be made or is open to other users.
+    #[error(transparent)]
+    DataDir(#[from] super::data_dir::DataDirError),
     /// The cluster secret could not be read or created.
     #[error(transparent)]
     Secret(#[from] SecretFileError),

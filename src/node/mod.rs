@@ -21,6 +21,7 @@
 //! [`Addresses`] and hands [`Node::run`] the SIGINT/SIGTERM future.
 
 pub mod calls;
+mod data_dir;
 mod error;
 pub mod forward;
 pub mod groups;
@@ -172,10 +173,7 @@ impl Node {
             server_admins: config.auth.server_admin_identities()?,
         };
         policy.server_admins.extend(server_admins);
-        std::fs::create_dir_all(&config.data_dir).map_err(|source| NodeError::DataDir {
-            path: config.data_dir.clone(),
-            source,
-        })?;
+        data_dir::prepare(&config.data_dir, config.allow_shared_data_dir)?;
         let key_file = server_key.unwrap_or_else(|| config.data_dir.join(SERVER_KEY_FILE));
         let NodeKeys {
             signing: server_key,
