@@ -58,9 +58,14 @@ const SCHEME_ALIASES: [(&str, &str); 3] = [
 ];
 
 /// The proxy path of `handle`: `/` and the handle, percent-encoded where a URL path
-/// needs it (and `@`, so no prefix reads as a modifier).
+/// needs it (and `@`, so no prefix reads as a modifier). A leading `/` of the handle
+/// is encoded too: `//host/…` would send a browser to another site.
 pub fn proxy_path(handle: &str) -> String {
-    format!("/{}", utf8_percent_encode(handle, PATH_ESCAPES))
+    let (lead, rest) = match handle.strip_prefix('/') {
+        Some(rest) => ("/%2F", rest),
+        None => ("/", handle),
+    };
+    format!("{lead}{}", utf8_percent_encode(rest, PATH_ESCAPES))
 }
 
 /// Where a resolution sends the browser.
@@ -211,9 +216,14 @@ const REFUSED_SCHEMES: [&str; 4] = ["javascript", "data", "vbscript", "file"];
 
 /// Why the proxy cannot redirect to `location`, if it cannot: values store what their
 /// owner wrote (`www.example.org`), not only absolute URLs. A path on this proxy (an
-/// alias's handle) is fine.
+/// alias's handle) is fine; `//host` and `/\\host` are not paths but other sites.
 fn unredirectable(location: &str) -> Option<String> {
-    if location.starts_with('/') {
+    if let Some(path) = location.strip_prefix('/') {
+        if path.starts_with(['/', '\\']) {
+            return Some(format!(
+                "The handle's target {location:?} names another site without a scheme; the proxy cannot redirect to it."
+            ));
+        }
         return None;
     }
     match url::Url::parse(location) {
@@ -275,6 +285,8 @@ mod tests {
             "javascript:alert(1)",
             "DATA:text/html,x",
             "file:///etc/passwd",
+            "//evil.example/x",
+            "/\\evil.example/x",
         ] {
             assert!(unredirectable(refused).is_some(), "{refused}");
         }
@@ -297,5 +309,6 @@ mod tests {
             proxy_path("cnri.test/日本"),
             "/cnri.test/%E6%97%A5%E6%9C%AC"
         );
+        assert_eq!(proxy_path("/evil.example/x"), "/%2Fevil.example/x");
     }
 }
