@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use super::codes::{RequestKind, http_status};
 use super::query::Query;
 use crate::codec::ResponseCode;
+use crate::service::Caller;
 
 /// How a JSON answer is written.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -18,10 +19,16 @@ pub struct Format {
 }
 
 impl Format {
-    /// The format a query asks for. A callback must be a JavaScript identifier path
-    /// (letters, digits, `_`, `$`, `.`), so JSONP cannot inject script.
-    pub fn of(query: &Query) -> Result<Format, Refusal> {
+    /// The format a query from `caller` asks for. A callback must be a JavaScript
+    /// identifier path (letters, digits, `_`, `$`, `.`), so JSONP cannot inject
+    /// script, and JSONP answers anonymous callers only: a browser sends cached
+    /// credentials with any page's `<script>`, which would read what they unlock.
+    pub fn of(query: &Query, caller: &Caller) -> Result<Format, Refusal> {
         let callback = query.first("callback").map(str::to_owned);
+        if callback.is_some() && !caller.is_anonymous() {
+            let message = "callback (JSONP) answers anonymous requests only";
+            return Err(Refusal::new(ResponseCode::ProtocolError, message));
+        }
         if let Some(name) = &callback {
             let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '$' | '.');
             if name.is_empty() || name.len() > 128 || !name.chars().all(allowed) {

@@ -50,7 +50,7 @@ impl ApiRequest {
         let plain = Format::default();
         let query = Query::parse(uri.query())
             .map_err(|error| Refusal::from(error).answer(RequestKind::Other, None, &plain))?;
-        let format = Format::of(&query)
+        let format = Format::of(&query, &caller)
             .map_err(|refusal| refusal.answer(RequestKind::Other, None, &plain))?;
         let raw = uri.path().strip_prefix(API_PREFIX).unwrap_or_default();
         let spelled = decode(raw, "path")

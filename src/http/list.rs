@@ -31,7 +31,7 @@ pub async fn handles(
     Extension(caller): Extension<Caller>,
     uri: Uri,
 ) -> Response {
-    let (query, format) = match read(&uri) {
+    let (query, format) = match read(&uri, &caller) {
         Ok(read) => read,
         Err(response) => return *response,
     };
@@ -93,7 +93,7 @@ pub async fn prefixes(
     Extension(caller): Extension<Caller>,
     uri: Uri,
 ) -> Response {
-    let (_, format) = match read(&uri) {
+    let (_, format) = match read(&uri, &caller) {
         Ok(read) => read,
         Err(response) => return *response,
     };
@@ -109,11 +109,11 @@ pub async fn prefixes(
     }
 }
 
-fn read(uri: &Uri) -> Result<(Query, Format), Box<Response>> {
+fn read(uri: &Uri, caller: &Caller) -> Result<(Query, Format), Box<Response>> {
     let plain = Format::default();
     let query = Query::parse(uri.query())
         .map_err(|error| Box::new(Refusal::from(error).answer(RequestKind::Other, None, &plain)))?;
-    let format = Format::of(&query)
+    let format = Format::of(&query, caller)
         .map_err(|refusal| Box::new(refusal.answer(RequestKind::Other, None, &plain)))?;
     Ok((query, format))
 }

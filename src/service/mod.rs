@@ -87,6 +87,11 @@ impl Caller {
     pub fn anonymous(address: IpAddr) -> Caller {
         Caller::Anonymous { address }
     }
+
+    /// Whether nobody has proved who they are.
+    pub fn is_anonymous(&self) -> bool {
+        matches!(self, Caller::Anonymous { .. })
+    }
 }
 
 /// How current a read must be.

@@ -370,11 +370,18 @@ async fn listing_pages_prefixes_jsonp_pretty_and_cors() {
         prefixes,
         json!({"responseCode": 1, "prefixes": ["0.NA", "LIST"]})
     );
-    let jsonp = api.get("/api/handles/LIST/a?callback=show&index=1").await;
+    let jsonp_path = "/api/handles/LIST/a?callback=show&index=1";
+    let jsonp = client().get(api.url(jsonp_path)).send().await.expect("GET");
     let text = jsonp.text().await.expect("body");
     assert!(
         text.starts_with("show({\"responseCode\":1,") && text.ends_with(");"),
         "{text}"
+    );
+    let (status, json) = json_of(api.get(jsonp_path).await).await;
+    assert_eq!(
+        status,
+        StatusCode::BAD_REQUEST,
+        "no JSONP for a caller with credentials: {json}"
     );
     let pretty = api
         .get("/api/handles/LIST/a?pretty")
