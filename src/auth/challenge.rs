@@ -126,11 +126,14 @@ impl Challenge {
     }
 }
 
-/// The highest id a book counts up to before it starts again from 1. Ids above it
+/// The highest id of a challenge issued outside a session. Ids above it
 /// are left to sessions ([`ChallengeBook::issue_in_session`]): a challenge inside a
 /// session carries the session's id, as the reference server's do, and the two must
 /// never meet.
 pub const MAX_COUNTED_ID: u32 = 0x00FF_FFFF;
+
+/// Random ids drawn before a book gives up finding a free one.
+const ID_ATTEMPTS: usize = 64;
 
 /// How many challenges a book holds by default.
 pub const DEFAULT_CAPACITY: usize = 10_000;
@@ -144,7 +147,6 @@ pub struct ChallengeBook<P> {
     pending: HashMap<ChallengeId, (Challenge, P)>,
     capacity: usize,
     lifetime: Duration,
-    next_id: u32,
 }
 
 impl<P> Default for ChallengeBook<P> {
@@ -160,7 +162,6 @@ impl<P> ChallengeBook<P> {
             pending: HashMap::new(),
             capacity,
             lifetime,
-            next_id: 1,
         }
     }
 
@@ -175,8 +176,7 @@ impl<P> ChallengeBook<P> {
     }
 
     /// Issues a challenge of the request with `request_digest`, remembering `pending`
-    /// until it is answered. Ids count up from 1 to [`MAX_COUNTED_ID`] and again,
-    /// skipping ids in use. A full
+    /// until it is answered, under a random id from 1 to [`MAX_COUNTED_ID`]. A full
     /// book first drops expired challenges, then refuses
     /// ([`AuthError::TooManyChallenges`]).
     pub fn issue(
@@ -187,7 +187,7 @@ impl<P> ChallengeBook<P> {
         pending: P,
     ) -> Result<&Challenge, AuthError> {
         self.make_room(now)?;
-        let id = self.free_id();
+        let id = self.free_id()?;
         self.insert(id, request_digest, version, now, pending)
     }
 
@@ -236,18 +236,15 @@ impl<P> ChallengeBook<P> {
         Ok(challenge)
     }
 
-    fn free_id(&mut self) -> ChallengeId {
-        loop {
-            let id = ChallengeId(self.next_id);
-            self.next_id = if self.next_id >= MAX_COUNTED_ID {
-                1
-            } else {
-                self.next_id + 1
-            };
-            if !self.pending.contains_key(&id) {
-                return id;
-            }
-        }
+    /// A random id from 1 to [`MAX_COUNTED_ID`] not in use, so that nobody can tell
+    /// which id the next challenge (someone else's) will carry.
+    fn free_id(&self) -> Result<ChallengeId, AuthError> {
+        (0..ID_ATTEMPTS)
+            .map(|_| ChallengeId(rand::random_range(1..=MAX_COUNTED_ID)))
+            .find(|id| !self.pending.contains_key(id))
+            .ok_or(AuthError::TooManyChallenges {
+                capacity: self.capacity,
+            })
     }
 
     /// Takes the challenge `id` out of the book, once: an unknown (or already
@@ -453,22 +450,16 @@ mod tests {
     }
 
     #[test]
-    fn ids_wrap_around_skipping_zero_and_ids_in_use() {
+    fn ids_outside_sessions_are_random_and_below_session_ids() {
         let now = Instant::now();
-        let mut book = ChallengeBook {
-            next_id: u32::MAX,
-            ..ChallengeBook::default()
-        };
-        let max = book.issue(digest(), V2_11, now, ()).unwrap().id;
-        assert_eq!(max, ChallengeId(u32::MAX));
-        assert_eq!(
-            book.issue(digest(), V2_11, now, ()).unwrap().id,
-            ChallengeId(1)
-        );
-        book.next_id = u32::MAX;
-        assert_eq!(
-            book.issue(digest(), V2_11, now, ()).unwrap().id,
-            ChallengeId(2)
-        );
+        let mut book = ChallengeBook::default();
+        let ids: Vec<u32> = (0..100)
+            .map(|_| book.issue(digest(), V2_11, now, ()).unwrap().id.0)
+            .collect();
+        assert!(ids.iter().all(|&id| (1..=MAX_COUNTED_ID).contains(&id)));
+        let distinct: std::collections::HashSet<_> = ids.iter().collect();
+        assert_eq!(distinct.len(), 100, "ids in use are never reused");
+        let steps = ids.windows(2).filter(|pair| pair[1] == pair[0] + 1).count();
+        assert!(steps < 5, "ids do not count up: {ids:?}");
     }
 }
