@@ -14,8 +14,13 @@
 //! listen = "0.0.0.0:2641"
 //! # Seconds a response stays valid for the client (its ExpirationTime). Default: 43200.
 //! response_validity_secs = 43200
-//! # Seconds an idle TCP connection is kept before it is closed. Default: 30.
+//! # Seconds a TCP connection has to send each whole request (counted from its start
+//! # or from the previous answer) and to take each answer; then it is closed.
+//! # Default: 30.
 //! tcp_idle_timeout_secs = 30
+//! # TCP connections one source address may hold open; more are closed at once.
+//! # Default: 256.
+//! tcp_connections_per_source = 256
 //!
 //! [http]
 //! # Address of the HTTP listener: the JSON API, the web proxy, /status, /metrics.
@@ -125,6 +130,9 @@ use crate::names::Handle;
 pub struct Config {
     /// Directory of the node's store.
     pub data_dir: PathBuf,
+    /// Start even when other users may read the data directory (it holds every
+    /// HS_SECKEY and the node's keys); off by default.
+    pub allow_shared_data_dir: bool,
     /// The Handle protocol listeners.
     pub handle: HandleConfig,
     /// The HTTP and HTTPS listeners.
@@ -143,6 +151,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             data_dir: PathBuf::from("hdl-data"),
+            allow_shared_data_dir: false,
             handle: HandleConfig::default(),
             http: HttpConfig::default(),
             site: SiteConfig::default(),
@@ -161,8 +170,11 @@ pub struct HandleConfig {
     pub listen: SocketAddr,
     /// How long a response stays valid, in seconds.
     pub response_validity_secs: u32,
-    /// How long an idle TCP connection is kept, in seconds.
+    /// How long a TCP connection has to send a whole request (from its start or
+    /// the previous answer) or to take an answer, in seconds.
     pub tcp_idle_timeout_secs: u64,
+    /// TCP connections one source address may hold open.
+    pub tcp_connections_per_source: u32,
 }
 
 impl Default for HandleConfig {
@@ -171,6 +183,7 @@ impl Default for HandleConfig {
             listen: SocketAddr::from(([0, 0, 0, 0], 2641)),
             response_validity_secs: 43_200,
             tcp_idle_timeout_secs: 30,
+            tcp_connections_per_source: 256,
         }
     }
 }
@@ -355,6 +368,9 @@ pub enum ConfigError {
     /// A slot count that is not a power of two from 1 to [`MAX_SLOT_COUNT`].
     #[error("slot_count {0}: it must be a power of two from 1 to 16384")]
     SlotCount(u32),
+    /// A limit or timeout of 0, which would refuse everything.
+    #[error("{0} must be at least 1")]
+    Zero(&'static str),
 }
 
 /// The slots of a new cluster's ring when nothing says otherwise.
@@ -390,6 +406,12 @@ impl Config {
             _ => return Err(ConfigError::NodeId(id)),
         }
         check_slot_count(self.cluster.slot_count)?;
+        if self.handle.tcp_connections_per_source == 0 {
+            return Err(ConfigError::Zero("[handle] tcp_connections_per_source"));
+        }
+        if self.handle.tcp_idle_timeout_secs == 0 {
+            return Err(ConfigError::Zero("[handle] tcp_idle_timeout_secs"));
+        }
         self.auth.server_admin_identities().map(drop)
     }
 

@@ -23,7 +23,15 @@ async fn tcp_server() -> (tempfile::TempDir, SocketAddr, Start, JoinHandle<()>) 
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let (start, draining) = drain::channel();
-    let served = tokio::spawn(tcp::serve(listener, responder, LONG, draining));
+    let served = tokio::spawn(tcp::serve(
+        listener,
+        responder,
+        tcp::TcpLimits {
+            timeout: LONG,
+            per_source: 64,
+        },
+        draining,
+    ));
     (dir, address, start, served)
 }
 

@@ -122,13 +122,16 @@ impl HandleListeners {
             server_key,
         } = answering;
         let responder = Responder::new(handler, settings, metrics).with_server_key(server_key);
-        let idle = Duration::from_secs(config.handle.tcp_idle_timeout_secs);
+        let limits = tcp::TcpLimits {
+            timeout: Duration::from_secs(config.handle.tcp_idle_timeout_secs),
+            per_source: config.handle.tcp_connections_per_source,
+        };
         let (start, draining) = drain::channel();
         let mut loops = JoinSet::new();
         loops.spawn(tcp::serve(
             self.tcp,
             responder.clone(),
-            idle,
+            limits,
             draining.clone(),
         ));
         loops.spawn(udp::serve(self.udp, responder, draining));

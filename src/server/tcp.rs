@@ -1,10 +1,15 @@
 //! The Handle protocol over TCP (digest §1.4): one envelope-framed message after
 //! another on a connection; continuous (CN) answers for list-handles.
 //!
-//! A connection is served until the peer closes it, it stays idle past the configured
-//! timeout, or it sends a message longer than 256 KiB (answered, then closed: the rest
-//! of the stream cannot be framed). The reference server closes after one request;
-//! serving more costs nothing and lets clients reuse connections.
+//! A connection is served until the peer closes it, it sends a message longer than
+//! 256 KiB (answered, then closed: the rest of the stream cannot be framed), or it
+//! misses a deadline: each message must arrive whole within the configured timeout
+//! of the connection's start or of the previous answer (so a peer trickling octets is
+//! closed as surely as an idle one), and each answer must be taken within it too. The
+//! buffer grows as octets arrive, never to a length only announced. One source
+//! address holds at most [`TcpLimits::per_source`] connections; more are closed at
+//! once. The reference server closes after one request; serving more costs nothing
+//! and lets clients reuse connections.
 //!
 //! On shutdown ([`super::drain`]) the listener takes the connections the kernel has
 //! already queued and is closed; each connection answers the request it is reading or
@@ -12,14 +17,16 @@
 //! connecting) and whole requests already received, then is closed. All of it ends by
 //! the drain's deadline.
 
-use std::net::SocketAddr;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsFd;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use crate::codec::{ENVELOPE_LEN, Frame, next_frame};
@@ -31,23 +38,40 @@ use super::responder::{Reply, Responder};
 /// At most this many connections are served at once; more wait to be accepted.
 const MAX_CONNECTIONS: u32 = 4096;
 
+/// The most octets a connection's buffer grows by in one read.
+const READ_CHUNK: usize = 16 * 1024;
+
+/// What bounds a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TcpLimits {
+    /// The time a message has to arrive whole, and an answer to be taken.
+    pub timeout: Duration,
+    /// Connections one source address may hold open.
+    pub per_source: u32,
+}
+
 /// Accepts connections until the drain begins, then drains them by its deadline.
 pub async fn serve(
     listener: TcpListener,
     responder: Responder,
-    idle_timeout: Duration,
+    limits: TcpLimits,
     draining: Draining,
 ) {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS as usize));
-    let serve = |(stream, peer), permit| {
+    let sources = Sources::new(limits.per_source);
+    let serve = |(stream, peer): (TcpStream, SocketAddr), permit| {
+        let Some(source) = sources.admit(peer.ip()) else {
+            debug!(%peer, "TCP connection refused: its source holds too many");
+            return;
+        };
         let work = connection(
             stream,
             peer,
             responder.clone(),
-            idle_timeout,
+            limits.timeout,
             draining.clone(),
         );
-        tokio::spawn(served(draining.clone().bound(work), peer, permit));
+        tokio::spawn(served(draining.clone().bound(work), peer, (permit, source)));
     };
     let deadline = loop {
         let (accepted, permit) = tokio::select! {
@@ -55,7 +79,7 @@ pub async fn serve(
             deadline = draining.started() => break deadline,
             slot = accept(&listener, &slots) => match slot {
                 Some(accepted) => accepted,
-                None => break tokio::time::Instant::now(),
+                None => break Instant::now(),
             },
         };
         match accepted {
@@ -118,11 +142,11 @@ fn take_queued(queued: &std::net::TcpListener) -> Option<(TcpStream, SocketAddr)
     Some((TcpStream::from_std(stream).ok()?, peer))
 }
 
-/// Awaits a connection's end, logs how it ended and frees its slot.
+/// Awaits a connection's end, logs how it ended and frees its slots.
 async fn served(
     work: impl Future<Output = Option<std::io::Result<()>>>,
     peer: SocketAddr,
-    permit: OwnedSemaphorePermit,
+    permit: (OwnedSemaphorePermit, SourceSlot),
 ) {
     match work.await {
         Some(Ok(())) => {}
@@ -132,18 +156,73 @@ async fn served(
     drop(permit);
 }
 
+/// The connections open per source address (an entry only while one is open, so
+/// at most [`MAX_CONNECTIONS`] entries).
+#[derive(Debug, Clone)]
+struct Sources {
+    limit: u32,
+    open: Arc<Mutex<HashMap<IpAddr, u32>>>,
+}
+
+impl Sources {
+    fn new(limit: u32) -> Sources {
+        Sources {
+            limit,
+            open: Arc::default(),
+        }
+    }
+
+    /// A slot for one more connection from `source`, if it holds fewer than the
+    /// limit.
+    fn admit(&self, source: IpAddr) -> Option<SourceSlot> {
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        let count = open.entry(source).or_insert(0);
+        if *count >= self.limit {
+            return None;
+        }
+        *count += 1;
+        Some(SourceSlot {
+            sources: self.clone(),
+            source,
+        })
+    }
+}
+
+/// One connection of a source, counted until dropped.
+#[derive(Debug)]
+struct SourceSlot {
+    sources: Sources,
+    source: IpAddr,
+}
+
+impl Drop for SourceSlot {
+    fn drop(&mut self) {
+        let mut open = self
+            .sources
+            .open
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(count) = open.get_mut(&self.source) {
+            *count -= 1;
+            if *count == 0 {
+                open.remove(&self.source);
+            }
+        }
+    }
+}
+
 async fn connection(
     mut stream: TcpStream,
     peer: SocketAddr,
     responder: Responder,
-    idle_timeout: Duration,
+    timeout: Duration,
     draining: Draining,
 ) -> std::io::Result<()> {
     stream.set_nodelay(true)?;
     let caller = Caller::anonymous(peer.ip());
     let mut buffer = Vec::with_capacity(1024);
     let mut reading = Reading {
-        idle_timeout,
+        deadline: Instant::now() + timeout,
         answered: false,
     };
     loop {
@@ -154,13 +233,14 @@ async fn connection(
         match frame {
             Ok(len) => {
                 let reply = responder.respond(caller.clone(), &buffer[..len]).await;
-                write_reply(&mut stream, reply).await?;
+                write_reply(&mut stream, reply, timeout).await?;
                 buffer.drain(..len);
                 reading.answered = true;
+                reading.deadline = Instant::now() + timeout;
             }
             Err(envelope_bytes) => {
                 let reply = responder.respond(caller.clone(), &envelope_bytes).await;
-                write_reply(&mut stream, reply).await?;
+                write_reply(&mut stream, reply, timeout).await?;
                 return stream.shutdown().await;
             }
         }
@@ -169,7 +249,8 @@ async fn connection(
 
 /// How a connection reads its next request.
 struct Reading {
-    idle_timeout: Duration,
+    /// When the next message must be whole.
+    deadline: Instant,
     /// Whether a request has been answered on the connection: once one has, the
     /// connection is idle between requests whenever nothing is buffered.
     answered: bool,
@@ -194,7 +275,7 @@ impl Reading {
                 Frame::Incomplete { needed } => needed,
             };
             let start = buffer.len();
-            buffer.resize(start + needed.max(1), 0);
+            buffer.resize(start + needed.clamp(1, READ_CHUNK), 0);
             let idle = start == 0 && self.answered;
             let read = if idle && draining.has_started() {
                 received_already(stream, &mut buffer[start..])
@@ -218,9 +299,9 @@ impl Reading {
         }
     }
 
-    /// Reads what comes within the idle timeout; 0 octets when none came.
+    /// Reads what comes before the message's deadline; 0 octets when none came.
     async fn read(&self, stream: &mut TcpStream, into: &mut [u8]) -> std::io::Result<usize> {
-        tokio::time::timeout(self.idle_timeout, stream.read(into))
+        tokio::time::timeout_at(self.deadline, stream.read(into))
             .await
             .unwrap_or(Ok(0))
     }
@@ -236,7 +317,23 @@ fn received_already(stream: &TcpStream, into: &mut [u8]) -> std::io::Result<usiz
     }
 }
 
-async fn write_reply(stream: &mut TcpStream, reply: Reply) -> std::io::Result<()> {
+/// Writes `reply`; a peer that does not take it within `timeout` is an error.
+async fn write_reply(
+    stream: &mut TcpStream,
+    reply: Reply,
+    timeout: Duration,
+) -> std::io::Result<()> {
+    tokio::time::timeout(timeout, write_all(stream, reply))
+        .await
+        .unwrap_or_else(|_| {
+            Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the peer did not take the answer in time",
+            ))
+        })
+}
+
+async fn write_all(stream: &mut TcpStream, reply: Reply) -> std::io::Result<()> {
     match reply {
         Reply::One(message) => stream.write_all(&message.encode()).await,
         Reply::Sealed(sealed) => stream.write_all(&sealed.encode()).await,
