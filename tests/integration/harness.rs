@@ -86,7 +86,7 @@ pub struct Server {
     child: Child,
     listening: Listening,
     /// Holds the data directory until the server is gone.
-    _dir: TempDir,
+    dir: TempDir,
 }
 
 impl Server {
@@ -136,8 +136,13 @@ impl Server {
         Server {
             child,
             listening,
-            _dir: dir,
+            dir,
         }
+    }
+
+    /// Its data directory.
+    pub fn data_dir(&self) -> std::path::PathBuf {
+        self.dir.path().join("data")
     }
 
     /// The address of its TCP and UDP listeners.
@@ -169,6 +174,16 @@ impl Server {
     /// A client of this server alone, without credentials.
     pub fn anonymous_client(&self) -> Client {
         Client::new(vec![self.address()])
+    }
+
+    /// Its `/metrics` page.
+    pub async fn metrics(&self) -> String {
+        reqwest::get(format!("{}/metrics", self.http_url()))
+            .await
+            .expect("GET /metrics")
+            .text()
+            .await
+            .expect("metrics text")
     }
 
     /// Its HTTP address.

@@ -8,6 +8,7 @@ mod cluster;
 mod commands;
 mod drain;
 mod encrypted_sessions;
+mod hardening;
 mod harness;
 mod http;
 mod http_proxy;

@@ -33,12 +33,7 @@ fn create(name: &str) -> AdminRequest {
 
 /// How many challenges (response code 402) the server has sent, from `/metrics`.
 async fn challenges_sent(server: &Server) -> u64 {
-    let text = reqwest::get(format!("{}/metrics", server.http_url()))
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("metrics text");
+    let text = server.metrics().await;
     text.lines()
         .filter(|line| line.starts_with("hdl_requests_total") && line.contains("code=\"402\""))
         .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())

@@ -1,0 +1,172 @@
+//! What a stranger on the network (or another local user) must not be able to do to
+//! a running node: grow its metrics, read its secrets, bounce browsers through it to
+//! another site, or hold its Handle TCP listener with slow or many connections.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use hdl::codec::OpCode;
+use reqwest::StatusCode;
+use reqwest::header::LOCATION;
+use serde_json::json;
+
+use crate::harness::Server;
+use crate::http::{Api, client};
+use crate::raw;
+
+#[tokio::test]
+async fn unknown_opcodes_share_one_metrics_series() {
+    let server = Server::start();
+    let request = raw::resolution(b"TEST/x", 7).encode();
+    for opcode in 5000..5020 {
+        let bytes = raw::with_opcode(request.clone(), OpCode::Unknown(opcode));
+        raw::tcp(server.address(), &bytes).expect("an answer");
+    }
+    let metrics = server.metrics().await;
+    let series: Vec<&str> = metrics
+        .lines()
+        .filter(|line| line.starts_with("hdl_requests_total") && line.contains("op=\"unknown"))
+        .collect();
+    assert_eq!(
+        series.len(),
+        1,
+        "one series for every unknown opcode: {series:?}"
+    );
+    assert!(series[0].contains("op=\"unknown\""), "{series:?}");
+    assert!(series[0].ends_with(" 20"), "{series:?}");
+}
+
+#[test]
+fn the_data_directory_is_private_and_a_shared_one_is_refused() {
+    let server = Server::start();
+    let mode = std::fs::metadata(server.data_dir())
+        .expect("data directory")
+        .permissions()
+        .mode();
+    assert_eq!(
+        mode & 0o777,
+        0o700,
+        "a new data directory is the owner's only"
+    );
+
+    let shared = tempfile::tempdir().expect("temporary directory");
+    std::fs::set_permissions(shared.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hdl"))
+        .arg("serve")
+        .arg("--data-dir")
+        .arg(shared.path())
+        .args(["--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"])
+        .args(["--peer", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn hdl serve");
+    let deadline = Instant::now() + raw::DEADLINE;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break Some(status);
+        }
+        if Instant::now() > deadline {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let _ = child.kill();
+    let output = child.wait_with_output().expect("reap");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        status.is_some_and(|status| !status.success()),
+        "hdl serve must refuse a data directory others can read: {stderr}"
+    );
+    assert!(stderr.contains("chmod 700"), "{stderr}");
+}
+
+#[tokio::test]
+async fn the_proxy_never_sends_a_browser_to_another_site() {
+    let api = Api::start();
+    let alias = json!([{"index": 1, "type": "HS_ALIAS", "data": "/evil.example/x"}]);
+    let slashes = json!([{"index": 1, "type": "URL", "data": "//evil.example/x"}]);
+    for (path, body) in [("TEST/alias", alias), ("TEST/slashes", slashes)] {
+        let made = api.put(&format!("/api/handles/{path}"), &body).await;
+        assert!(made.status().is_success(), "{path}: {}", made.status());
+    }
+    let browser = client();
+    let get = |path: &str| browser.get(api.url(path)).send();
+    let front = get("/?handle=/evil.example/x").await.expect("GET /");
+    assert_eq!(front.headers()[LOCATION], "/%2Fevil.example/x");
+    let alias = get("/TEST/alias").await.expect("GET alias");
+    assert_eq!(alias.headers()[LOCATION], "/%2Fevil.example/x");
+    let slashes = get("/TEST/slashes").await.expect("GET slashes");
+    assert_eq!(slashes.status(), StatusCode::BAD_GATEWAY);
+    assert!(slashes.headers().get(LOCATION).is_none());
+}
+
+/// Whether the server has closed `stream` (a read sees its end or a reset).
+fn closed(stream: &mut TcpStream) -> bool {
+    stream
+        .set_read_timeout(Some(Duration::from_millis(50)))
+        .expect("timeout");
+    let mut byte = [0u8; 1];
+    match stream.read(&mut byte) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(error) => !matches!(error.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut),
+    }
+}
+
+#[test]
+fn a_peer_trickling_a_request_is_closed_at_the_message_deadline() {
+    let server = Server::start_with_config("[handle]\ntcp_idle_timeout_secs = 2\n");
+    let request = raw::resolution(b"TEST/x", 9).encode();
+    let mut stream = TcpStream::connect(server.address()).expect("connect");
+    let started = Instant::now();
+    let mut closed_after = None;
+    for &octet in request.iter().take(24) {
+        if stream.write_all(&[octet]).is_err() || closed(&mut stream) {
+            closed_after = Some(started.elapsed());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let closed_after = closed_after.expect("a trickle of one octet each 250 ms is closed");
+    assert!(closed_after < Duration::from_secs(5), "{closed_after:?}");
+}
+
+#[test]
+fn one_source_holds_a_bounded_number_of_tcp_connections() {
+    let server = Server::start_with_config("[handle]\ntcp_connections_per_source = 4\n");
+    let mut held: Vec<TcpStream> = (0..4)
+        .map(|_| {
+            let mut stream = TcpStream::connect(server.address()).expect("connect");
+            stream.write_all(&[0; 10]).expect("part of an envelope");
+            stream
+        })
+        .collect();
+    // Give the server time to take the four before the fifth arrives.
+    std::thread::sleep(Duration::from_millis(300));
+    let mut fifth = TcpStream::connect(server.address()).expect("connect");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut refused = false;
+    while Instant::now() < deadline {
+        if closed(&mut fifth) {
+            refused = true;
+            break;
+        }
+    }
+    assert!(refused, "the fifth connection from one source is closed");
+    assert!(!closed(&mut held[0]), "the first four stay open");
+
+    let first = held.remove(0);
+    first.shutdown(Shutdown::Both).expect("close");
+    drop(first);
+    let request = raw::resolution(b"TEST/none", 11).encode();
+    let answered = (0..50).find_map(|_| {
+        std::thread::sleep(Duration::from_millis(100));
+        raw::tcp(server.address(), &request)
+    });
+    assert!(answered.is_some(), "a freed slot takes a new connection");
+}
