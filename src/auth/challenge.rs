@@ -7,7 +7,8 @@
 //! Invariants: a book never holds more than its capacity; a challenge is taken out
 //! once (a replay of its id finds nothing) and never after its lifetime.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
+use std::hash::Hash;
 use std::time::{Duration, Instant};
 
 use crate::codec::{Envelope, ProtocolVersion, RequestDigest};
@@ -135,32 +136,80 @@ pub const MAX_COUNTED_ID: u32 = 0x00FF_FFFF;
 /// Random ids drawn before a book gives up finding a free one.
 const ID_ATTEMPTS: usize = 64;
 
-/// How many challenges a book holds by default.
-pub const DEFAULT_CAPACITY: usize = 10_000;
 /// How long a challenge may wait for its answer by default (J9 `max_auth_time`).
 pub const DEFAULT_LIFETIME: Duration = Duration::from_secs(20);
 
-/// The pending challenges of a server, each with what the caller needs to carry out
-/// the challenged operation afterwards (`P`, e.g. the original request).
-#[derive(Debug)]
-pub struct ChallengeBook<P> {
-    pending: HashMap<ChallengeId, (Challenge, P)>,
-    capacity: usize,
-    lifetime: Duration,
+/// What a book needs to know of what waits with a challenge.
+pub trait Held {
+    /// Who sent the challenged request: each source's share of the book is bounded.
+    type Source: Eq + Hash + Clone;
+    /// The request's source.
+    fn source(&self) -> Self::Source;
+    /// The octets it keeps alive while it waits.
+    fn weight(&self) -> usize;
 }
 
-impl<P> Default for ChallengeBook<P> {
+/// How much a book holds: in all and for one source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BookLimits {
+    /// Challenges pending at once.
+    pub capacity: usize,
+    /// Octets held by the pending requests at once.
+    pub bytes: usize,
+    /// Challenges one source may have pending; its oldest makes room for its next.
+    pub per_source: usize,
+    /// Octets one source's pending requests may hold; likewise.
+    pub per_source_bytes: usize,
+}
+
+impl Default for BookLimits {
+    /// 10,000 challenges holding at most 256 MiB; 64 and 16 MiB per source.
     fn default() -> Self {
-        ChallengeBook::new(DEFAULT_CAPACITY, DEFAULT_LIFETIME)
+        BookLimits {
+            capacity: 10_000,
+            bytes: 256 << 20,
+            per_source: 64,
+            per_source_bytes: 16 << 20,
+        }
     }
 }
 
-impl<P> ChallengeBook<P> {
-    /// An empty book holding at most `capacity` challenges for `lifetime` each.
-    pub fn new(capacity: usize, lifetime: Duration) -> Self {
+/// What one source has pending, oldest first.
+#[derive(Debug, Default)]
+struct Share {
+    ids: VecDeque<ChallengeId>,
+    bytes: usize,
+}
+
+/// The pending challenges of a server, each with what the caller needs to carry out
+/// the challenged operation afterwards (`P`, e.g. the original request).
+///
+/// Bounded in entries and in octets held, in all and per source: a source that
+/// reaches its share recycles its own oldest challenge, so no source can take the
+/// book from the others.
+#[derive(Debug)]
+pub struct ChallengeBook<P: Held> {
+    pending: HashMap<ChallengeId, (Challenge, P)>,
+    shares: HashMap<P::Source, Share>,
+    bytes: usize,
+    limits: BookLimits,
+    lifetime: Duration,
+}
+
+impl<P: Held> Default for ChallengeBook<P> {
+    fn default() -> Self {
+        ChallengeBook::new(BookLimits::default(), DEFAULT_LIFETIME)
+    }
+}
+
+impl<P: Held> ChallengeBook<P> {
+    /// An empty book holding what `limits` allow, each challenge for `lifetime`.
+    pub fn new(limits: BookLimits, lifetime: Duration) -> Self {
         ChallengeBook {
             pending: HashMap::new(),
-            capacity,
+            shares: HashMap::new(),
+            bytes: 0,
+            limits,
             lifetime,
         }
     }
@@ -175,10 +224,15 @@ impl<P> ChallengeBook<P> {
         self.pending.is_empty()
     }
 
+    /// The octets the pending requests hold.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
     /// Issues a challenge of the request with `request_digest`, remembering `pending`
-    /// until it is answered, under a random id from 1 to [`MAX_COUNTED_ID`]. A full
-    /// book first drops expired challenges, then refuses
-    /// ([`AuthError::TooManyChallenges`]).
+    /// until it is answered, under a random id from 1 to [`MAX_COUNTED_ID`]. A
+    /// source at its share first loses its own oldest challenge; a full book first
+    /// drops expired challenges, then refuses ([`AuthError::TooManyChallenges`]).
     pub fn issue(
         &mut self,
         request_digest: RequestDigest,
@@ -186,7 +240,7 @@ impl<P> ChallengeBook<P> {
         now: Instant,
         pending: P,
     ) -> Result<&Challenge, AuthError> {
-        self.make_room(now)?;
+        self.make_room(&pending, now)?;
         let id = self.free_id()?;
         self.insert(id, request_digest, version, now, pending)
     }
@@ -203,24 +257,39 @@ impl<P> ChallengeBook<P> {
         pending: P,
     ) -> Result<&Challenge, AuthError> {
         let id = ChallengeId(session);
-        if self.pending.remove(&id).is_none() {
-            self.make_room(now)?;
-        }
+        self.remove(id);
+        self.make_room(&pending, now)?;
         self.insert(id, request_digest, version, now, pending)
     }
 
-    /// Room for one more challenge: a full book first drops expired challenges,
-    /// then refuses.
-    fn make_room(&mut self, now: Instant) -> Result<(), AuthError> {
-        if self.pending.len() >= self.capacity {
-            self.prune(now);
-            if self.pending.len() >= self.capacity {
-                return Err(AuthError::TooManyChallenges {
-                    capacity: self.capacity,
-                });
-            }
+    /// Room for `pending`: its source's oldest challenges go while the source is at
+    /// its share; then a full book drops expired challenges, and refuses if still
+    /// full.
+    fn make_room(&mut self, pending: &P, now: Instant) -> Result<(), AuthError> {
+        let weight = pending.weight();
+        let source = pending.source();
+        while let Some(share) = self.shares.get(&source) {
+            let over = share.ids.len() >= self.limits.per_source
+                || share.bytes + weight > self.limits.per_source_bytes;
+            let Some(&oldest) = share.ids.front().filter(|_| over) else {
+                break;
+            };
+            self.remove(oldest);
         }
-        Ok(())
+        if !self.fits(weight) {
+            self.prune(now);
+        }
+        if self.fits(weight) && weight <= self.limits.per_source_bytes {
+            Ok(())
+        } else {
+            Err(AuthError::TooManyChallenges {
+                capacity: self.limits.capacity,
+            })
+        }
+    }
+
+    fn fits(&self, weight: usize) -> bool {
+        self.pending.len() < self.limits.capacity && self.bytes + weight <= self.limits.bytes
     }
 
     fn insert(
@@ -232,8 +301,29 @@ impl<P> ChallengeBook<P> {
         pending: P,
     ) -> Result<&Challenge, AuthError> {
         let challenge = Challenge::new(id, request_digest, version, now)?;
+        let weight = pending.weight();
+        let share = self.shares.entry(pending.source()).or_default();
+        share.ids.push_back(id);
+        share.bytes += weight;
+        self.bytes += weight;
         let (challenge, _) = self.pending.entry(id).or_insert((challenge, pending));
         Ok(challenge)
+    }
+
+    /// Takes `id` out of the book and out of its source's share.
+    fn remove(&mut self, id: ChallengeId) -> Option<(Challenge, P)> {
+        let (challenge, pending) = self.pending.remove(&id)?;
+        let weight = pending.weight();
+        self.bytes -= weight;
+        let source = pending.source();
+        if let Some(share) = self.shares.get_mut(&source) {
+            share.ids.retain(|held| *held != id);
+            share.bytes -= weight;
+            if share.ids.is_empty() {
+                self.shares.remove(&source);
+            }
+        }
+        Some((challenge, pending))
     }
 
     /// A random id from 1 to [`MAX_COUNTED_ID`] not in use, so that nobody can tell
@@ -243,7 +333,7 @@ impl<P> ChallengeBook<P> {
             .map(|_| ChallengeId(rand::random_range(1..=MAX_COUNTED_ID)))
             .find(|id| !self.pending.contains_key(id))
             .ok_or(AuthError::TooManyChallenges {
-                capacity: self.capacity,
+                capacity: self.limits.capacity,
             })
     }
 
@@ -251,10 +341,7 @@ impl<P> ChallengeBook<P> {
     /// answered) id is [`AuthError::UnknownChallenge`], one older than the lifetime
     /// [`AuthError::ChallengeExpired`] (and is dropped).
     pub fn take(&mut self, id: ChallengeId, now: Instant) -> Result<(Challenge, P), AuthError> {
-        let (challenge, pending) = self
-            .pending
-            .remove(&id)
-            .ok_or(AuthError::UnknownChallenge { id })?;
+        let (challenge, pending) = self.remove(id).ok_or(AuthError::UnknownChallenge { id })?;
         if self.is_expired(&challenge, now) {
             return Err(AuthError::ChallengeExpired { id });
         }
@@ -279,10 +366,15 @@ impl<P> ChallengeBook<P> {
 
     /// Drops every expired challenge.
     pub fn prune(&mut self, now: Instant) {
-        let lifetime = self.lifetime;
-        self.pending.retain(|_, (challenge, _)| {
-            now.saturating_duration_since(challenge.issued_at) <= lifetime
-        });
+        let expired: Vec<ChallengeId> = self
+            .pending
+            .iter()
+            .filter(|(_, (challenge, _))| self.is_expired(challenge, now))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in expired {
+            self.remove(id);
+        }
     }
 
     fn is_expired(&self, challenge: &Challenge, now: Instant) -> bool {
@@ -376,6 +468,37 @@ mod tests {
         );
     }
 
+    /// A request held in the tests: its source and its size.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    struct Sent {
+        from: u8,
+        octets: usize,
+    }
+
+    impl Held for Sent {
+        type Source = u8;
+        fn source(&self) -> u8 {
+            self.from
+        }
+        fn weight(&self) -> usize {
+            self.octets
+        }
+    }
+
+    fn sent(from: u8, octets: usize) -> Sent {
+        Sent { from, octets }
+    }
+
+    /// Room for `capacity` challenges, each source for all of them.
+    fn limits(capacity: usize) -> BookLimits {
+        BookLimits {
+            capacity,
+            bytes: 1 << 20,
+            per_source: capacity,
+            per_source_bytes: 1 << 20,
+        }
+    }
+
     fn digest() -> RequestDigest {
         RequestDigest::for_version(V2_11, b"request")
     }
@@ -383,11 +506,14 @@ mod tests {
     #[test]
     fn a_challenge_is_taken_once() {
         let now = Instant::now();
-        let mut book = ChallengeBook::default();
-        let challenge = book.issue(digest(), V2_11, now, "create").unwrap().clone();
+        let mut book = ChallengeBook::<Sent>::default();
+        let challenge = book
+            .issue(digest(), V2_11, now, sent(1, 10))
+            .unwrap()
+            .clone();
         assert_eq!(challenge.body.nonce.len(), NONCE_LEN);
         let (taken, pending) = book.take(challenge.id, now).unwrap();
-        assert_eq!((taken, pending), (challenge.clone(), "create"));
+        assert_eq!((taken, pending), (challenge.clone(), sent(1, 10)));
         assert!(matches!(
             book.take(challenge.id, now),
             Err(AuthError::UnknownChallenge { id }) if id == challenge.id
@@ -398,22 +524,31 @@ mod tests {
     #[test]
     fn a_challenge_is_taken_only_by_its_owner() {
         let now = Instant::now();
-        let mut book = ChallengeBook::default();
-        let id = book.issue(digest(), V2_11, now, 1).unwrap().id;
+        let mut book = ChallengeBook::<Sent>::default();
+        let id = book.issue(digest(), V2_11, now, sent(1, 0)).unwrap().id;
         assert!(matches!(
-            book.take_if(id, now, |owner| *owner == 2),
+            book.take_if(id, now, |owner| owner.from == 2),
             Err(AuthError::UnknownChallenge { .. })
         ));
-        assert_eq!(book.take_if(id, now, |owner| *owner == 1).unwrap().1, 1);
+        assert_eq!(
+            book.take_if(id, now, |owner| owner.from == 1).unwrap().1,
+            sent(1, 0)
+        );
         assert!(book.take_if(id, now, |_| true).is_err());
     }
 
     #[test]
     fn nonces_and_ids_differ() {
         let now = Instant::now();
-        let mut book = ChallengeBook::default();
-        let a = book.issue(digest(), V2_11, now, ()).unwrap().clone();
-        let b = book.issue(digest(), V2_11, now, ()).unwrap().clone();
+        let mut book = ChallengeBook::<Sent>::default();
+        let a = book
+            .issue(digest(), V2_11, now, sent(1, 0))
+            .unwrap()
+            .clone();
+        let b = book
+            .issue(digest(), V2_11, now, sent(1, 0))
+            .unwrap()
+            .clone();
         assert_ne!(a.id, b.id);
         assert_ne!(a.body.nonce, b.body.nonce);
         assert_ne!(a.id, ChallengeId(0));
@@ -422,44 +557,102 @@ mod tests {
     #[test]
     fn an_expired_challenge_is_refused_and_dropped() {
         let now = Instant::now();
-        let mut book = ChallengeBook::new(10, Duration::from_secs(5));
-        let id = book.issue(digest(), V2_11, now, ()).unwrap().id;
+        let mut book = ChallengeBook::new(limits(10), Duration::from_secs(5));
+        let id = book.issue(digest(), V2_11, now, sent(1, 0)).unwrap().id;
         let late = now + Duration::from_secs(6);
         assert!(matches!(
             book.take(id, late),
             Err(AuthError::ChallengeExpired { .. })
         ));
         assert!(book.is_empty());
-        let id = book.issue(digest(), V2_11, now, ()).unwrap().id;
+        let id = book.issue(digest(), V2_11, now, sent(1, 0)).unwrap().id;
         assert!(book.take(id, now + Duration::from_secs(5)).is_ok());
     }
 
     #[test]
     fn a_full_book_drops_expired_challenges_then_refuses() {
         let now = Instant::now();
-        let mut book = ChallengeBook::new(2, DEFAULT_LIFETIME);
-        book.issue(digest(), V2_11, now, ()).unwrap();
-        book.issue(digest(), V2_11, now, ()).unwrap();
+        let mut book = ChallengeBook::new(limits(2), DEFAULT_LIFETIME);
+        book.issue(digest(), V2_11, now, sent(1, 0)).unwrap();
+        book.issue(digest(), V2_11, now, sent(2, 0)).unwrap();
         assert!(matches!(
-            book.issue(digest(), V2_11, now, ()),
+            book.issue(digest(), V2_11, now, sent(3, 0)),
             Err(AuthError::TooManyChallenges { capacity: 2 })
         ));
         let later = now + DEFAULT_LIFETIME + Duration::from_secs(1);
-        book.issue(digest(), V2_11, later, ()).unwrap();
+        book.issue(digest(), V2_11, later, sent(3, 0)).unwrap();
         assert_eq!(book.len(), 1);
     }
 
     #[test]
     fn ids_outside_sessions_are_random_and_below_session_ids() {
         let now = Instant::now();
-        let mut book = ChallengeBook::default();
+        let mut book = ChallengeBook::<Sent>::default();
         let ids: Vec<u32> = (0..100)
-            .map(|_| book.issue(digest(), V2_11, now, ()).unwrap().id.0)
+            .map(|n| book.issue(digest(), V2_11, now, sent(n, 0)).unwrap().id.0)
             .collect();
         assert!(ids.iter().all(|&id| (1..=MAX_COUNTED_ID).contains(&id)));
         let distinct: std::collections::HashSet<_> = ids.iter().collect();
         assert_eq!(distinct.len(), 100, "ids in use are never reused");
         let steps = ids.windows(2).filter(|pair| pair[1] == pair[0] + 1).count();
         assert!(steps < 5, "ids do not count up: {ids:?}");
+    }
+
+    #[test]
+    fn a_source_at_its_share_recycles_its_own_oldest_challenge() {
+        let now = Instant::now();
+        let limits = BookLimits {
+            capacity: 10,
+            bytes: 1000,
+            per_source: 3,
+            per_source_bytes: 500,
+        };
+        let mut book = ChallengeBook::new(limits, DEFAULT_LIFETIME);
+        let other = book.issue(digest(), V2_11, now, sent(2, 10)).unwrap().id;
+        let first = book.issue(digest(), V2_11, now, sent(1, 10)).unwrap().id;
+        for _ in 0..100 {
+            book.issue(digest(), V2_11, now, sent(1, 10)).unwrap();
+        }
+        assert_eq!(
+            book.len(),
+            4,
+            "three of the flooding source's, one of the other's"
+        );
+        assert!(book.take(first, now).is_err(), "its oldest made room");
+        assert!(
+            book.take(other, now).is_ok(),
+            "the other source keeps its challenge"
+        );
+
+        let big = book.issue(digest(), V2_11, now, sent(1, 400)).unwrap().id;
+        book.issue(digest(), V2_11, now, sent(1, 400)).unwrap();
+        assert!(
+            book.take(big, now).is_err(),
+            "octets count as well as entries"
+        );
+        assert_eq!(book.bytes(), 400);
+        assert!(book.issue(digest(), V2_11, now, sent(3, 501)).is_err());
+    }
+
+    #[test]
+    fn many_sources_fill_the_book_by_octets_too() {
+        let now = Instant::now();
+        let limits = BookLimits {
+            capacity: 100,
+            bytes: 1000,
+            per_source: 10,
+            per_source_bytes: 1000,
+        };
+        let mut book = ChallengeBook::new(limits, DEFAULT_LIFETIME);
+        for from in 0..4 {
+            book.issue(digest(), V2_11, now, sent(from, 250)).unwrap();
+        }
+        assert!(matches!(
+            book.issue(digest(), V2_11, now, sent(9, 1)),
+            Err(AuthError::TooManyChallenges { .. })
+        ));
+        let later = now + DEFAULT_LIFETIME + Duration::from_secs(1);
+        book.issue(digest(), V2_11, later, sent(9, 1)).unwrap();
+        assert_eq!((book.len(), book.bytes()), (1, 1));
     }
 }

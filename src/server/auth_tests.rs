@@ -188,3 +188,47 @@ async fn expired_challenges_and_malformed_answers_are_refused() {
     }
     assert!(!exists(&responder, "10.1000/junk").await);
 }
+
+/// An anonymous caller at the `n`-th address of 10.0.0.0/8.
+fn stranger(n: u32) -> Caller {
+    Caller::anonymous(IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + n)))
+}
+
+#[tokio::test]
+async fn a_datagram_flood_cannot_take_the_book_tcp_callers_are_challenged_from() {
+    let (_dir, responder) = responder().await;
+    with_admin_key(&responder).await;
+    let datagrams = responder.for_datagrams();
+    let request = create("10.1000/flood", url());
+    let mut busy = 0;
+    for n in 0..10_001 {
+        let answer = ask_as(&datagrams, stranger(n), &request).await;
+        if answer.header.response_code == ResponseCode::ServerTooBusy {
+            busy += 1;
+        }
+    }
+    assert!(busy > 0, "forged sources fill the datagram book");
+    let challenge = challenge_of(&responder, &create("10.1000/admin", url())).await;
+    let answer = answer_message(&challenge, answer_to(&challenge, admin(), test_key()));
+    let done = ask_as(&responder, Caller::anonymous(LOCAL), &answer).await;
+    assert_eq!(done.header.response_code, ResponseCode::Success, "{done:?}");
+}
+
+#[tokio::test]
+async fn one_source_only_recycles_its_own_challenges() {
+    let (_dir, responder) = responder().await;
+    with_admin_key(&responder).await;
+    let challenge = challenge_of(&responder, &create("10.1000/first", url())).await;
+    let request = create("10.1000/flood", url());
+    for _ in 0..10_001 {
+        let answer = ask_as(&responder, stranger(1), &request).await;
+        assert_eq!(
+            answer.header.response_code,
+            ResponseCode::AuthenticationNeeded,
+            "a source at its share is challenged, at the cost of its own oldest"
+        );
+    }
+    let answer = answer_message(&challenge, answer_to(&challenge, admin(), test_key()));
+    let done = ask_as(&responder, Caller::anonymous(LOCAL), &answer).await;
+    assert_eq!(done.header.response_code, ResponseCode::Success, "{done:?}");
+}

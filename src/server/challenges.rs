@@ -5,23 +5,52 @@
 //! has not authenticated is answered with a challenge and kept here; the answer (OC
 //! 200) must come from the same address within the configured lifetime, once. The
 //! original request is then carried out as the identity that answered.
+//!
+//! Each transport has a book of its own ([`STREAM_LIMITS`] for TCP, the smaller
+//! [`DATAGRAM_LIMITS`] for UDP, whose source addresses anyone can forge), bounded in
+//! entries and octets in all and per source address: a flood of datagrams cannot
+//! take the book an administrator's TCP connection is challenged from, and one
+//! source only ever recycles its own challenges.
 
 use std::net::IpAddr;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::auth::challenge::DEFAULT_CAPACITY;
+use crate::auth::challenge::{BookLimits, Held};
 use crate::auth::{AuthError, Challenge, ChallengeBook, ChallengeId};
 use crate::codec::{Message, OpCode, OpFlags, Request, RequestDigest};
 
 use super::codes::Refusal;
 use super::exchange::Exchange;
 
+/// The book of challenges sent over TCP: the defaults (10,000 challenges holding at
+/// most 256 MiB; 64 and 16 MiB per source address).
+pub const STREAM_LIMITS: BookLimits = BookLimits {
+    capacity: 10_000,
+    bytes: 256 << 20,
+    per_source: 64,
+    per_source_bytes: 16 << 20,
+};
+
+/// The book of challenges sent over UDP: 1,000 holding at most 16 MiB; 16 and
+/// 1 MiB per source address.
+pub const DATAGRAM_LIMITS: BookLimits = BookLimits {
+    capacity: 1_000,
+    bytes: 16 << 20,
+    per_source: 16,
+    per_source_bytes: 1 << 20,
+};
+
+/// Octets a pending challenge costs besides its request's own.
+const ENTRY_OVERHEAD: usize = 256;
+
 /// A request held back until its challenge is answered.
 #[derive(Debug)]
 pub struct Pending {
     /// Where it came from: only an answer from there is taken.
     address: IpAddr,
+    /// What it weighs in the book: its octets as received, and the entry's own.
+    weight: usize,
     /// Its operation.
     pub opcode: OpCode,
     /// Its flags (OverwriteWhenExists and the like apply to it, not to the answer).
@@ -32,17 +61,29 @@ pub struct Pending {
     pub session: Option<u32>,
 }
 
-/// The challenges a node has sent and waits to see answered.
+impl Held for Pending {
+    type Source = IpAddr;
+
+    fn source(&self) -> IpAddr {
+        self.address
+    }
+
+    fn weight(&self) -> usize {
+        self.weight
+    }
+}
+
+/// The challenges a node has sent over one transport and waits to see answered.
 #[derive(Debug)]
 pub struct Challenges {
     book: Mutex<ChallengeBook<Pending>>,
 }
 
 impl Challenges {
-    /// An empty book whose challenges live `lifetime`.
-    pub fn new(lifetime: Duration) -> Self {
+    /// An empty book holding what `limits` allow, its challenges living `lifetime`.
+    pub fn new(limits: BookLimits, lifetime: Duration) -> Self {
         Challenges {
-            book: Mutex::new(ChallengeBook::new(DEFAULT_CAPACITY, lifetime)),
+            book: Mutex::new(ChallengeBook::new(limits, lifetime)),
         }
     }
 
@@ -61,6 +102,7 @@ impl Challenges {
         let digest = RequestDigest::for_version(version, raw);
         let pending = Pending {
             address,
+            weight: raw.len() + ENTRY_OVERHEAD,
             opcode: request.opcode(),
             flags: exchange.flags(),
             request,

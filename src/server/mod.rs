@@ -134,7 +134,7 @@ impl HandleListeners {
             limits,
             draining.clone(),
         ));
-        loops.spawn(udp::serve(self.udp, responder, draining));
+        loops.spawn(udp::serve(self.udp, responder.for_datagrams(), draining));
         shutdown.await;
         start.begin(drain);
         while let Some(ended) = loops.join_next().await {

@@ -29,7 +29,7 @@ use crate::service::{Applied, Caller, Error, Freshness, Handler, Operation, Priv
 use crate::values::HandleValue;
 
 use super::certify::{certify, must_sign};
-use super::challenges::Challenges;
+use super::challenges::{self, Challenges};
 use super::codes::Refusal;
 use super::exchange::{Exchange, ResponseSettings};
 use super::requests::{Done, admin_operation, is_administrative, list_prefix, parse_resolution};
@@ -73,7 +73,10 @@ impl Responder {
     ) -> Self {
         Responder {
             handler,
-            challenges: Arc::new(Challenges::new(settings.challenge_lifetime)),
+            challenges: Arc::new(Challenges::new(
+                challenges::STREAM_LIMITS,
+                settings.challenge_lifetime,
+            )),
             sessions: Arc::new(Mutex::new(SessionTable::new(
                 settings.max_sessions,
                 settings.session_lifetime,
@@ -81,6 +84,19 @@ impl Responder {
             settings,
             metrics,
             server_key: None,
+        }
+    }
+
+    /// This responder for datagrams: the same in all but its challenges, which go in
+    /// a book of their own (a flood of forged datagrams cannot fill the one TCP
+    /// callers are challenged from).
+    pub fn for_datagrams(&self) -> Self {
+        Responder {
+            challenges: Arc::new(Challenges::new(
+                challenges::DATAGRAM_LIMITS,
+                self.settings.challenge_lifetime,
+            )),
+            ..self.clone()
         }
     }
 
