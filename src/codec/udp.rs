@@ -75,6 +75,11 @@ impl Reassembler {
         Reassembler::default()
     }
 
+    /// The octets of the pieces taken so far.
+    pub fn held(&self) -> usize {
+        self.pieces.values().map(Vec::len).sum()
+    }
+
     /// The envelope of the message being collected, once a datagram has been taken.
     pub fn envelope(&self) -> Option<&Envelope> {
         self.first.as_ref()

@@ -2,7 +2,9 @@
 //! answers cut into 492-octet pieces.
 //!
 //! Multi-datagram requests are reassembled per (peer, request id); partial requests
-//! are bounded in number and dropped after [`REASSEMBLY_TIMEOUT`]. Each complete
+//! are bounded in number and octets, in all and per source address (whose datagrams
+//! anyone can forge, so the totals are what bounds memory), and dropped after
+//! [`REASSEMBLY_TIMEOUT`]. Each complete
 //! request is answered on its own task, so a slow write never holds up resolution.
 //!
 //! On shutdown ([`super::drain`]) the datagrams already queued on the socket are still
@@ -10,7 +12,7 @@
 //! drain's deadline.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsFd;
 use std::pin::pin;
 use std::sync::Arc;
@@ -31,6 +33,12 @@ pub const REASSEMBLY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// At most this many requests are being reassembled at once.
 const MAX_PARTIAL_REQUESTS: usize = 1024;
+
+/// At most this many octets are held by requests being reassembled.
+const MAX_PARTIAL_BYTES: usize = 8 << 20;
+
+/// At most this many requests from one source address are being reassembled.
+const MAX_PARTIAL_PER_SOURCE: usize = 16;
 
 /// At most this many requests are answered at once; more are answered at once with
 /// "server busy" (RC 3) so the client retries.
@@ -160,30 +168,45 @@ async fn send_datagrams(socket: &UdpSocket, peer: SocketAddr, datagrams: Vec<Vec
 #[derive(Default)]
 struct Partial {
     requests: HashMap<(SocketAddr, u32), (Reassembler, Instant)>,
+    /// Octets held by every reassembler.
+    bytes: usize,
+    /// Requests being reassembled per source address.
+    sources: HashMap<IpAddr, usize>,
 }
 
 impl Partial {
     /// Takes one datagram; returns a whole request once it is complete. A datagram too
     /// short for an envelope is dropped; one whose envelope says the message fits in
-    /// it is a whole request by itself (and is answered even when malformed).
+    /// it is a whole request by itself (and is answered even when malformed). A
+    /// datagram that would start a request beyond the limits, or hold octets beyond
+    /// them, is dropped.
     fn take(&mut self, peer: SocketAddr, datagram: &[u8]) -> Option<Vec<u8>> {
         let envelope = Envelope::peek(datagram).ok()?;
         let whole = ENVELOPE_LEN + envelope.message_length as usize;
         if datagram.len() >= whole || datagram.len() > MAX_DATAGRAM_LEN {
             return Some(datagram.to_vec());
         }
-        self.expire();
         let key = (peer, envelope.request_id);
-        if !self.requests.contains_key(&key) && self.requests.len() >= MAX_PARTIAL_REQUESTS {
-            return None;
+        if !self.admits(&key, datagram.len()) {
+            self.expire();
+            if !self.admits(&key, datagram.len()) {
+                return None;
+            }
+        }
+        if !self.requests.contains_key(&key) {
+            *self.sources.entry(peer.ip()).or_insert(0) += 1;
         }
         let (reassembler, _) = self
             .requests
             .entry(key)
             .or_insert_with(|| (Reassembler::new(), Instant::now()));
-        match reassembler.push(datagram) {
+        let before = reassembler.held();
+        let pushed = reassembler.push(datagram);
+        let after = reassembler.held();
+        self.bytes = self.bytes + after - before;
+        match pushed {
             Ok(Some(message)) => {
-                self.requests.remove(&key);
+                self.remove(&key);
                 Some(message)
             }
             Ok(None) => None,
@@ -194,9 +217,95 @@ impl Partial {
         }
     }
 
+    /// Whether a datagram of `len` octets for `key` fits the limits.
+    fn admits(&self, key: &(SocketAddr, u32), len: usize) -> bool {
+        let started = self.requests.contains_key(key);
+        let from_source = self.sources.get(&key.0.ip()).copied().unwrap_or(0);
+        self.bytes + len <= MAX_PARTIAL_BYTES
+            && (started
+                || (self.requests.len() < MAX_PARTIAL_REQUESTS
+                    && from_source < MAX_PARTIAL_PER_SOURCE))
+    }
+
+    fn remove(&mut self, key: &(SocketAddr, u32)) {
+        let Some((reassembler, _)) = self.requests.remove(key) else {
+            return;
+        };
+        self.bytes -= reassembler.held();
+        let source = key.0.ip();
+        if let Some(count) = self.sources.get_mut(&source) {
+            *count -= 1;
+            if *count == 0 {
+                self.sources.remove(&source);
+            }
+        }
+    }
+
     fn expire(&mut self) {
         let now = Instant::now();
-        self.requests
-            .retain(|_, (_, started)| now.duration_since(*started) < REASSEMBLY_TIMEOUT);
+        let expired: Vec<_> = self
+            .requests
+            .iter()
+            .filter(|(_, (_, started))| now.duration_since(*started) >= REASSEMBLY_TIMEOUT)
+            .map(|(key, _)| *key)
+            .collect();
+        for key in expired {
+            self.remove(&key);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::{ProtocolVersion, split_datagrams};
+
+    /// The datagrams of a request of `len` octets with `request_id`.
+    fn pieces(request_id: u32, len: usize) -> Vec<Vec<u8>> {
+        let mut envelope = Envelope::new(ProtocolVersion::new(2, 10), request_id);
+        envelope.message_length = len as u32;
+        split_datagrams(&envelope, &vec![7; len])
+    }
+
+    #[test]
+    fn partial_requests_are_bounded_per_source_and_in_octets() {
+        let mut partial = Partial::default();
+        let one: SocketAddr = "192.0.2.1:1000".parse().unwrap();
+        for id in 0..100 {
+            assert!(partial.take(one, &pieces(id, 10_000)[0]).is_none());
+        }
+        assert_eq!(partial.requests.len(), MAX_PARTIAL_PER_SOURCE);
+
+        // Every piece but the last of 100 requests of 200,000 octets from forged
+        // sources: 20 MB offered.
+        for n in 0..100u32 {
+            let forged = SocketAddr::from(([10, 0, 0, n as u8], 2641));
+            let all = pieces(n, 200_000);
+            for piece in &all[..all.len() - 1] {
+                assert!(partial.take(forged, piece).is_none());
+            }
+        }
+        assert!(partial.bytes <= MAX_PARTIAL_BYTES, "{}", partial.bytes);
+        assert!(partial.requests.len() <= MAX_PARTIAL_REQUESTS);
+        let held: usize = partial.requests.values().map(|(r, _)| r.held()).sum();
+        assert_eq!(held, partial.bytes);
+    }
+
+    #[test]
+    fn a_whole_request_gives_back_its_octets_and_its_source_slot() {
+        let mut partial = Partial::default();
+        let peer: SocketAddr = "192.0.2.1:1000".parse().unwrap();
+        let mut envelope = Envelope::new(ProtocolVersion::new(2, 10), 9);
+        envelope.message_length = 1000;
+        let pieces = split_datagrams(&envelope, &[1; 1000]);
+        let mut whole = None;
+        for piece in &pieces {
+            whole = partial.take(peer, piece);
+        }
+        assert_eq!(
+            whole.map(|message| message.len()),
+            Some(ENVELOPE_LEN + 1000)
+        );
+        assert_eq!((partial.bytes, partial.sources.len()), (0, 0));
     }
 }
