@@ -20,7 +20,7 @@
 //! touch the session table beyond [`super::sessions::SessionTable`]'s methods, and
 //! never checks a signature while holding its lock.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{MutexGuard, PoisonError};
 use std::time::Instant;
 
@@ -127,7 +127,7 @@ pub async fn authenticate(
         Some(value) => match credentials(&state, &value, peer, now).await {
             Ok(credentials) => credentials,
             Err(refusal @ CredentialRefusal::Busy) => return refused(&refusal),
-            Err(refusal) => return unauthorised(&state, &refusal, true),
+            Err(refusal) => return unauthorised(&state, &refusal, Some(peer.ip())),
         },
     };
     request.extensions_mut().insert(credentials.caller);
@@ -137,7 +137,13 @@ pub async fn authenticate(
         .insert(RequestSession(session.clone()));
     let mut response = next.run(request).await;
     if response.status() == StatusCode::UNAUTHORIZED {
-        challenge(&state, response.headers_mut(), session.as_ref(), honoured);
+        let honoured_from = honoured.then_some(peer.ip());
+        challenge(
+            &state,
+            response.headers_mut(),
+            session.as_ref(),
+            honoured_from,
+        );
     } else if let Some(view) = credentials.answered {
         let info = format!("Handle {}", challenge_params(&view));
         if let Ok(value) = HeaderValue::from_str(&info) {
@@ -281,7 +287,7 @@ fn insecure(state: &HttpState, request: &Request) -> Response {
             response.headers_mut().insert(header::LOCATION, location);
             response
         }
-        None => unauthorised(state, &CredentialRefusal::Insecure, false),
+        None => unauthorised(state, &CredentialRefusal::Insecure, None),
     }
 }
 
@@ -304,28 +310,39 @@ fn refused(refusal: &CredentialRefusal) -> Response {
     Refusal::from(refusal).answer(RequestKind::Other, None, &Format::default())
 }
 
-/// 401, with the challenges where credentials are honoured.
-fn unauthorised(state: &HttpState, refusal: &CredentialRefusal, honoured: bool) -> Response {
+/// 401, with the challenges; `honoured_from` is the caller's address where its
+/// credentials are honoured.
+fn unauthorised(
+    state: &HttpState,
+    refusal: &CredentialRefusal,
+    honoured_from: Option<IpAddr>,
+) -> Response {
     let mut response = refused(refusal);
-    challenge(state, response.headers_mut(), refusal.session(), honoured);
+    challenge(
+        state,
+        response.headers_mut(),
+        refusal.session(),
+        honoured_from,
+    );
     response
 }
 
-/// Adds the challenges to a 401: where credentials are honoured, `Handle` with the
-/// nonce of `session` (or of a session opened now, when it is unknown and the table
-/// has room), then `Basic`.
+/// Adds the challenges to a 401: where credentials are honoured (`honoured_from`,
+/// the caller's address), `Handle` with the nonce of `session` (or of a session
+/// opened now for that address, when it is unknown and the table has room), then
+/// `Basic`.
 fn challenge(
     state: &HttpState,
     headers: &mut HeaderMap,
     session: Option<&SessionId>,
-    honoured: bool,
+    honoured_from: Option<IpAddr>,
 ) {
-    if honoured {
+    if let Some(source) = honoured_from {
         let now = Instant::now();
         let mut table = sessions(state);
         let view = session
             .and_then(|id| table.view(id, now).ok())
-            .or_else(|| table.open(now).ok());
+            .or_else(|| table.open(source, now).ok());
         drop(table);
         let handle = view.map(|view| format!("Handle {}", challenge_params(&view)));
         if let Some(value) = handle.and_then(|text| HeaderValue::from_str(&text).ok()) {

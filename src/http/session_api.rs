@@ -41,7 +41,7 @@ pub async fn open(
     }
     let now = Instant::now();
     let mut table = sessions(&state);
-    let opened = table.open(now).and_then(|view| match caller {
+    let opened = table.open(peer.ip(), now).and_then(|view| match caller {
         Caller::Administrator { identity } => table.authenticate(&view.id, identity, now),
         Caller::Anonymous { .. } => Ok(view),
     });

@@ -14,6 +14,7 @@
 //! has passed; each nonce is handed out for one answer only ([`SessionTable::take_nonce`]
 //! replaces it before the answer is checked, so a replay finds another nonce).
 
+use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use thiserror::Error;
@@ -99,15 +100,15 @@ impl SessionTable {
         self.sessions.len()
     }
 
-    /// Opens an unauthenticated session at `now`.
-    pub fn open(&mut self, now: Instant) -> Result<SessionView, SessionRefusal> {
+    /// Opens an unauthenticated session for `source` at `now`.
+    pub fn open(&mut self, source: IpAddr, now: Instant) -> Result<SessionView, SessionRefusal> {
         let id = SessionId(hex(&random(ID_LEN)?));
         let session = Session {
             nonce: random(NONCE_LEN)?,
             identity: None,
         };
         let view = view(&id, &session);
-        self.sessions.open(id, session, None, now)?;
+        self.sessions.open(id, session, source, None, now)?;
         Ok(view)
     }
 
@@ -170,6 +171,8 @@ fn hex(octets: &[u8]) -> String {
 mod tests {
     use super::*;
 
+    const HERE: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+
     const LIFETIME: Duration = Duration::from_secs(60);
 
     fn admin() -> Identity {
@@ -183,7 +186,7 @@ mod tests {
     fn a_session_lives_until_its_lifetime_or_deletion() {
         let mut table = SessionTable::new(10, LIFETIME);
         let start = Instant::now();
-        let opened = table.open(start).unwrap();
+        let opened = table.open(HERE, start).unwrap();
         assert_eq!(opened.id.0.len(), 2 * ID_LEN);
         assert_eq!(opened.identity, None);
         let later = start + LIFETIME - Duration::from_secs(1);
@@ -193,7 +196,7 @@ mod tests {
             Err(SessionRefusal::Unknown)
         ));
         assert_eq!(table.len(), 0, "an expired session is dropped");
-        let other = table.open(start).unwrap();
+        let other = table.open(HERE, start).unwrap();
         assert!(table.close(&other.id, start));
         assert!(!table.close(&other.id, start));
         assert!(matches!(
@@ -206,7 +209,7 @@ mod tests {
     fn each_nonce_is_handed_out_for_one_answer() {
         let mut table = SessionTable::new(10, LIFETIME);
         let now = Instant::now();
-        let opened = table.open(now).unwrap();
+        let opened = table.open(HERE, now).unwrap();
         let first = table.take_nonce(&opened.id, now).unwrap();
         assert_eq!(first, opened.nonce);
         let second = table.take_nonce(&opened.id, now).unwrap();
@@ -220,19 +223,19 @@ mod tests {
     fn a_full_table_drops_unauthenticated_sessions_before_refusing() {
         let mut table = SessionTable::new(2, LIFETIME);
         let start = Instant::now();
-        let a = table.open(start).unwrap();
-        let b = table.open(start + Duration::from_secs(1)).unwrap();
-        let c = table.open(start + Duration::from_secs(2)).unwrap();
+        let a = table.open(HERE, start).unwrap();
+        let b = table.open(HERE, start + Duration::from_secs(1)).unwrap();
+        let c = table.open(HERE, start + Duration::from_secs(2)).unwrap();
         assert!(table.view(&a.id, start).is_err(), "the oldest pending goes");
         assert_eq!(table.len(), 2);
         table.authenticate(&b.id, admin(), start).unwrap();
         table.authenticate(&c.id, admin(), start).unwrap();
         assert!(matches!(
-            table.open(start + Duration::from_secs(3)),
+            table.open(HERE, start + Duration::from_secs(3)),
             Err(SessionRefusal::Full { capacity: 2 })
         ));
         table
-            .open(start + LIFETIME + Duration::from_secs(2))
+            .open(HERE, start + LIFETIME + Duration::from_secs(2))
             .unwrap();
         assert_eq!(table.len(), 1, "expired sessions were purged");
     }

@@ -14,7 +14,7 @@
 //! listing through [`ListReply::next_page`]), where certified answers are signed with
 //! the server key ([`super::certify`]).
 
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -329,7 +329,8 @@ impl Responder {
                 return exchange.error(ResponseCode::AuthenticationTimeout, text);
             }
             Request::SessionSetup(setup) => {
-                return self.set_up_session(exchange.clone(), &setup).await;
+                let source = address(&caller).unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+                return self.set_up_session(exchange.clone(), &setup, source).await;
             }
             Request::SessionTerminate { .. } | Request::SessionExchangeKey { .. } => {
                 let text = "no session: the envelope SessionId names none";

@@ -14,6 +14,7 @@
 //! [`super::encryption`]. Not done: key exchange modes 2 and 3 (answered 504), and MACs
 //! on the pages of a list answer.
 
+use std::net::IpAddr;
 use std::sync::PoisonError;
 use std::time::Instant;
 
@@ -38,17 +39,24 @@ pub(super) fn in_session(request: &Request) -> bool {
 }
 
 impl Responder {
-    /// Answers a session setup: agrees the key and opens the session, anonymous until
-    /// an identity answers a challenge sent in it (an identity the setup names is not
-    /// trusted; the reference server never challenges a setup).
-    pub(super) async fn set_up_session(&self, exchange: Exchange, setup: &SessionSetup) -> Message {
+    /// Answers a session setup from `source`: agrees the key and opens the session,
+    /// anonymous until an identity answers a challenge sent in it (an identity the
+    /// setup names is not trusted; the reference server never challenges a setup).
+    pub(super) async fn set_up_session(
+        &self,
+        exchange: Exchange,
+        setup: &SessionSetup,
+        source: IpAddr,
+    ) -> Message {
         let agreed = self.handler.key_exchange(setup.exchange.clone()).await;
         let (key, data) = match agreed {
             Ok(Ok(agreed)) => agreed,
             Ok(Err(error)) => return Refusal::from(error).into_message(&exchange),
             Err(busy) => return Refusal::from(busy).into_message(&exchange),
         };
-        let opened = self.sessions().open(key, setup.timeout, Instant::now());
+        let opened = self
+            .sessions()
+            .open(key, source, setup.timeout, Instant::now());
         match opened {
             Ok(id) => exchange
                 .in_session(id)

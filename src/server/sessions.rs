@@ -20,6 +20,7 @@
 //! [`REPLAY_WINDOW`] counters below it were seen: a counter above the highest, or
 //! within the window and unseen, is admitted once; anything older is refused.
 
+use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use thiserror::Error;
@@ -177,12 +178,13 @@ impl SessionTable {
         }
     }
 
-    /// Opens an anonymous session with `key`, living the shorter of the table's
+    /// Opens an anonymous session with `key` for `source`, living the shorter of the table's
     /// lifetime and `requested_secs` (0: the table's); its id is fresh and random. It
     /// belongs to nobody until [`SessionTable::authenticate`].
     pub fn open(
         &mut self,
         key: SessionKey,
+        source: IpAddr,
         requested_secs: u32,
         now: Instant,
     ) -> Result<u32, SessionRefusal> {
@@ -194,7 +196,7 @@ impl SessionTable {
             counters: SeenCounters::default(),
         };
         self.sessions
-            .open(id, session, requested, now)
+            .open(id, session, source, requested, now)
             .map_err(|refusal| SessionRefusal::of_table(refusal, id))?;
         Ok(id)
     }
@@ -262,6 +264,8 @@ impl SessionTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const HERE: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
     use crate::auth::session_credential;
     use crate::codec::ProtocolVersion;
 
@@ -294,7 +298,7 @@ mod tests {
         requested: u32,
         now: Instant,
     ) -> Result<u32, SessionRefusal> {
-        let id = table.open(key, requested, now)?;
+        let id = table.open(key, HERE, requested, now)?;
         assert!(table.authenticate(id, admin(), now));
         Ok(id)
     }
@@ -304,12 +308,12 @@ mod tests {
         let now = Instant::now();
         let mut table = SessionTable::new(64, Duration::from_secs(60));
         for _ in 0..32 {
-            let id = table.open(key(), 0, now).unwrap();
+            let id = table.open(key(), HERE, 0, now).unwrap();
             assert!(SESSION_IDS.contains(&id), "{id:#x}");
             assert!(i32::try_from(id).is_ok_and(|id| id > 0));
         }
         let key = key();
-        let id = table.open(key.clone(), 0, now).unwrap();
+        let id = table.open(key.clone(), HERE, 0, now).unwrap();
         let (envelope, first) = message(&key, id, 1);
         assert_eq!(
             table
@@ -398,14 +402,14 @@ mod tests {
         let now = Instant::now();
         let mut table = SessionTable::new(4, Duration::from_secs(60));
         let key = key();
-        let id = table.open(key.clone(), 10, now).unwrap();
+        let id = table.open(key.clone(), HERE, 10, now).unwrap();
         let (envelope, credential) = message(&key, id, 1);
         let late = now + Duration::from_secs(10);
         let expired = table.admit(&envelope, Some(&credential), RAW, late);
         assert!(matches!(expired, Err(SessionRefusal::Expired { .. })));
         let gone = table.admit(&envelope, Some(&credential), RAW, now);
         assert!(matches!(gone, Err(SessionRefusal::Unknown { .. })));
-        let long = table.open(key.clone(), u32::MAX, now).unwrap();
+        let long = table.open(key.clone(), HERE, u32::MAX, now).unwrap();
         let (envelope, credential) = message(&key, long, 1);
         let after_a_minute = now + Duration::from_secs(60);
         let expired = table.admit(&envelope, Some(&credential), RAW, after_a_minute);
@@ -418,7 +422,7 @@ mod tests {
         let mut table = SessionTable::new(2, Duration::from_secs(60));
         admin_session(&mut table, key(), 1, now).unwrap();
         let kept = admin_session(&mut table, key(), 0, now).unwrap();
-        let full = table.open(key(), 0, now);
+        let full = table.open(key(), HERE, 0, now);
         assert!(matches!(full, Err(SessionRefusal::Full { capacity: 2 })));
         let later = now + Duration::from_secs(2);
         admin_session(&mut table, key(), 0, later).unwrap();
@@ -431,7 +435,7 @@ mod tests {
     fn a_full_table_makes_room_by_dropping_the_oldest_anonymous_session() {
         let now = Instant::now();
         let mut table = SessionTable::new(2, Duration::from_secs(60));
-        let anonymous = table.open(key(), 0, now).unwrap();
+        let anonymous = table.open(key(), HERE, 0, now).unwrap();
         let admins = admin_session(&mut table, key(), 0, now).unwrap();
         let newer = admin_session(&mut table, key(), 0, now).unwrap();
         assert!(!table.sessions.contains(&anonymous));

@@ -8,7 +8,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use hdl::codec::OpCode;
+use hdl::codec::{OpCode, ResponseCode};
 use reqwest::StatusCode;
 use reqwest::header::LOCATION;
 use serde_json::json;
@@ -16,6 +16,7 @@ use serde_json::json;
 use crate::harness::Server;
 use crate::http::{Api, client};
 use crate::raw;
+use crate::sessions::{code_of, in_session, raw_session, resolve_admin};
 
 #[tokio::test]
 async fn unknown_opcodes_share_one_metrics_series() {
@@ -169,4 +170,23 @@ fn one_source_holds_a_bounded_number_of_tcp_connections() {
         raw::tcp(server.address(), &request)
     });
     assert!(answered.is_some(), "a freed slot takes a new connection");
+}
+
+#[test]
+fn one_source_holds_a_bounded_number_of_sessions_nobody_authenticated_in() {
+    let server = Server::start();
+    let (first, first_key) = raw_session(&server);
+    let mut last = None;
+    for _ in 0..16 {
+        last = Some(raw_session(&server));
+    }
+    let (last, last_key) = last.expect("sessions");
+    let gone = in_session(resolve_admin(), first, &first_key, 1);
+    assert_eq!(
+        code_of(&server, &gone),
+        ResponseCode::SessionTimeout,
+        "the source's oldest anonymous session made room"
+    );
+    let live = in_session(resolve_admin(), last, &last_key, 1);
+    assert_ne!(code_of(&server, &live), ResponseCode::SessionTimeout);
 }

@@ -126,7 +126,7 @@ pub(crate) fn raw_session(server: &Server) -> (u32, SessionKey) {
 }
 
 /// A resolution in session `id`, MACed with `key` and `counter`.
-fn in_session(request: Request, id: u32, key: &SessionKey, counter: u32) -> Vec<u8> {
+pub(crate) fn in_session(request: Request, id: u32, key: &SessionKey, counter: u32) -> Vec<u8> {
     let mut message = encode(request, 1000 + counter);
     message.envelope.session_id = id;
     let unsigned = message.encode();
@@ -136,7 +136,7 @@ fn in_session(request: Request, id: u32, key: &SessionKey, counter: u32) -> Vec<
     message.encode()
 }
 
-fn resolve_admin() -> Request {
+pub(crate) fn resolve_admin() -> Request {
     Request::Resolution(ResolutionRequest {
         handle: b"0.NA/ADMIN".to_vec(),
         indexes: vec![],
@@ -150,7 +150,7 @@ fn admitted(code: ResponseCode) -> bool {
     code.to_u32() < ResponseCode::SessionTimeout.to_u32()
 }
 
-fn code_of(server: &Server, bytes: &[u8]) -> ResponseCode {
+pub(crate) fn code_of(server: &Server, bytes: &[u8]) -> ResponseCode {
     tcp(server.address(), bytes)
         .expect("answer")
         .header
