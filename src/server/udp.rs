@@ -261,10 +261,10 @@ mod tests {
     use crate::codec::{ProtocolVersion, split_datagrams};
 
     /// The datagrams of a request of `len` octets with `request_id`.
-    fn pieces(request_id: u32, len: usize) -> Vec<Vec<u8>> {
+    fn pieces(request_id: u32, len: u32) -> Vec<Vec<u8>> {
         let mut envelope = Envelope::new(ProtocolVersion::new(2, 10), request_id);
-        envelope.message_length = len as u32;
-        split_datagrams(&envelope, &vec![7; len])
+        envelope.message_length = len;
+        split_datagrams(&envelope, &vec![7; len as usize])
     }
 
     #[test]
@@ -278,9 +278,9 @@ mod tests {
 
         // Every piece but the last of 100 requests of 200,000 octets from forged
         // sources: 20 MB offered.
-        for n in 0..100u32 {
-            let forged = SocketAddr::from(([10, 0, 0, n as u8], 2641));
-            let all = pieces(n, 200_000);
+        for n in 0..100u8 {
+            let forged = SocketAddr::from(([10, 0, 0, n], 2641));
+            let all = pieces(n.into(), 200_000);
             for piece in &all[..all.len() - 1] {
                 assert!(partial.take(forged, piece).is_none());
             }
