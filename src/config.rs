@@ -41,6 +41,15 @@
 //! # a loopback address; otherwise credentials are honoured only over HTTPS.
 //! # Default: false.
 //! allow_plain_auth_from_loopback = false
+//! # Connections each listener (HTTP, HTTPS) serves at once, and those one source
+//! # address may hold; more are closed at once. Defaults: 512 and 64.
+//! max_connections = 512
+//! connections_per_source = 64
+//! # Seconds a client has to send a request's headers (on a new connection, or the
+//! # next request on a kept-alive one), and to send its body and get its answer.
+//! # Defaults: 10 and 30.
+//! header_timeout_secs = 10
+//! request_timeout_secs = 30
 //!
 //! [site]
 //! # The HS_SITE serial number; bump it when the site changes. Default: 1.
@@ -205,6 +214,14 @@ pub struct HttpConfig {
     /// Honour credentials sent over plain HTTP from a loopback address (else only
     /// over HTTPS).
     pub allow_plain_auth_from_loopback: bool,
+    /// Connections each listener serves at once.
+    pub max_connections: u32,
+    /// Connections one source address may hold on each listener.
+    pub connections_per_source: u32,
+    /// Seconds to send a request's headers.
+    pub header_timeout_secs: u64,
+    /// Seconds to send a request's body and get its answer.
+    pub request_timeout_secs: u64,
 }
 
 impl Default for HttpConfig {
@@ -216,6 +233,10 @@ impl Default for HttpConfig {
             tls_key: None,
             self_signed: false,
             allow_plain_auth_from_loopback: false,
+            max_connections: 512,
+            connections_per_source: 64,
+            header_timeout_secs: 10,
+            request_timeout_secs: 30,
         }
     }
 }
@@ -411,6 +432,24 @@ impl Config {
         }
         if self.handle.tcp_idle_timeout_secs == 0 {
             return Err(ConfigError::Zero("[handle] tcp_idle_timeout_secs"));
+        }
+        let http = [
+            (
+                "[http] max_connections",
+                u64::from(self.http.max_connections),
+            ),
+            (
+                "[http] connections_per_source",
+                u64::from(self.http.connections_per_source),
+            ),
+            ("[http] header_timeout_secs", self.http.header_timeout_secs),
+            (
+                "[http] request_timeout_secs",
+                self.http.request_timeout_secs,
+            ),
+        ];
+        if let Some((name, _)) = http.iter().find(|(_, value)| *value == 0) {
+            return Err(ConfigError::Zero(name));
         }
         self.auth.server_admin_identities().map(drop)
     }

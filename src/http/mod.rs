@@ -16,6 +16,8 @@
 //!
 //! HTTP and HTTPS listen on separate ports (`[http] listen` and `https_listen`); the
 //! HTTPS one exists only when a certificate is configured or `self_signed` is set.
+//! Each listener bounds its connections, in all and per source, and how long a
+//! client may take to send a request ([`limits`]).
 
 mod answer;
 mod api;
@@ -23,6 +25,7 @@ mod auth;
 mod authorization;
 mod codes;
 mod html;
+mod limits;
 mod list;
 mod loc;
 mod pages;
@@ -39,14 +42,15 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::extract::{Request, State};
+use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::{get, post};
 use axum::{Extension, Router};
 use thiserror::Error;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
 use tower_http::cors::CorsLayer;
+use tower_http::timeout::TimeoutLayer;
 
 pub use auth::Channel;
 pub use sessions::SessionTable;
@@ -103,11 +107,12 @@ pub struct NodeInfo {
     pub peer: SocketAddr,
 }
 
-/// The bound HTTP (and HTTPS) sockets of a node.
+/// The bound HTTP (and HTTPS) sockets of a node, with what bounds their connections.
 #[derive(Debug)]
 pub struct HttpListeners {
     http: TcpListener,
     https: Option<(std::net::TcpListener, axum_server::tls_rustls::RustlsConfig)>,
+    config: HttpConfig,
 }
 
 impl HttpListeners {
@@ -127,7 +132,11 @@ impl HttpListeners {
                 Some((listener, tls))
             }
         };
-        Ok(HttpListeners { http, https })
+        Ok(HttpListeners {
+            http,
+            https,
+            config: config.clone(),
+        })
     }
 
     /// The HTTP address.
@@ -151,38 +160,63 @@ impl HttpListeners {
         shutdown: impl Future<Output = ()> + Send + 'static,
         drain: Duration,
     ) -> std::io::Result<()> {
-        let app = router(state.clone(), Channel::Http)
-            .into_make_service_with_connect_info::<SocketAddr>();
-        let secure =
-            router(state, Channel::Https).into_make_service_with_connect_info::<SocketAddr>();
+        let timeouts = limits::Timeouts::of(&self.config);
+        let bounded = |channel| {
+            router(state.clone(), channel)
+                .layer(TimeoutLayer::with_status_code(
+                    StatusCode::REQUEST_TIMEOUT,
+                    timeouts.request,
+                ))
+                .into_make_service_with_connect_info::<SocketAddr>()
+        };
         let handle = axum_server::Handle::new();
+        let mut plain = axum_server::from_tcp(self.http.into_std()?)?
+            .acceptor(limits::Limited::of(&self.config))
+            .handle(handle.clone());
+        read_headers_within(plain.http_builder(), timeouts.headers);
+        let plain = tokio::spawn(plain.serve(bounded(Channel::Http)));
         let https = match self.https {
             None => None,
             Some((listener, tls)) => {
-                let server = axum_server::tls_rustls::from_tcp_rustls(listener, tls)?;
-                Some(tokio::spawn(server.handle(handle.clone()).serve(secure)))
+                let limited = limits::Limited::of(&self.config);
+                let mut server = axum_server::tls_rustls::from_tcp_rustls(listener, tls)?
+                    .map(|tls| tls.acceptor(limited))
+                    .handle(handle.clone());
+                read_headers_within(server.http_builder(), timeouts.headers);
+                Some(tokio::spawn(server.serve(bounded(Channel::Https))))
             }
         };
-        let (stopping, mut stopped) = watch::channel(false);
-        let shutdown = async move {
-            shutdown.await;
-            handle.graceful_shutdown(Some(drain));
-            stopping.send_replace(true);
+        shutdown.await;
+        handle.graceful_shutdown(Some(drain));
+        let served = async {
+            plain.await.map_err(std::io::Error::other)??;
+            if let Some(https) = https {
+                https.await.map_err(std::io::Error::other)??;
+            }
+            Ok::<(), std::io::Error>(())
         };
-        let plain = axum::serve(self.http, app).with_graceful_shutdown(shutdown);
-        let deadline = async move {
-            let _ = stopped.wait_for(|stop| *stop).await;
-            tokio::time::sleep(drain).await;
-        };
-        tokio::select! {
-            served = plain.into_future() => served?,
-            () = deadline => tracing::info!("HTTP drain deadline passed; connections left"),
+        // The handle closes what is left at the drain deadline; this bounds the wait
+        // should a task not notice.
+        match tokio::time::timeout(drain + Duration::from_secs(1), served).await {
+            Ok(served) => served,
+            Err(_) => {
+                tracing::info!("HTTP drain deadline passed; connections left");
+                Ok(())
+            }
         }
-        if let Some(https) = https {
-            https.await.map_err(std::io::Error::other)??;
-        }
-        Ok(())
     }
+}
+
+/// Makes HTTP/1 connections send each request's headers within `timeout` (hyper
+/// needs a timer for it).
+fn read_headers_within(
+    builder: &mut hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExecutor>,
+    timeout: Duration,
+) {
+    builder
+        .http1()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(timeout);
 }
 
 /// Every route of a listener on `channel`; anything else is a proxy reference.

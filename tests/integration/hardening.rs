@@ -190,3 +190,54 @@ fn one_source_holds_a_bounded_number_of_sessions_nobody_authenticated_in() {
     let live = in_session(resolve_admin(), last, &last_key, 1);
     assert_ne!(code_of(&server, &live), ResponseCode::SessionTimeout);
 }
+
+#[test]
+fn an_http_client_trickling_its_headers_is_closed_at_the_header_deadline() {
+    let server = Server::start_with_config("[http]\nheader_timeout_secs = 1\n");
+    let mut stream = TcpStream::connect(server.http_address()).expect("connect");
+    let request = b"GET /status HTTP/1.1\r\nHost: localhost\r\nX-Slow: yes\r\n";
+    let started = Instant::now();
+    let mut closed_after = None;
+    for &octet in request.iter() {
+        if stream.write_all(&[octet]).is_err() || closed(&mut stream) {
+            closed_after = Some(started.elapsed());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let closed_after = closed_after.expect("a trickle of headers is closed");
+    assert!(closed_after < Duration::from_secs(5), "{closed_after:?}");
+}
+
+#[tokio::test]
+async fn one_source_holds_a_bounded_number_of_http_connections() {
+    let server = Server::start_with_config("[http]\nconnections_per_source = 4\n");
+    let mut held: Vec<TcpStream> = (0..4)
+        .map(|_| TcpStream::connect(server.http_address()).expect("connect"))
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut fifth = TcpStream::connect(server.http_address()).expect("connect");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut refused = false;
+    while Instant::now() < deadline {
+        if closed(&mut fifth) {
+            refused = true;
+            break;
+        }
+    }
+    assert!(
+        refused,
+        "the fifth HTTP connection from one source is closed"
+    );
+    assert!(!closed(&mut held[0]), "the first four stay open");
+    drop(held.drain(..));
+    let mut answered = false;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if let Ok(response) = reqwest::get(format!("{}/status", server.http_url())).await {
+            answered = response.status().is_success();
+            break;
+        }
+    }
+    assert!(answered, "freed slots take new connections");
+}
