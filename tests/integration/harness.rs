@@ -238,6 +238,29 @@ pub struct Listening {
     pub https: Option<SocketAddr>,
 }
 
+/// A loopback address, `127.0.0.1:PORT`, whose port is below Linux's ephemeral range
+/// (32768 up) and free for TCP and UDP now: for a member that will be restarted on
+/// its ports. An ephemeral port (`:0`) may be handed to another test's client socket
+/// while the member is down; these never are. Each is handed out once per process.
+pub fn stable_address() -> String {
+    static HANDED_OUT: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut handed_out = HANDED_OUT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    for _attempt in 0..1000 {
+        let port: u16 = rand::random_range(20_000..32_000);
+        let address = SocketAddr::from(([127, 0, 0, 1], port));
+        let free = !handed_out.contains(&port)
+            && std::net::TcpListener::bind(address).is_ok()
+            && std::net::UdpSocket::bind(address).is_ok();
+        if free {
+            handed_out.push(port);
+            return address.to_string();
+        }
+    }
+    panic!("no free stable port in 1000 draws")
+}
+
 /// Starts `hdl serve` with `args`, its stderr in the file `stderr`, and waits (within
 /// [`STARTUP`]) for its announcement; the child is the caller's to kill and reap.
 pub fn spawn_serve(args: &[OsString], stderr: &Path) -> (Child, Listening) {

@@ -24,7 +24,7 @@ use hdl::values::{HandleValue, SiteInfo};
 use serde_json::Value;
 use tempfile::TempDir;
 
-use crate::harness::{ADMIN_SECRET, Listening, admin_credentials, spawn_serve};
+use crate::harness::{ADMIN_SECRET, Listening, admin_credentials, spawn_serve, stable_address};
 use crate::raw;
 
 /// The longest any awaited condition may take.
@@ -82,7 +82,7 @@ impl Set {
             members: Vec::new(),
         };
         for id in 1..=size {
-            let member = set.spawn(id, "127.0.0.1:0", "127.0.0.1:0");
+            let member = set.spawn(id, &stable_address(), &stable_address());
             set.members.push(member);
         }
         let first = set.members[0].listening.peer.to_string();
