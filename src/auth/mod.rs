@@ -22,6 +22,7 @@
 pub mod answer;
 pub mod challenge;
 pub mod error;
+pub mod guesses;
 pub mod keys;
 pub mod permissions;
 pub mod public;

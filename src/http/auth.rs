@@ -30,13 +30,15 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::Response;
 use base64::Engine;
+use tracing::warn;
 
 use super::HttpState;
 use super::answer::{Format, Refusal};
 use super::authorization::{HandleAuthorization, ParamError, parse_handle};
 use super::codes::RequestKind;
 use super::sessions::{SessionId, SessionRefusal, SessionTable, SessionView};
-use crate::auth::RestAnswer;
+use crate::auth::guesses::{Exhausted, Guesses, TooManyGuesses};
+use crate::auth::{Identity, RestAnswer};
 use crate::config::parse_identity;
 use crate::service::{Caller, Error as ServiceError};
 
@@ -70,6 +72,8 @@ pub(super) enum CredentialRefusal {
     Session(#[from] SessionRefusal),
     #[error("too many authentications in progress; try again")]
     Busy,
+    #[error("{0}")]
+    Guessing(#[from] TooManyGuesses),
     #[error("{message}")]
     Refused {
         message: String,
@@ -126,7 +130,9 @@ pub async fn authenticate(
         Some(_) if !honoured => return insecure(&state, &request),
         Some(value) => match credentials(&state, &value, peer, now).await {
             Ok(credentials) => credentials,
-            Err(refusal @ CredentialRefusal::Busy) => return refused(&refusal),
+            Err(refusal @ (CredentialRefusal::Busy | CredentialRefusal::Guessing(_))) => {
+                return refused(&refusal);
+            }
             Err(refusal) => return unauthorised(&state, &refusal, Some(peer.ip())),
         },
     };
@@ -159,6 +165,11 @@ pub async fn authenticate(
 /// Whether credentials from `peer` over `channel` are honoured.
 pub fn honoured(state: &HttpState, peer: SocketAddr, channel: Channel) -> bool {
     channel == Channel::Https || (state.allow_plain_auth_from_loopback && peer.ip().is_loopback())
+}
+
+/// The failed-credentials book, even if a thread panicked while holding it.
+fn guesses(state: &HttpState) -> MutexGuard<'_, Guesses<Identity>> {
+    state.guesses.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// The session table, even if a thread panicked while holding it (its invariants
@@ -198,15 +209,20 @@ async fn credentials(
     let (user, secret) = basic(rest.trim())?;
     let identity =
         parse_identity(&user).ok_or(CredentialRefusal::Malformed("user is not index:handle"))?;
-    let identity = state
-        .handler
-        .verify_secret(&identity, &secret)
-        .await
-        .map_err(|error| CredentialRefusal::Refused {
-            message: error.to_string(),
-            session: None,
-        })?;
-    Ok(Credentials::plain(Caller::Administrator { identity }))
+    guesses(state).admit(peer.ip(), &identity, now)?;
+    match state.handler.verify_secret(&identity, &secret).await {
+        Ok(identity) => Ok(Credentials::plain(Caller::Administrator { identity })),
+        Err(error) => {
+            let exhausted = guesses(state).failed(peer.ip(), &identity, now);
+            if exhausted != Exhausted::Neither {
+                warn!(%peer, ?identity, ?exhausted, "failed Basic credentials: budget used up");
+            }
+            Err(CredentialRefusal::Refused {
+                message: error.to_string(),
+                session: None,
+            })
+        }
+    }
 }
 
 /// A request in `session`: its identity, or anonymous while nobody has answered.

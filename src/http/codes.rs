@@ -97,7 +97,7 @@ impl From<NameError> for Refusal {
 impl From<&CredentialRefusal> for Refusal {
     fn from(refusal: &CredentialRefusal) -> Self {
         let code = match refusal {
-            CredentialRefusal::Busy => ResponseCode::ServerTooBusy,
+            CredentialRefusal::Busy | CredentialRefusal::Guessing(_) => ResponseCode::ServerTooBusy,
             _ => ResponseCode::AuthenticationNeeded,
         };
         Refusal::new(code, refusal.to_string())

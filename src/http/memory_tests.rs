@@ -32,6 +32,7 @@ fn in_memory() -> (Arc<MemoryHandler>, HttpState) {
         },
         allow_plain_auth_from_loopback: true,
         sessions: Arc::new(Mutex::new(SessionTable::new(10, Duration::from_secs(60)))),
+        guesses: Arc::default(),
     };
     (handler, state)
 }

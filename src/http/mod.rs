@@ -55,6 +55,8 @@ use tower_http::timeout::TimeoutLayer;
 pub use auth::Channel;
 pub use sessions::SessionTable;
 
+use crate::auth::Identity;
+use crate::auth::guesses::Guesses;
 use crate::config::HttpConfig;
 use crate::metrics::{Metrics, Protocol};
 use crate::service::Handler;
@@ -90,6 +92,8 @@ pub struct HttpState {
     pub allow_plain_auth_from_loopback: bool,
     /// The sessions of `/api/sessions`.
     pub sessions: Arc<Mutex<SessionTable>>,
+    /// Failed Basic credentials, per source and identity.
+    pub guesses: Arc<Mutex<Guesses<Identity>>>,
 }
 
 /// The facts about the node that `/status` shows.

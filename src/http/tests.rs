@@ -62,6 +62,7 @@ async fn state() -> (tempfile::TempDir, HttpState) {
         },
         allow_plain_auth_from_loopback: true,
         sessions: Arc::new(Mutex::new(SessionTable::new(100, Duration::from_secs(60)))),
+        guesses: Arc::default(),
     };
     (dir, state)
 }
@@ -154,6 +155,9 @@ async fn administration_needs_credentials_honoured_only_where_safe() {
         ),
     ];
     for (authorization, from, channel, status, code) in cases {
+        // Each case starts with a clean budget of failed credentials (the budget
+        // itself is tested in `auth::guesses`).
+        *state.guesses.lock().unwrap() = Guesses::default();
         for (method, path) in admin_routes() {
             let who = format!("{method} {path} {authorization:?} {channel:?}");
             let sent = Call {

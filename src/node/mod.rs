@@ -373,6 +373,7 @@ fn http_state(
             config.auth.max_sessions,
             Duration::from_secs(config.auth.session_lifetime_secs),
         ))),
+        guesses: Arc::default(),
     }
 }
 

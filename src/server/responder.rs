@@ -18,10 +18,11 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use crate::auth::guesses::{Exhausted, Guesses};
 use crate::auth::{ChallengeAnswer, SigningKey};
 use crate::codec::{
     AuthAnswer, Body, CodecError, HandleValues, Message, OpFlags, Request, ResolutionRequest,
-    Response, ResponseCode, Sealed,
+    Response, ResponseCode, Sealed, VerifyRequest,
 };
 use crate::metrics::{Metrics, Protocol};
 use crate::names::Handle;
@@ -52,6 +53,9 @@ pub enum Reply {
     Nothing,
 }
 
+/// A secret key a verify request names: its handle (upper-cased) and index.
+type KeyOfAnswer = (Vec<u8>, u32);
+
 /// Answers requests for one node.
 #[derive(Debug, Clone)]
 pub struct Responder {
@@ -59,6 +63,8 @@ pub struct Responder {
     pub(super) settings: ResponseSettings,
     challenges: Arc<Challenges>,
     pub(super) sessions: Arc<Mutex<SessionTable>>,
+    /// Failed secret-key checks for other servers (OC 201), per source and key.
+    guesses: Arc<Mutex<Guesses<KeyOfAnswer>>>,
     metrics: Arc<Metrics>,
     /// Signs certified answers; `None` signs nothing (tests of other things).
     server_key: Option<Arc<SigningKey>>,
@@ -81,6 +87,7 @@ impl Responder {
                 settings.max_sessions,
                 settings.session_lifetime,
             ))),
+            guesses: Arc::default(),
             settings,
             metrics,
             server_key: None,
@@ -280,6 +287,43 @@ impl Responder {
         }
     }
 
+    /// Checks a secret-key answer for another server (OC 201): the caller picks the
+    /// nonce, so each request tests one guess of the secret; failures are counted
+    /// per source and per key, and past either budget the check is not made (RC 3,
+    /// try later).
+    async fn verify_for_other_server(
+        &self,
+        caller: &Caller,
+        exchange: &Exchange,
+        request: &VerifyRequest,
+    ) -> Message {
+        let source = address(caller).unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+        let key = (request.key_handle.to_ascii_uppercase(), request.key_index);
+        if let Err(refused) = self.guesses().admit(source, &key, Instant::now()) {
+            return exchange.error(ResponseCode::ServerTooBusy, refused.to_string());
+        }
+        let version = exchange.version();
+        match self.handler.verify_for_other_server(request, version).await {
+            Ok(valid) => {
+                if !valid {
+                    let exhausted = self.guesses().failed(source, &key, Instant::now());
+                    if exhausted != Exhausted::Neither {
+                        tracing::warn!(%source, index = key.1, ?exhausted, "failed secret-key checks: budget used up");
+                    }
+                }
+                exchange.success(Response::Verification { valid })
+            }
+            Err(error) => Refusal::from(error).into_message(exchange),
+        }
+    }
+
+    /// The failed-checks book, even if a thread panicked while holding it.
+    fn guesses(&self) -> std::sync::MutexGuard<'_, Guesses<KeyOfAnswer>> {
+        self.guesses
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// The reply to a request the node has no capacity to serve now: RC_SERVER_BUSY
     /// (3), so the client retries rather than waits for an answer that never comes.
     pub fn busy(&self, bytes: &[u8]) -> Reply {
@@ -314,15 +358,9 @@ impl Responder {
                 return exchange.success(Response::SiteInfo { site });
             }
             Request::VerifyResponse(request) => {
-                let version = exchange.version();
-                return match self
-                    .handler
-                    .verify_for_other_server(&request, version)
-                    .await
-                {
-                    Ok(valid) => exchange.success(Response::Verification { valid }),
-                    Err(error) => Refusal::from(error).into_message(exchange),
-                };
+                return self
+                    .verify_for_other_server(&caller, exchange, &request)
+                    .await;
             }
             Request::ChallengeResponse(_) => {
                 let text = "a challenge answer names no pending challenge";

@@ -241,3 +241,28 @@ async fn one_source_holds_a_bounded_number_of_http_connections() {
     }
     assert!(answered, "freed slots take new connections");
 }
+
+#[tokio::test]
+async fn guesses_of_basic_credentials_are_bounded_per_source() {
+    let server = Server::start();
+    let url = format!("{}/api/handles?prefix=ADMIN", server.http_url());
+    let http = client();
+    let try_secret = |secret: String| {
+        let request = http
+            .get(&url)
+            .basic_auth(crate::harness::ADMIN_BASIC, Some(secret));
+        async move { request.send().await.expect("GET").status() }
+    };
+    for guess in 0..10 {
+        assert_eq!(
+            try_secret(format!("guess-{guess}")).await,
+            StatusCode::UNAUTHORIZED
+        );
+    }
+    let status = try_secret(crate::harness::ADMIN_SECRET_TEXT.to_owned()).await;
+    assert_eq!(
+        status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "past its budget the source is not checked, even with the right secret"
+    );
+}

@@ -241,3 +241,40 @@ async fn a_server_answers_verify_requests_for_the_secret_keys_it_holds() {
         Some(ResponseCode::AuthenticationError)
     );
 }
+
+/// One verify request tests one guess of a secret: past ten failures from one
+/// address in a minute, its checks are refused (RC 3) — the right secret too.
+#[tokio::test]
+async fn guesses_of_a_secret_key_are_bounded_per_source() {
+    let other = other_service().await;
+    let client = other.anonymous_client();
+    let version = hdl::codec::ProtocolVersion::new(2, 11);
+    let challenge = hdl::auth::ChallengeBody {
+        request_digest: hdl::codec::RequestDigest::for_version(version, b"some request"),
+        nonce: vec![7; 16],
+    };
+    let request = |secret: &[u8]| hdl::codec::VerifyRequest {
+        key_handle: b"OTHER/user".to_vec(),
+        key_index: 301,
+        nonce: challenge.nonce.clone(),
+        digest: challenge.request_digest.clone(),
+        answer: hdl::auth::answer_secret(&challenge, version, &SecretKey(secret.to_vec()))
+            .expect("answer"),
+    };
+    for guess in 0..10 {
+        let valid = client
+            .verify_answer(request(format!("guess-{guess}").as_bytes()))
+            .await
+            .expect("201");
+        assert!(!valid);
+    }
+    let error = client
+        .verify_answer(request(OTHER_SECRET))
+        .await
+        .expect_err("the source has used up its budget");
+    assert_eq!(
+        error.response_code(),
+        Some(ResponseCode::ServerTooBusy),
+        "{error}"
+    );
+}
