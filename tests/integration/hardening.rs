@@ -119,21 +119,42 @@ fn closed(stream: &mut TcpStream) -> bool {
     }
 }
 
+/// Whether the server closes `stream` within `within`.
+fn closed_within(stream: &mut TcpStream, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if closed(stream) {
+            return true;
+        }
+    }
+    false
+}
+
+/// Sends `octets` one at a time, `pause` apart, until the server closes `stream`:
+/// how long it took, or `None` if it never did.
+fn trickle_until_closed(
+    stream: &mut TcpStream,
+    octets: &[u8],
+    pause: Duration,
+) -> Option<Duration> {
+    let started = Instant::now();
+    for &octet in octets {
+        if stream.write_all(&[octet]).is_err() || closed(stream) {
+            return Some(started.elapsed());
+        }
+        std::thread::sleep(pause);
+    }
+    None
+}
+
 #[test]
 fn a_peer_trickling_a_request_is_closed_at_the_message_deadline() {
     let server = Server::start_with_config("[handle]\ntcp_idle_timeout_secs = 2\n");
     let request = raw::resolution(b"TEST/x", 9).encode();
     let mut stream = TcpStream::connect(server.address()).expect("connect");
-    let started = Instant::now();
-    let mut closed_after = None;
-    for &octet in request.iter().take(24) {
-        if stream.write_all(&[octet]).is_err() || closed(&mut stream) {
-            closed_after = Some(started.elapsed());
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(250));
-    }
-    let closed_after = closed_after.expect("a trickle of one octet each 250 ms is closed");
+    let closed_after =
+        trickle_until_closed(&mut stream, &request[..24], Duration::from_millis(250))
+            .expect("a trickle of one octet each 250 ms is closed");
     assert!(closed_after < Duration::from_secs(5), "{closed_after:?}");
 }
 
@@ -150,14 +171,7 @@ fn one_source_holds_a_bounded_number_of_tcp_connections() {
     // Give the server time to take the four before the fifth arrives.
     std::thread::sleep(Duration::from_millis(300));
     let mut fifth = TcpStream::connect(server.address()).expect("connect");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let mut refused = false;
-    while Instant::now() < deadline {
-        if closed(&mut fifth) {
-            refused = true;
-            break;
-        }
-    }
+    let refused = closed_within(&mut fifth, Duration::from_secs(5));
     assert!(refused, "the fifth connection from one source is closed");
     assert!(!closed(&mut held[0]), "the first four stay open");
 
@@ -196,16 +210,8 @@ fn an_http_client_trickling_its_headers_is_closed_at_the_header_deadline() {
     let server = Server::start_with_config("[http]\nheader_timeout_secs = 1\n");
     let mut stream = TcpStream::connect(server.http_address()).expect("connect");
     let request = b"GET /status HTTP/1.1\r\nHost: localhost\r\nX-Slow: yes\r\n";
-    let started = Instant::now();
-    let mut closed_after = None;
-    for &octet in request.iter() {
-        if stream.write_all(&[octet]).is_err() || closed(&mut stream) {
-            closed_after = Some(started.elapsed());
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    let closed_after = closed_after.expect("a trickle of headers is closed");
+    let closed_after = trickle_until_closed(&mut stream, request, Duration::from_millis(200))
+        .expect("a trickle of headers is closed");
     assert!(closed_after < Duration::from_secs(5), "{closed_after:?}");
 }
 
@@ -217,14 +223,7 @@ async fn one_source_holds_a_bounded_number_of_http_connections() {
         .collect();
     std::thread::sleep(Duration::from_millis(300));
     let mut fifth = TcpStream::connect(server.http_address()).expect("connect");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let mut refused = false;
-    while Instant::now() < deadline {
-        if closed(&mut fifth) {
-            refused = true;
-            break;
-        }
-    }
+    let refused = closed_within(&mut fifth, Duration::from_secs(5));
     assert!(
         refused,
         "the fifth HTTP connection from one source is closed"
