@@ -116,6 +116,13 @@
 //! # then the oldest one nobody authenticated in; only a table full of authenticated
 //! # sessions refuses new ones (server busy). Default: 10000.
 //! max_sessions = 10000
+//! # Whether secret-key (HS_SECKEY) answers are checked in every form of protocol
+//! # §8.5, MD5, SHA-1, SHA-256 and HMAC among them, as clients older than protocol
+//! # 2.7 send them. Each of those costs one hash to test a guess of the secret, so an
+//! # answer seen on the wire can be brute-forced offline at hash speed. Default:
+//! # false: only PBKDF2-HMAC-SHA1 of at least 10000 iterations (every J9 client since
+//! # 2.7, and hdl's), anything else is refused 402 with a message saying so.
+//! legacy_secret_answers = false
 //!
 //! [resolver]
 //! # Servers (HOST:PORT, TCP) of the Global Handle Registry, asked to find the service
@@ -130,7 +137,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use crate::auth::Identity;
+use crate::auth::{Identity, SecretForms};
 use crate::names::Handle;
 
 /// The whole configuration of one node.
@@ -340,6 +347,8 @@ pub struct AuthConfig {
     pub session_lifetime_secs: u64,
     /// Sessions held at once, per protocol.
     pub max_sessions: usize,
+    /// Whether secret-key answers are checked in every form, not only PBKDF2.
+    pub legacy_secret_answers: bool,
 }
 
 impl Default for AuthConfig {
@@ -349,11 +358,21 @@ impl Default for AuthConfig {
             challenge_lifetime_secs: 20,
             session_lifetime_secs: 86_400,
             max_sessions: 10_000,
+            legacy_secret_answers: false,
         }
     }
 }
 
 impl AuthConfig {
+    /// The forms of secret-key answer this node checks.
+    pub fn secret_forms(&self) -> SecretForms {
+        if self.legacy_secret_answers {
+            SecretForms::Legacy
+        } else {
+            SecretForms::Strong
+        }
+    }
+
     /// The server administrators, parsed.
     pub fn server_admin_identities(&self) -> Result<Vec<Identity>, ConfigError> {
         self.server_admins

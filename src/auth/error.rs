@@ -76,6 +76,15 @@ pub enum AuthError {
         /// The key handle.
         handle: String,
     },
+    /// A secret-key answer of a form this server does not check (see
+    /// [`super::SecretForms`]).
+    #[error(
+        "secret-key answers in {form} are not accepted here: answer with PBKDF2-HMAC-SHA1 of at least 10000 iterations (protocol 2.7 or later), or the server sets [auth] legacy_secret_answers = true"
+    )]
+    WeakAnswer {
+        /// The form sent.
+        form: &'static str,
+    },
     /// A key could not be used or made.
     #[error(transparent)]
     Key(#[from] KeyError),

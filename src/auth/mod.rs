@@ -43,7 +43,7 @@ pub use keys::{KeyError, SignatureHash, SigningKey, VerifyingKey};
 pub use permissions::{Identity, Operation, authorise};
 pub use public::{PublicKeyAnswer, sign_public, verify_public};
 pub use rest::{Pbkdf2Params, RestAlgorithm, RestAnswer, RestProof, mac_rest, sign_rest};
-pub use secret::{SecretAnswer, SecretKey, answer_secret, verify_secret};
+pub use secret::{SecretAnswer, SecretForms, SecretKey, answer_secret, verify_secret};
 pub use session::{
     ClientKeyExchange, SessionError, SessionKey, server_key_exchange, session_credential,
     verify_session_mac,

@@ -31,6 +31,9 @@ pub const MAX_SALT_LEN: usize = 256;
 /// What J9 clients use, and so do we: salt octets, iterations, derived-key bits.
 const CLIENT_SALT_LEN: usize = 16;
 const CLIENT_ITERATIONS: u32 = 10_000;
+/// The fewest PBKDF2 iterations a [`SecretForms::Strong`] server accepts: what J9
+/// clients send from protocol 2.7 on.
+pub const MIN_STRONG_ITERATIONS: u32 = CLIENT_ITERATIONS;
 const CLIENT_KEY_BITS: u32 = 160;
 
 const V2_1: ProtocolVersion = ProtocolVersion::new(2, 1);
@@ -43,6 +46,37 @@ const CODE_SHA256: u8 = 0x03;
 const CODE_HMAC_SHA1: u8 = 0x12;
 const CODE_HMAC_SHA256: u8 = 0x13;
 const CODE_PBKDF2_HMAC_SHA1: u8 = 0x22;
+
+/// Which forms of secret-key answer a server checks. Every form but PBKDF2 costs one
+/// hash to test a guess, so an answer seen on the wire (or a caller-chosen nonce of
+/// OC 201) lets the secret be guessed at hash speed; PBKDF2 of
+/// [`MIN_STRONG_ITERATIONS`] makes each guess ten thousand times dearer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SecretForms {
+    /// Only PBKDF2-HMAC-SHA1 of at least [`MIN_STRONG_ITERATIONS`] (J9 clients from 2.7).
+    #[default]
+    Strong,
+    /// Every form of §8.5, for clients older than protocol 2.7.
+    Legacy,
+}
+
+impl SecretForms {
+    /// Fails with [`AuthError::WeakAnswer`] unless `answer` (secret-key answer octets
+    /// of `version`'s formats) is of a form this server checks; a malformed answer is
+    /// refused as such.
+    pub fn admit(self, answer: &[u8], version: ProtocolVersion) -> Result<(), AuthError> {
+        let decoded = SecretAnswer::decode(answer, version)?;
+        match (self, &decoded) {
+            (SecretForms::Legacy, _) => Ok(()),
+            (SecretForms::Strong, SecretAnswer::Pbkdf2 { iterations, .. })
+                if *iterations >= MIN_STRONG_ITERATIONS =>
+            {
+                Ok(())
+            }
+            (SecretForms::Strong, weak) => Err(AuthError::WeakAnswer { form: weak.name() }),
+        }
+    }
+}
 
 /// A decoded secret-key answer. `m` below is `nonce ‖ digest` (§8.2), `s` the secret.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -152,6 +186,18 @@ impl SecretAnswer {
                 key_bits,
                 ..
             } => hmac::<Hmac<Sha1>>(&pbkdf2_key(secret, salt, *iterations, *key_bits), message),
+        }
+    }
+
+    /// The form's name, for messages.
+    fn name(&self) -> &'static str {
+        match self {
+            SecretAnswer::OldMd5(_) | SecretAnswer::Md5(_) => "MD5",
+            SecretAnswer::Sha1(_) => "SHA-1",
+            SecretAnswer::Sha256(_) => "SHA-256",
+            SecretAnswer::HmacSha1(_) => "HMAC-SHA1",
+            SecretAnswer::HmacSha256(_) => "HMAC-SHA256",
+            SecretAnswer::Pbkdf2 { .. } => "PBKDF2-HMAC-SHA1 of too few iterations",
         }
     }
 

@@ -178,3 +178,41 @@ fn unknown_codes_and_empty_answers_are_refused() {
         Err(AuthError::Mismatch { .. })
     ));
 }
+
+#[test]
+fn a_strong_server_checks_only_pbkdf2_of_enough_iterations() {
+    let body = challenge(V2_11);
+    let message = body.signed_bytes();
+    let pbkdf2 = |iterations| SecretAnswer::Pbkdf2 {
+        salt: vec![1; 16],
+        iterations,
+        key_bits: 160,
+        mac: vec![],
+    };
+    let weak = [
+        SecretAnswer::Md5(vec![]),
+        SecretAnswer::Sha1(vec![]),
+        SecretAnswer::Sha256(vec![]),
+        SecretAnswer::HmacSha1(vec![]),
+        SecretAnswer::HmacSha256(vec![]),
+        pbkdf2(MIN_STRONG_ITERATIONS - 1),
+    ];
+    for form in weak {
+        let answer = with_mac(form, b"s3cret", &message).encode();
+        assert!(matches!(
+            SecretForms::Strong.admit(&answer, V2_11),
+            Err(AuthError::WeakAnswer { .. })
+        ));
+        SecretForms::Legacy.admit(&answer, V2_11).unwrap();
+    }
+    let strong = with_mac(pbkdf2(MIN_STRONG_ITERATIONS), b"s3cret", &message).encode();
+    SecretForms::Strong.admit(&strong, V2_11).unwrap();
+    let client = answer_secret(&body, V2_11, &secret()).unwrap();
+    SecretForms::Strong.admit(&client, V2_11).unwrap();
+    let old = answer_secret(&challenge(V2_0), V2_0, &secret()).unwrap();
+    assert!(SecretForms::Strong.admit(&old, V2_0).is_err());
+    assert!(matches!(
+        SecretForms::Strong.admit(&[0x7f, 1, 2], V2_11),
+        Err(AuthError::UnsupportedAlgorithm { .. } | AuthError::Decode(_))
+    ));
+}

@@ -38,7 +38,7 @@ use super::authorization::{HandleAuthorization, ParamError, parse_handle};
 use super::codes::RequestKind;
 use super::sessions::{SessionId, SessionRefusal, SessionTable, SessionView};
 use crate::auth::guesses::{Exhausted, Guesses, TooManyGuesses};
-use crate::auth::{Identity, RestAnswer};
+use crate::auth::{AuthType, Identity, RestAnswer};
 use crate::config::parse_identity;
 use crate::service::{Caller, Error as ServiceError};
 
@@ -255,6 +255,14 @@ async fn answered(
     let nonce = sessions(state).take_nonce(&session, now)?;
     let challenge = answer.challenge(&nonce, now);
     let claimed = answer.challenge_answer();
+    if claimed.auth_type == AuthType::SecretKey
+        && let Err(weak) = state.secret_forms.admit(&claimed.answer, challenge.version)
+    {
+        return Err(CredentialRefusal::Refused {
+            message: weak.to_string(),
+            session: Some(session.clone()),
+        });
+    }
     let identity = match state.handler.verify_answer(&challenge, &claimed).await {
         Ok(identity) => identity,
         Err(ServiceError::Busy) => return Err(CredentialRefusal::Busy),

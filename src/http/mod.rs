@@ -55,8 +55,8 @@ use tower_http::timeout::TimeoutLayer;
 pub use auth::Channel;
 pub use sessions::SessionTable;
 
-use crate::auth::Identity;
 use crate::auth::guesses::Guesses;
+use crate::auth::{Identity, SecretForms};
 use crate::config::HttpConfig;
 use crate::metrics::{Metrics, Protocol};
 use crate::service::Handler;
@@ -94,6 +94,8 @@ pub struct HttpState {
     pub sessions: Arc<Mutex<SessionTable>>,
     /// Failed Basic credentials, per source and identity.
     pub guesses: Arc<Mutex<Guesses<Identity>>>,
+    /// Which forms of secret-key answer are checked.
+    pub secret_forms: SecretForms,
 }
 
 /// The facts about the node that `/status` shows.

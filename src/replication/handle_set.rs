@@ -10,7 +10,7 @@
 //! The command is a log format, read back for as long as a log or a node's disk holds
 //! it: version 1 is the first seven variants below, in this order and with these
 //! fields, as the first hdl wrote them; their encoding is pinned by a test. Version 2
-//! appended the slot commands. A later change to a command is a new variant appended
+//! appended the slot commands, version 3 [`HandleCommand::Guarded`]. A later change to a command is a new variant appended
 //! after them, never an edit.
 //!
 //! Once the store is sliced into a ring's slots, a change to a handle whose slot the
@@ -22,6 +22,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::guard::Basis;
 use super::machine::Machine;
 use crate::names::Handle;
 use crate::storage::{
@@ -138,6 +139,14 @@ pub enum HandleCommand {
         /// The slot.
         slot: Slot,
     },
+    /// `command`, applied only if every record of `basis` still reads as its
+    /// authorisation read it; [`Refusal::AuthorityChanged`] otherwise (version 3).
+    Guarded {
+        /// What the authorisation read.
+        basis: Vec<Basis>,
+        /// The write.
+        command: Box<HandleCommand>,
+    },
 }
 
 /// Refuses a change to `handle` when the store is sliced and the set does not take
@@ -172,7 +181,8 @@ impl HandleCommand {
             | HandleCommand::DropSlot { .. }
             | HandleCommand::BeginImport { .. }
             | HandleCommand::PutRecords { .. }
-            | HandleCommand::AcceptSlot { .. } => None,
+            | HandleCommand::AcceptSlot { .. }
+            | HandleCommand::Guarded { .. } => None,
         }
     }
 }
@@ -184,22 +194,41 @@ impl Machine for HandleSet {
     const NAME: &'static str = "handles";
 
     fn apply(batch: &mut WriteBatch, command: HandleCommand) -> Result<HandleResult, StorageError> {
-        let outcome = match command.handle().cloned() {
-            Some(handle) => check_writable(batch, &handle).and_then(|journal| {
-                let applied = change(batch, command)?;
-                if let Some(slot) = journal {
-                    batch.journal_change(slot, handle.key())?;
-                }
-                Ok(applied)
-            }),
-            None => change(batch, command),
-        };
-        match outcome {
+        match carry_out(batch, command) {
             Ok(applied) => Ok(Ok(applied)),
             Err(StorageError::Refused(refusal)) => Ok(Err(refusal)),
             Err(failure) => Err(failure),
         }
     }
+}
+
+/// Carries `command` out on `batch`: a guarded one once its basis holds, a change to
+/// a handle once its slot takes writes (journalled while the slot is exporting).
+fn carry_out(batch: &mut WriteBatch, command: HandleCommand) -> Result<Applied, StorageError> {
+    if let HandleCommand::Guarded { basis, command } = command {
+        check_basis(batch, &basis)?;
+        return carry_out(batch, *command);
+    }
+    let Some(handle) = command.handle().cloned() else {
+        return change(batch, command);
+    };
+    let journal = check_writable(batch, &handle)?;
+    let applied = change(batch, command)?;
+    if let Some(slot) = journal {
+        batch.journal_change(slot, handle.key())?;
+    }
+    Ok(applied)
+}
+
+/// Refuses with [`Refusal::AuthorityChanged`] unless every record of `basis` reads
+/// now as the authorisation read it.
+fn check_basis(batch: &WriteBatch, basis: &[Basis]) -> Result<(), StorageError> {
+    for read in basis {
+        if !read.holds_for(batch.values(&read.handle)?.as_deref()) {
+            return Err(Refusal::AuthorityChanged.into());
+        }
+    }
+    Ok(())
 }
 
 /// Carries `command` out on `batch`.
@@ -262,6 +291,7 @@ fn change(batch: &mut WriteBatch, command: HandleCommand) -> Result<Applied, Sto
                 let from = [SlotState::Importing, SlotState::Owned];
                 move_slot(batch, slot, &from, |_| SlotState::Owned)
             }
+            guarded @ HandleCommand::Guarded { .. } => carry_out(batch, guarded),
         }
     }
 }

@@ -11,6 +11,8 @@
 //!   applying it, [`Node`] addresses, and [`GroupConfig`], the openraft type
 //!   configuration of a group of a machine;
 //! - the log store ([`LogStore`]): the Raft log and vote in `raft-log.redb`;
+//! - the write guard ([`guard`]): what an authorisation decision read, checked again
+//!   when its write is applied;
 //! - the state machine ([`StateMachine`], [`SnapshotBuilder`]): applies entries to the
 //!   group's [`crate::storage::Store`] through its machine, remembers results so a
 //!   request applies once, and builds and installs snapshots;
@@ -31,6 +33,7 @@
 pub mod admin;
 mod error;
 mod group;
+pub mod guard;
 mod handle_set;
 mod log_store;
 mod machine;

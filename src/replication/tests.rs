@@ -122,6 +122,61 @@ async fn a_refused_command_is_a_result_and_changes_nothing() {
 }
 
 #[tokio::test]
+async fn a_write_whose_authorisation_read_a_changed_record_is_refused() {
+    let (_dir, store, _log, mut sm) = open_temp();
+    let handle = Handle::parse("10.1/a").unwrap();
+    let admin = |who: &str| HandleValue::new(100, "HS_ADMIN", who);
+    let with_admin = vec![HandleValue::new(1, "URL", "https://a.example/"), admin("A")];
+    let put = |values: Vec<HandleValue>| Command::Create {
+        handle: handle.clone(),
+        values,
+        existing: ExistingHandle::Overwrite,
+    };
+    sm.apply([command_entry(1, put(with_admin.clone()))])
+        .await
+        .unwrap();
+    // Authorised while A administers the handle…
+    let basis = vec![guard::Basis::of(
+        handle.clone(),
+        Some(&with_admin),
+        vec![crate::values::ValueIndex(1)],
+    )];
+    let modify = |url: &str| Command::ModifyValues {
+        handle: handle.clone(),
+        values: vec![HandleValue::new(1, "URL", url)],
+    };
+    let guarded = |url: &str| Command::Guarded {
+        basis: basis.clone(),
+        command: Box::new(modify(url)),
+    };
+    // …then, before the write applies, A is replaced as administrator.
+    let replaced = vec![HandleValue::new(1, "URL", "https://a.example/"), admin("B")];
+    let responses = sm
+        .apply([
+            command_entry(2, put(replaced)),
+            command_entry(3, guarded("https://stale.example/")),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(
+        responses[1],
+        Response::Command(Err(Refusal::AuthorityChanged))
+    );
+    assert_eq!(url_of(&store, "10.1/a").unwrap(), b"https://a.example/");
+
+    // Once the basis holds again, the same write applies.
+    let responses = sm
+        .apply([
+            command_entry(4, put(with_admin)),
+            command_entry(5, guarded("https://fresh.example/")),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(responses[1], Response::Command(Ok(Applied::Done)));
+    assert_eq!(url_of(&store, "10.1/a").unwrap(), b"https://fresh.example/");
+}
+
+#[tokio::test]
 async fn log_entries_and_vote_survive_a_reopen() {
     let (dir, _store, mut log, _sm) = open_temp();
     let entries: Vec<Entry<HandleSet>> = (1..=3)

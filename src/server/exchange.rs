@@ -11,6 +11,7 @@ use crate::codec::{
 };
 use std::time::Duration;
 
+use crate::auth::SecretForms;
 use crate::clock::unix_now;
 
 /// Settings that shape every response of a node.
@@ -26,6 +27,8 @@ pub struct ResponseSettings {
     pub session_lifetime: Duration,
     /// How many sessions a node holds at once.
     pub max_sessions: usize,
+    /// Which forms of secret-key answer are checked.
+    pub secret_forms: SecretForms,
 }
 
 /// The request-side facts a response is built from.

@@ -2,7 +2,7 @@
 //! filters, not found, challenge-response with a secret key, list paging and site
 //! info, as a client sees them on the wire.
 
-use crate::auth::SecretKey;
+use crate::auth::{SecretForms, SecretKey};
 use crate::client::{Credentials, Key};
 use crate::codec::AuthAnswer;
 use crate::service::Handler;
@@ -12,6 +12,11 @@ use super::*;
 
 /// A responder over a fresh [`MemoryHandler::example`], and the handler.
 fn in_memory() -> (Arc<MemoryHandler>, Responder) {
+    in_memory_checking(SecretForms::Strong)
+}
+
+/// [`in_memory`], checking secret-key answers of `forms`.
+fn in_memory_checking(secret_forms: SecretForms) -> (Arc<MemoryHandler>, Responder) {
     let handler = Arc::new(MemoryHandler::example());
     let settings = ResponseSettings {
         site_serial: 42,
@@ -19,6 +24,7 @@ fn in_memory() -> (Arc<MemoryHandler>, Responder) {
         challenge_lifetime: Duration::from_secs(20),
         session_lifetime: Duration::from_secs(60),
         max_sessions: 4,
+        secret_forms,
     };
     let responder = Responder::new(handler.clone(), settings, Arc::new(Metrics::new()));
     (handler, responder)
@@ -61,6 +67,35 @@ fn answer_with(challenge: &Message, secret: &[u8]) -> Vec<u8> {
     };
     let body = Body::Request(Request::ChallengeResponse(answer));
     Message::new(envelope, header, body).encode()
+}
+
+/// A create of `handle` as a client of protocol `version` sends it.
+fn create_as_version(handle: &str, version: ProtocolVersion) -> Vec<u8> {
+    let mut message = Message::decode(&create(handle, Vec::new())).unwrap();
+    message.envelope.version = version;
+    message.envelope.suggested = version;
+    message.encode()
+}
+
+#[tokio::test]
+async fn a_secret_answered_in_sha1_is_refused_unless_legacy_forms_are_allowed() {
+    let old = ProtocolVersion::new(2, 6);
+    for (forms, code) in [
+        (SecretForms::Strong, ResponseCode::AuthenticationFailed),
+        (SecretForms::Legacy, ResponseCode::Success),
+    ] {
+        let (handler, responder) = in_memory_checking(forms);
+        let create = create_as_version("10.1000/old", old);
+        let challenge = ask_as(&responder, anonymous(), &create).await;
+        assert_eq!(challenge.envelope.version, old);
+        let answer = answer_with(&challenge, MemoryHandler::SECRET);
+        let answered = ask_as(&responder, anonymous(), &answer).await;
+        assert_eq!(answered.header.response_code, code, "{forms:?}");
+        assert_eq!(
+            handler.get("10.1000/old").is_some(),
+            forms == SecretForms::Legacy
+        );
+    }
 }
 
 #[tokio::test]

@@ -115,6 +115,7 @@ impl HandleListeners {
             challenge_lifetime: Duration::from_secs(config.auth.challenge_lifetime_secs),
             session_lifetime: Duration::from_secs(config.auth.session_lifetime_secs),
             max_sessions: config.auth.max_sessions,
+            secret_forms: config.auth.secret_forms(),
         };
         let Answering {
             handler,

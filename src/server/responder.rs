@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crate::auth::guesses::{Exhausted, Guesses};
-use crate::auth::{ChallengeAnswer, SigningKey};
+use crate::auth::{AuthType, Challenge, ChallengeAnswer, Identity, SigningKey};
 use crate::codec::{
     AuthAnswer, Body, CodecError, HandleValues, Message, OpFlags, Request, ResolutionRequest,
     Response, ResponseCode, Sealed, VerifyRequest,
@@ -264,11 +264,7 @@ impl Responder {
             Err(error) => return Reply::One(Refusal::from(error).into_message(&exchange)),
         };
         let exchange = exchange.resuming(pending.opcode, pending.flags);
-        let identity = match ChallengeAnswer::from_wire(answer) {
-            Ok(answer) => self.handler.verify_answer(&challenge, &answer).await,
-            Err(error) => Err(Error::Authentication(error)),
-        };
-        match identity {
+        match self.identity_of(&challenge, answer).await {
             Ok(identity) => {
                 if let Some(session) = pending.session {
                     let now = Instant::now();
@@ -287,6 +283,23 @@ impl Responder {
         }
     }
 
+    /// Who answered `challenge` with `answer`: a secret-key answer must be of a form
+    /// this node checks before any key is looked up.
+    async fn identity_of(
+        &self,
+        challenge: &Challenge,
+        answer: AuthAnswer,
+    ) -> Result<Identity, Error> {
+        let answer = ChallengeAnswer::from_wire(answer).map_err(Error::Authentication)?;
+        if answer.auth_type == AuthType::SecretKey {
+            self.settings
+                .secret_forms
+                .admit(&answer.answer, challenge.version)
+                .map_err(Error::Authentication)?;
+        }
+        self.handler.verify_answer(challenge, &answer).await
+    }
+
     /// Checks a secret-key answer for another server (OC 201): the caller picks the
     /// nonce, so each request tests one guess of the secret; failures are counted
     /// per source and per key, and past either budget the check is not made (RC 3,
@@ -303,6 +316,9 @@ impl Responder {
             return exchange.error(ResponseCode::ServerTooBusy, refused.to_string());
         }
         let version = exchange.version();
+        if let Err(weak) = self.settings.secret_forms.admit(&request.answer, version) {
+            return Refusal::from(Error::Authentication(weak)).into_message(exchange);
+        }
         match self.handler.verify_for_other_server(request, version).await {
             Ok(valid) => {
                 if !valid {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::*;
-use crate::auth::Identity;
+use crate::auth::{Identity, SecretForms};
 use crate::codec::{
     Body, Envelope, HandleValues, Header, Message, OpCode, OpFlags, ProtocolVersion, Request,
     ResolutionRequest, Response, ResponseCode,
@@ -48,6 +48,7 @@ async fn responder_with(challenge_lifetime: Duration) -> (tempfile::TempDir, Res
         challenge_lifetime,
         session_lifetime: Duration::from_secs(60),
         max_sessions: 4,
+        secret_forms: SecretForms::Strong,
     };
     let policy = AuthPolicy {
         server_admins: vec![admin()],

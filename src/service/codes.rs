@@ -53,6 +53,7 @@ impl Error {
                     ResponseCode::InvalidValue
                 }
                 Refusal::NotHere(_) => ResponseCode::ServerNotResponsible,
+                Refusal::AuthorityChanged => ResponseCode::ServerTooBusy,
             },
             Error::NotHere(_) => ResponseCode::ServerNotResponsible,
         }
@@ -70,7 +71,9 @@ pub fn authentication_code(error: &AuthError) -> ResponseCode {
         AuthError::Decode(_)
         | AuthError::UnknownAuthType { .. }
         | AuthError::AnswerParameter { .. } => ResponseCode::InvalidCredential,
-        AuthError::NoKey { .. } | AuthError::Mismatch { .. } => ResponseCode::AuthenticationFailed,
+        AuthError::NoKey { .. } | AuthError::Mismatch { .. } | AuthError::WeakAnswer { .. } => {
+            ResponseCode::AuthenticationFailed
+        }
         AuthError::UnsupportedAlgorithm { .. } | AuthError::Random(_) | AuthError::Key(_) => {
             ResponseCode::AuthenticationError
         }

@@ -18,7 +18,7 @@ use crate::config::SiteConfig;
 use crate::names::Handle;
 use crate::replication::{Group, HandleSet};
 use crate::resolver::Resolver;
-use crate::storage::{ReadSnapshot, Slice, Store};
+use crate::storage::{ReadSnapshot, Refusal, Slice, Store};
 use crate::values::{HandleValue, SiteInfo, ValueSelection};
 
 use super::records::{RecordSource, held_here};
@@ -28,6 +28,10 @@ use super::{
     PrefixRecord, PrivateRead, Status, authorise, mint, operation, private_read_of, public_only,
     site,
 };
+
+/// How many times a write is authorised when the records it was authorised on keep
+/// changing before it applies; past that the caller is told to try again (busy).
+pub const AUTHORISATION_ATTEMPTS: u32 = 3;
 
 /// The handle operations of one node, shared by every connection.
 #[derive(Debug, Clone)]
@@ -152,15 +156,35 @@ impl Handler for Service {
     /// Permissions are checked before the write is proposed (as J9 checks, then
     /// writes), against this member's store for the target (a member that lags its
     /// primary checks against what it has applied) and the owners of the other
-    /// records. A target whose slot this store does not answer for is
-    /// [`Error::NotHere`].
+    /// records; the write carries what the check read of this set's records, and the
+    /// set applies it only if they still read so (module [`crate::replication::guard`]).
+    /// If they changed in between, the check runs again on fresh state, up to
+    /// [`AUTHORISATION_ATTEMPTS`] times. A target whose slot this store does not
+    /// answer for is [`Error::NotHere`].
     async fn administer(&self, caller: &Caller, operation: Operation) -> Result<Applied, Error> {
         if let Some(handle) = operation.handle() {
             held_here(&self.store.read()?, handle)?;
         }
-        self.authorised(|records| authorise::operation(&self.policy, records, caller, &operation))
-            .await?;
-        self.write(operation).await
+        let target = operation.routing_handle()?;
+        let touched = operation.touched_indexes();
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let records = self
+                .authorised(|records| {
+                    authorise::operation(&self.policy, records, caller, &operation)
+                })
+                .await?;
+            let basis = records.basis(&self.store.read()?, &target, &touched)?;
+            let prepared = operation.clone().prepare(unix_now())?;
+            let command = operation::guarded_command(prepared, basis);
+            match self.replica.client_write(command).await? {
+                Err(Refusal::AuthorityChanged) if attempts < AUTHORISATION_ATTEMPTS => {
+                    self.replica.ensure_fresh_read().await?;
+                }
+                outcome => return Ok(outcome?),
+            }
+        }
     }
 
     async fn mint(

@@ -9,6 +9,7 @@
 
 use crate::names::Handle;
 use crate::replication::HandleCommand;
+use crate::replication::guard::Basis;
 use crate::values::{HandleValue, ValueIndex};
 
 pub use crate::storage::{ExistingHandle, ExistingValue};
@@ -97,6 +98,21 @@ impl Operation {
         }
     }
 
+    /// The value indexes of its handle the operation writes or removes (none for a
+    /// create or delete, which replace or drop the whole handle).
+    pub fn touched_indexes(&self) -> Vec<ValueIndex> {
+        match self {
+            Operation::AddValues { values, .. } | Operation::ModifyValues { values, .. } => {
+                values.iter().map(|value| value.index).collect()
+            }
+            Operation::RemoveValues { indexes, .. } => indexes.clone(),
+            Operation::Create { .. }
+            | Operation::Delete { .. }
+            | Operation::HomePrefix { .. }
+            | Operation::UnhomePrefix { .. } => Vec::new(),
+        }
+    }
+
     /// This operation with every value it writes checked and stamped with `now`, as
     /// the reference server does: the server's clock, not the client's, dates a
     /// change.
@@ -115,6 +131,15 @@ impl Operation {
             value.timestamp = now;
         }
         Ok(self)
+    }
+}
+
+/// The replicated log's command carrying out `operation`, prepared and authorised on
+/// `basis`: applied only if what the authorisation read still holds.
+pub(super) fn guarded_command(operation: Operation, basis: Vec<Basis>) -> HandleCommand {
+    HandleCommand::Guarded {
+        basis,
+        command: Box::new(log_command(operation)),
     }
 }
 

@@ -24,9 +24,10 @@ use async_trait::async_trait;
 
 use crate::auth::permissions::MAX_GROUP_LOOKUPS;
 use crate::names::Handle;
+use crate::replication::guard::Basis;
 use crate::replication::slot_of;
 use crate::storage::{ReadSnapshot, Slice};
-use crate::values::{HandleValue, ValueSelection};
+use crate::values::{HandleValue, ValueIndex, ValueSelection};
 
 use super::{Error, Service};
 
@@ -60,7 +61,7 @@ pub fn held_here(read: &ReadSnapshot, handle: &Handle) -> Result<(), Error> {
 /// asked for that were not fetched yet.
 #[derive(Debug, Default)]
 pub(super) struct Records {
-    known: HashMap<String, Option<Vec<HandleValue>>>,
+    known: HashMap<String, (Handle, Option<Vec<HandleValue>>)>,
     missing: RefCell<Vec<Handle>>,
 }
 
@@ -69,7 +70,7 @@ impl Records {
     /// not fetched yet reads as missing and is noted.
     pub(super) fn values(&self, handle: &Handle) -> Option<Vec<HandleValue>> {
         match self.known.get(handle.key()) {
-            Some(values) => values.clone(),
+            Some((_, values)) => values.clone(),
             None => {
                 let mut missing = self.missing.borrow_mut();
                 if !missing.iter().any(|noted| noted.key() == handle.key()) {
@@ -82,6 +83,32 @@ impl Records {
 
     fn take_missing(&mut self) -> Vec<Handle> {
         std::mem::take(self.missing.get_mut())
+    }
+
+    /// What a write to `target` touching `indexes` of it was authorised on: a
+    /// [`Basis`] for each record fetched that the store behind `read` answers for
+    /// (the others are not in this replica set's log to check again).
+    pub(super) fn basis(
+        &self,
+        read: &ReadSnapshot,
+        target: &Handle,
+        indexes: &[ValueIndex],
+    ) -> Result<Vec<Basis>, Error> {
+        let mut basis = Vec::new();
+        for (handle, values) in self.known.values() {
+            match held_here(read, handle) {
+                Ok(()) => {}
+                Err(Error::NotHere(_)) => continue,
+                Err(other) => return Err(other),
+            }
+            let touched = if handle.key() == target.key() {
+                indexes.to_vec()
+            } else {
+                Vec::new()
+            };
+            basis.push(Basis::of(handle.clone(), values.as_deref(), touched));
+        }
+        Ok(basis)
     }
 }
 
@@ -109,20 +136,23 @@ impl Service {
     }
 
     /// Runs `check` over the records it needs, fetching them (see the module docs).
+    /// Returns the records the check read.
     pub(super) async fn authorised(
         &self,
         check: impl Fn(&Records) -> Result<(), Error>,
-    ) -> Result<(), Error> {
+    ) -> Result<Records, Error> {
         let mut records = Records::default();
         loop {
             let outcome = check(&records);
             let missing = records.take_missing();
             if missing.is_empty() || records.known.len() >= MAX_FETCHED {
-                return outcome;
+                return outcome.map(|()| records);
             }
             for handle in missing.into_iter().take(MAX_FETCHED) {
                 let values = self.values_of(&handle).await?;
-                records.known.insert(handle.key().to_owned(), values);
+                records
+                    .known
+                    .insert(handle.key().to_owned(), (handle, values));
             }
         }
     }

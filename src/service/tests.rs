@@ -236,3 +236,54 @@ async fn administrators_read_every_value_count_and_list_prefixes() {
 
 #[path = "authorise_tests.rs"]
 mod authorise_tests;
+
+/// An administrator whose HS_ADMIN is taken away while their write is in flight: the
+/// write never applies after the change (it was authorised on a record that no longer
+/// reads so; checked again, it is refused).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_never_lands_after_its_author_lost_the_right() {
+    let (_dir, service) = service().await;
+    let service = Arc::new(service);
+    let raced = handle("10.1000/raced");
+    let editor = Caller::Administrator {
+        identity: Identity {
+            handle: "0.NA/10.1000".into(),
+            index: 200,
+        },
+    };
+    let url = |text: &str| HandleValue::new(1, "URL", text);
+    let put = |values| Operation::Create {
+        handle: raced.clone(),
+        values,
+        existing: ExistingHandle::Overwrite,
+    };
+    let mut late_writes = Vec::new();
+    for round in 0..40 {
+        let reset = put(vec![admin_value(), url("reset")]);
+        let server = as_admin("0.NA/ADMIN");
+        service.administer(&server, reset).await.unwrap();
+        let edit = Operation::ModifyValues {
+            handle: raced.clone(),
+            values: vec![url(&format!("edited-{round}"))],
+        };
+        let revoke = put(vec![url(&format!("revoked-{round}"))]);
+        // The revocation is proposed first; the edit is checked while it is still in
+        // flight, so the edit is checked on the old record and lands after it.
+        let (revoked, edited) = tokio::join!(
+            service.administer(&server, revoke),
+            service.administer(&editor, edit)
+        );
+        revoked.unwrap();
+        let now = resolve(&service, "10.1000/raced", &ValueSelection::all())
+            .await
+            .unwrap();
+        let last = String::from_utf8_lossy(&now.values[0].data).into_owned();
+        if edited.is_ok() && last == format!("edited-{round}") {
+            late_writes.push(round);
+        }
+    }
+    assert!(
+        late_writes.is_empty(),
+        "edits applied after their author's HS_ADMIN was removed, in rounds {late_writes:?}"
+    );
+}

@@ -89,6 +89,11 @@ impl WriteBatch {
             .transpose()
     }
 
+    /// Every value of `handle` as this batch sees it; `None` when it does not exist.
+    pub fn values(&self, handle: &Handle) -> Result<Option<Vec<HandleValue>>, StorageError> {
+        Ok(self.load(handle)?.map(|record| record.values))
+    }
+
     fn load_existing(&self, handle: &Handle) -> Result<HandleRecord, StorageError> {
         self.load(handle)?
             .ok_or(StorageError::Refused(Refusal::HandleNotFound))

@@ -39,6 +39,10 @@ pub enum Refusal {
     /// owns it, or it is changing hands.
     #[error("{0} is not taken here now")]
     NotHere(Slot),
+    /// A record the write's authorisation read changed before the write was applied
+    /// (see [`crate::replication::guard`]); the permissions must be checked again.
+    #[error("the permissions this write was checked against changed before it applied")]
+    AuthorityChanged,
 }
 
 /// Why the store could not do what was asked.

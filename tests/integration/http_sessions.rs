@@ -182,10 +182,25 @@ async fn a_public_key_session_creates_with_the_session_id_alone() {
 }
 
 #[tokio::test]
-async fn secret_key_sessions_authenticate_with_pbkdf2_and_sha1() {
+async fn secret_key_sessions_authenticate_with_pbkdf2_and_with_sha1_only_where_allowed() {
     let server = Server::start();
     let base = server.http_url();
     let http = client();
+    let session = open(&http, &base).await;
+    let sha1 = session.maced(ADMIN_SECRET_TEXT, RestAlgorithm::Sha1);
+    let refused = create(&http, &base, "ADMIN/sha1", &sha1).await;
+    assert_challenged(&refused, Some(&session.id));
+    assert!(
+        refused.1.to_string().contains("legacy_secret_answers"),
+        "{}",
+        refused.1
+    );
+    let gone = resolves(&http, format!("{base}/api/handles/ADMIN/sha1")).await;
+    assert_eq!(gone, StatusCode::NOT_FOUND);
+    drop(server);
+
+    let server = Server::start_with_config("[auth]\nlegacy_secret_answers = true\n");
+    let base = server.http_url();
     for (n, alg) in [RestAlgorithm::Pbkdf2HmacSha1, RestAlgorithm::Sha1]
         .into_iter()
         .enumerate()
@@ -278,7 +293,7 @@ async fn unknown_deleted_and_garbage_sessions_get_a_fresh_challenge() {
     assert!(!unknown.2.iter().any(|c| c.contains("\"nope\"")));
 
     let session = open(&http, &base).await;
-    let answered = session.maced(ADMIN_SECRET_TEXT, RestAlgorithm::Sha1);
+    let answered = session.maced(ADMIN_SECRET_TEXT, RestAlgorithm::Pbkdf2HmacSha1);
     assert_eq!(
         this(&http, &base, reqwest::Method::PUT, &answered).await.0,
         StatusCode::OK
