@@ -87,6 +87,14 @@ pub enum Error {
         /// The length it claims.
         length: u32,
     },
+    /// The state machine stopped before applying entries the log was asked to purge.
+    #[error(
+        "the state machine stopped before applying log index {index}, which the log was to purge"
+    )]
+    PurgeUnapplied {
+        /// The last index of the purge.
+        index: u64,
+    },
     /// The blocking task doing the disk work panicked or was cancelled.
     #[error("storage task did not finish: {0}")]
     Task(#[from] tokio::task::JoinError),

@@ -5,6 +5,27 @@
 //! metadata. All disk work runs on tokio's blocking pool. An append is one transaction
 //! for all its entries (group commit), and its callback runs only after that
 //! transaction is durable; the vote is durable before `save_vote` returns.
+//!
+//! Invariant: on disk, the log is never purged past what the group's state machine
+//! has applied durably (`last_purged <= last_applied`), whenever the node crashes.
+//! openraft 0.9 breaks it on its own: a follower sent a snapshot queues the install on
+//! the state machine's task and purges the log up to the snapshot on its main task at
+//! once, without waiting for the install; a crash between the two leaves a log purged
+//! past the store, whose missing entries no restart can apply (and which a leader
+//! elected from that state could not send). So a log opened [beside its state
+//! machine](LogStore::open_beside) makes `purge` wait until the state machine has
+//! applied the entries it deletes. The wait is on openraft's main task, which runs the
+//! log's writes in order and nothing after the purge until it returns: no entry after
+//! the snapshot is appended, and no later committed position saved, before the
+//! install is durable, so a crash at any moment leaves either the state before the
+//! install (the leader sends the snapshot again) or the installed snapshot with its
+//! log. Only an install lets openraft purge past the applied state (it purges behind
+//! its snapshots otherwise, and those are built from applied state), so the wait is
+//! as long as that install; if the state machine stops first (its task failed), the
+//! purge fails and the node stops, purging nothing. Deferring the deletion instead
+//! and returning at once would not do: openraft would go on appending after the
+//! snapshot, and a crash would leave those entries after a hole, or behind entries
+//! from an older term that the purge was meant to drop.
 
 use std::fmt::{self, Debug};
 use std::io;
@@ -15,10 +36,12 @@ use std::sync::Arc;
 
 use openraft::storage::{LogFlushed, RaftLogStorage};
 use openraft::{ErrorSubject, ErrorVerb, LogState, OptionalSend, RaftLogReader, Vote};
+use tokio::sync::watch;
 
 use super::blocking;
 use super::error::Error;
 use super::machine::Machine;
+use super::state_machine::StateMachine;
 use super::types::{Entry, GroupConfig, LogId, NodeId, RaftStorageError, from_bytes, to_bytes};
 use crate::storage::{EntryLog, StorageError};
 
@@ -29,6 +52,9 @@ pub const LOG_FILE: &str = "raft-log.redb";
 /// clone is the log reader).
 pub struct LogStore<M> {
     log: Arc<EntryLog>,
+    /// The state machine's durably applied log id, which purges wait for; `None` for
+    /// a log alone.
+    applied: Option<watch::Receiver<Option<LogId>>>,
     machine: PhantomData<fn() -> M>,
 }
 
@@ -36,6 +62,7 @@ impl<M> Clone for LogStore<M> {
     fn clone(&self) -> Self {
         LogStore {
             log: Arc::clone(&self.log),
+            applied: self.applied.clone(),
             machine: PhantomData,
         }
     }
@@ -50,13 +77,42 @@ impl<M> Debug for LogStore<M> {
 type Bounds = (Bound<u64>, Bound<u64>);
 
 impl<M: Machine> LogStore<M> {
-    /// Opens (or creates) the log in `data_dir`. Blocks on the disk.
+    /// Opens (or creates) the log in `data_dir`, alone: it purges whatever it is
+    /// asked to at once, as openraft's storage suite checks a log. Blocks on the disk.
     pub fn open(data_dir: &Path) -> Result<LogStore<M>, Error> {
         let log = EntryLog::open(&data_dir.join(LOG_FILE))?;
         Ok(LogStore {
             log: Arc::new(log),
+            applied: None,
             machine: PhantomData,
         })
+    }
+
+    /// Opens (or creates) the log in `data_dir` of the group whose state machine is
+    /// `machine`: a purge waits until `machine` has applied, durably, every entry it
+    /// deletes (see the module doc). Blocks on the disk.
+    pub fn open_beside(data_dir: &Path, machine: &StateMachine<M>) -> Result<LogStore<M>, Error> {
+        Ok(LogStore {
+            applied: Some(machine.watch_applied()),
+            ..LogStore::open(data_dir)?
+        })
+    }
+
+    /// Returns once the state machine has applied `upto` durably (at once for a log
+    /// alone); fails if the state machine stops first.
+    async fn applied(&self, upto: LogId) -> Result<(), Error> {
+        let Some(applied) = &self.applied else {
+            return Ok(());
+        };
+        let mut applied = applied.clone();
+        let covered = |applied: &Option<LogId>| applied.is_some_and(|id| id.index >= upto.index);
+        if !covered(&applied.borrow()) {
+            tracing::info!(%upto, "the log purge waits for the state machine to apply it (a snapshot install)");
+        }
+        match applied.wait_for(covered).await {
+            Ok(_) => Ok(()),
+            Err(_) => Err(Error::PurgeUnapplied { index: upto.index }),
+        }
     }
 
     async fn entries(&self, range: Bounds) -> Result<Vec<Entry<M>>, Error> {
@@ -215,6 +271,9 @@ impl<M: Machine> RaftLogStorage<GroupConfig<M>> for LogStore<M> {
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), RaftStorageError> {
+        self.applied(log_id)
+            .await
+            .map_err(logs_error(ErrorVerb::Delete))?;
         let bytes =
             to_bytes(&log_id, "last purged log id").map_err(logs_error(ErrorVerb::Delete))?;
         self.write(move |log| Ok(log.purge_upto(log_id.index, &bytes)?))

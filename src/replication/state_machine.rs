@@ -16,11 +16,19 @@
 //!
 //! A snapshot is every record of the store plus its meta, streamed from one
 //! [`crate::storage::ReadSnapshot`] into a file record by record ([`super::snapshot`]);
-//! openraft sends and receives it as that file. Installing one streams its records into
-//! one write batch that also sets the applied state, committed once: a crash midway
-//! leaves the old store and its applied state, never a half-installed store (redb
-//! spills the batch to disk, so memory stays bounded). The current snapshot is kept in
-//! the data directory.
+//! openraft sends and receives it as that file. Installing one first makes it the
+//! current snapshot (kept in the data directory, replaced by rename), then streams its
+//! records into one write batch that also sets the applied state, committed once: a
+//! crash midway leaves the old store and its applied state, never a half-installed
+//! store (redb spills the batch to disk, so memory stays bounded). A crash after the
+//! rename and before the commit leaves a current snapshot ahead of the store; opening
+//! the state machine installs it again, so the store is never behind its own current
+//! snapshot (openraft assumes so: it never installs a snapshot that is not newer than
+//! the current one).
+//!
+//! The last log id the store has applied durably is published on a watch channel
+//! ([`StateMachine::watch_applied`]) once each apply or install has committed; the log
+//! store purges behind it ([`super::LogStore::open_beside`]).
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Seek, SeekFrom};
@@ -31,11 +39,12 @@ use std::sync::Arc;
 use openraft::storage::RaftStateMachine;
 use openraft::{EntryPayload, ErrorSubject, ErrorVerb, OptionalSend, RaftSnapshotBuilder};
 use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
 
 use super::blocking;
 use super::error::Error;
 use super::machine::Machine;
-use super::snapshot::{Replace, SnapshotFile, SnapshotWriter, read_head};
+use super::snapshot::{Replace, SnapshotFile, SnapshotReader, SnapshotWriter, read_head};
 use super::types::{
     Entry, GroupConfig, LogId, RaftStorageError, Request, Response, Snapshot, SnapshotMeta,
     StoredMembership, from_bytes, to_bytes,
@@ -69,6 +78,8 @@ impl AppliedState {
 pub struct StateMachine<M> {
     store: Arc<Store>,
     applied: AppliedState,
+    /// The last log id applied durably: `applied.last_applied` once committed.
+    durable: watch::Sender<Option<LogId>>,
     snapshots: Arc<SnapshotFile>,
     machine: PhantomData<fn() -> M>,
 }
@@ -83,17 +94,49 @@ pub struct SnapshotBuilder<M> {
 
 impl<M: Machine> StateMachine<M> {
     /// The state machine over `store`, keeping its current snapshot in `data_dir`
-    /// ([`super::SNAPSHOT_FILE`]). Blocks on the disk.
+    /// ([`super::SNAPSHOT_FILE`]); a store behind that snapshot (a crash during its
+    /// install) is brought to it first. Blocks on the disk.
     pub fn open(store: Arc<Store>, data_dir: &Path) -> Result<StateMachine<M>, Error> {
-        let applied = AppliedState::read(&store.read()?)?;
         let snapshots = Arc::new(SnapshotFile::open(data_dir)?);
+        let applied = catch_up_with_snapshot(&store, &snapshots)?;
         Ok(StateMachine {
             store,
+            durable: watch::Sender::new(applied.last_applied),
             applied,
             snapshots,
             machine: PhantomData,
         })
     }
+
+    /// Watches the last log id this state machine has applied durably; the channel
+    /// closes when the state machine is dropped (openraft stopped).
+    pub fn watch_applied(&self) -> watch::Receiver<Option<LogId>> {
+        self.durable.subscribe()
+    }
+
+    /// Takes `applied` as the state after a durable commit.
+    fn applied_durably(&mut self, applied: AppliedState) {
+        self.durable.send_replace(applied.last_applied);
+        self.applied = applied;
+    }
+}
+
+/// The store's applied state, after installing the current snapshot when it covers
+/// more of the log than the store does.
+fn catch_up_with_snapshot(store: &Store, snapshots: &SnapshotFile) -> Result<AppliedState, Error> {
+    let applied = AppliedState::read(&store.read()?)?;
+    let Some((meta, mut data)) = snapshots.load()? else {
+        return Ok(applied);
+    };
+    if meta.last_log_id <= applied.last_applied {
+        return Ok(applied);
+    }
+    tracing::warn!(
+        snapshot = %meta,
+        store = ?applied.last_applied,
+        "the store is behind its current snapshot (a crash during an install): installing it again"
+    );
+    install(store, &meta, &mut data)
 }
 
 /// What one batch of entries did: the applied state after it, and each entry's
@@ -145,17 +188,43 @@ fn apply_once<M: Machine>(
     Ok(result)
 }
 
+/// Makes snapshot `data` (which must be the snapshot `meta`) the current snapshot,
+/// then replaces the store's contents with it: in this order, so that a crash between
+/// the two leaves a store behind its current snapshot, which opening repairs, and
+/// never a store ahead of it (whose log may be purged past that snapshot).
+fn save_and_install(
+    store: &Store,
+    snapshots: &SnapshotFile,
+    meta: &SnapshotMeta,
+    data: &mut File,
+) -> Result<AppliedState, Error> {
+    records_of(meta, data)?;
+    snapshots.save(meta, data, Replace::Always)?;
+    install(store, meta, data)
+}
+
+/// The records of snapshot `data` (read from its start), refused unless its head
+/// says it is the snapshot `meta`.
+fn records_of<'a>(
+    meta: &SnapshotMeta,
+    data: &'a mut File,
+) -> Result<SnapshotReader<BufReader<&'a mut File>>, Error> {
+    data.seek(SeekFrom::Start(0)).map_err(Error::SnapshotData)?;
+    let (found, records) = read_head(BufReader::new(data))?;
+    if found == *meta {
+        Ok(records)
+    } else {
+        Err(Error::SnapshotMismatch {
+            found: Box::new(found),
+            expected: Box::new(meta.clone()),
+        })
+    }
+}
+
 /// Replaces the store's contents with snapshot `data` (read from its start), which
 /// must be the snapshot `meta`: one batch, committed once.
 fn install(store: &Store, meta: &SnapshotMeta, data: &mut File) -> Result<AppliedState, Error> {
-    data.seek(SeekFrom::Start(0)).map_err(Error::SnapshotData)?;
-    let (found, mut records) = read_head(BufReader::new(data))?;
-    if found != *meta {
-        return Err(Error::SnapshotMismatch {
-            found: Box::new(found),
-            expected: Box::new(meta.clone()),
-        });
-    }
+    let mut records = records_of(meta, data)?;
     let applied = AppliedState {
         last_applied: meta.last_log_id,
         membership: meta.last_membership.clone(),
@@ -250,7 +319,7 @@ impl<M: Machine> RaftStateMachine<GroupConfig<M>> for StateMachine<M> {
         let (applied, responses) = blocking(move || apply_entries::<M>(&store, applied, entries))
             .await
             .map_err(sm_error(ErrorVerb::Write))?;
-        self.applied = applied;
+        self.applied_durably(applied);
         Ok(responses)
     }
 
@@ -279,14 +348,10 @@ impl<M: Machine> RaftStateMachine<GroupConfig<M>> for StateMachine<M> {
         let snapshots = Arc::clone(&self.snapshots);
         let meta = meta.clone();
         let mut data = snapshot.into_std().await;
-        let applied = blocking(move || {
-            let applied = install(&store, &meta, &mut data)?;
-            snapshots.save(&meta, &mut data, Replace::Always)?;
-            Ok(applied)
-        })
-        .await
-        .map_err(snapshot_error(ErrorVerb::Write))?;
-        self.applied = applied;
+        let applied = blocking(move || save_and_install(&store, &snapshots, &meta, &mut data))
+            .await
+            .map_err(snapshot_error(ErrorVerb::Write))?;
+        self.applied_durably(applied);
         Ok(())
     }
 

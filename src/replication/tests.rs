@@ -20,6 +20,8 @@ use crate::names::Handle;
 use crate::storage::{Applied, ExistingHandle, ImageRecord, Refusal, Slot, SlotState, Store};
 use crate::values::{HandleValue, ValueSelection};
 
+mod crash;
+
 struct TempStores;
 
 impl StoreBuilder<TypeConfig, LogStore, StateMachine, TempDir> for TempStores {

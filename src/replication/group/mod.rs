@@ -125,8 +125,8 @@ impl<M: Machine> Group<M> {
     ) -> Result<Group<M>, GroupError> {
         let owned = dir.to_owned();
         let (log, state_machine) = tokio::task::spawn_blocking(move || {
-            let log = LogStore::<M>::open(&owned)?;
             let state_machine = StateMachine::<M>::open(store, &owned)?;
+            let log = LogStore::<M>::open_beside(&owned, &state_machine)?;
             Ok::<_, super::Error>((log, state_machine))
         })
         .await??;
