@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crate::auth::guesses::{Exhausted, Guesses};
-use crate::auth::{AuthType, Challenge, ChallengeAnswer, Identity, SigningKey};
+use crate::auth::{AuthError, AuthType, Challenge, ChallengeAnswer, Identity, SigningKey};
 use crate::codec::{
     AuthAnswer, Body, CodecError, HandleValues, Message, OpFlags, Request, ResolutionRequest,
     Response, ResponseCode, Sealed, VerifyRequest,
@@ -316,7 +316,10 @@ impl Responder {
             return exchange.error(ResponseCode::ServerTooBusy, refused.to_string());
         }
         let version = exchange.version();
-        if let Err(weak) = self.settings.secret_forms.admit(&request.answer, version) {
+        // A malformed answer is not valid (below); one of a form not checked is refused.
+        if let Err(weak @ AuthError::WeakAnswer { .. }) =
+            self.settings.secret_forms.admit(&request.answer, version)
+        {
             return Refusal::from(Error::Authentication(weak)).into_message(exchange);
         }
         match self.handler.verify_for_other_server(request, version).await {
