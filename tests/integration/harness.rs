@@ -191,6 +191,11 @@ impl Server {
         self.listening.http
     }
 
+    /// Its peer address.
+    pub fn peer_address(&self) -> SocketAddr {
+        self.listening.peer
+    }
+
     /// Sends it SIGTERM: it drains and stops.
     pub fn terminate(&self) {
         let pid = rustix::process::Pid::from_child(&self.child);

@@ -10,7 +10,7 @@ use tokio::net::TcpListener;
 use super::*;
 use crate::names::Handle;
 use crate::replication::admin::{AdminAnswer, AdminRequest};
-use crate::replication::network::{ClusterSecret, Dispatch, serve};
+use crate::replication::network::{ClusterSecret, Dispatch, PeerLimits, serve};
 use crate::replication::{HandleCommand, HandleSet, SetId};
 use crate::storage::{Applied, ExistingHandle, StorageError, WriteBatch};
 use crate::values::HandleValue;
@@ -66,9 +66,16 @@ async fn start_node(id: NodeId) -> TestNode {
     let registry = Arc::new(Registry::default());
     let dispatch: Arc<dyn Dispatch> = registry.clone();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(serve(listener, secret(), dispatch, async move {
+    let stopped = async move {
         let _ = stopped.await;
-    }));
+    };
+    tokio::spawn(serve(
+        listener,
+        secret(),
+        dispatch,
+        PeerLimits::default(),
+        stopped,
+    ));
     let host = GroupHost {
         me: me.clone(),
         links: Links::new(id, secret()),

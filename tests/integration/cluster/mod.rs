@@ -1,10 +1,12 @@
 //! Replica sets of real `hdl serve` processes, formed with `hdl cluster`: writes
 //! through any member, a primary killed under load, a secondary restarted on its data;
 //! `faults` kills and restarts members and changes membership under load, `groups`
-//! checks the metadata group beside the set, `up` runs `hdl cluster up`.
+//! checks the metadata group beside the set, `up` runs `hdl cluster up`, `peer_port`
+//! floods the members' peer ports with connections that never authenticate.
 
 mod faults;
 mod groups;
+mod peer_port;
 mod sharded;
 mod up;
 
@@ -196,6 +198,19 @@ impl Set {
     /// The index of the member that is the primary, as member `via` sees the set.
     fn primary(&self, via: usize) -> usize {
         let status = self.await_status(via, "a primary", |s| s["leader"].is_u64());
+        self.index_of_leader(&status)
+    }
+
+    /// The index of the primary that member `via` knows of, once it is not node
+    /// `not` (a primary killed or cut off).
+    fn primary_besides(&self, via: usize, not: u64) -> usize {
+        let status = self.await_status(via, "another primary", |s| {
+            s["leader"].as_u64().is_some_and(|leader| leader != not)
+        });
+        self.index_of_leader(&status)
+    }
+
+    fn index_of_leader(&self, status: &Value) -> usize {
         let leader = status["leader"].as_u64();
         self.members
             .iter()
