@@ -115,7 +115,7 @@ async fn start_node(id: NodeId) -> TestNode {
 }
 
 /// Forms both groups of the three nodes through node 1's peer port, as `hdl cluster`
-/// does: init, add learners, make them voters.
+/// does: init, add learners, make each a voter.
 async fn form(nodes: &[TestNode]) {
     let admin = AdminClient::new(secret(), WAIT);
     let first = nodes[0].me.peer;
@@ -128,10 +128,11 @@ async fn form(nodes: &[TestNode]) {
             };
             admin.call(first, group, &request).await.unwrap();
         }
-        let voters = nodes.iter().map(|node| node.id).collect();
-        let request = AdminRequest::ChangeMembership { voters };
-        let answer = admin.call(first, group, &request).await.unwrap();
-        assert!(matches!(answer, AdminAnswer::Done));
+        for node in &nodes[1..] {
+            let request = AdminRequest::AddVoter { id: node.id };
+            let answer = admin.call(first, group, &request).await.unwrap();
+            assert!(matches!(answer, AdminAnswer::Done));
+        }
     }
 }
 

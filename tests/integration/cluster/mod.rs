@@ -2,10 +2,12 @@
 //! through any member, a primary killed under load, a secondary restarted on its data;
 //! `faults` kills and restarts members and changes membership under load, `groups`
 //! checks the metadata group beside the set, `up` runs `hdl cluster up`, `peer_port`
-//! floods the members' peer ports with connections that never authenticate.
+//! floods the members' peer ports with connections that never authenticate,
+//! `membership` makes changes at once.
 
 mod faults;
 mod groups;
+mod membership;
 mod peer_port;
 mod sharded;
 mod up;
