@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use hdl::replication::NodeId;
-use hdl::replication::network::{ClusterSecret, Dispatch, DispatchFuture, Links, serve};
+use hdl::replication::network::{
+    ClusterSecret, Dispatch, DispatchFuture, Links, PeerLimits, serve,
+};
 use tokio::net::TcpListener;
 
 /// Answers every request with itself.
@@ -33,6 +35,7 @@ fn calls(c: &mut Criterion) {
         listener,
         secret.clone(),
         dispatch,
+        PeerLimits::default(),
         std::future::pending(),
     ));
     let links = Links::new(1, secret);

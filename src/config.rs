@@ -69,6 +69,10 @@
 //! # a multi-node set need a fixed port reachable by the others: the set's membership
 //! # records it, and a member that comes back on another port is not found.
 //! peer_listen = "127.0.0.1:0"
+//! # Milliseconds a new peer connection has to prove the cluster secret (a member does
+//! # it in one round trip). Default: 2000. Connections still proving it are bounded
+//! # besides: 64 at once, 8 from one address, a newcomer taking the place of the oldest.
+//! peer_handshake_timeout_ms = 2000
 //! # File holding the cluster secret (hex) that authenticates peers; the same file on
 //! # every member. Default: "<data_dir>/cluster.secret", created with 32 random bytes
 //! # and mode 0600 when absent.
@@ -292,6 +296,8 @@ pub struct ClusterConfig {
     pub node_id: u64,
     /// The peer listener's address.
     pub peer_listen: SocketAddr,
+    /// Milliseconds a new peer connection has to authenticate.
+    pub peer_handshake_timeout_ms: u64,
     /// The cluster secret file; `None` means `<data_dir>/cluster.secret`.
     pub secret_file: Option<PathBuf>,
     /// Whether a node with an empty log forms a set of its own.
@@ -315,6 +321,7 @@ impl Default for ClusterConfig {
         ClusterConfig {
             node_id: 1,
             peer_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            peer_handshake_timeout_ms: 2000,
             secret_file: None,
             bootstrap: true,
             heartbeat_ms: 100,
@@ -451,6 +458,9 @@ impl Config {
         }
         if self.handle.tcp_idle_timeout_secs == 0 {
             return Err(ConfigError::Zero("[handle] tcp_idle_timeout_secs"));
+        }
+        if self.cluster.peer_handshake_timeout_ms == 0 {
+            return Err(ConfigError::Zero("[cluster] peer_handshake_timeout_ms"));
         }
         let http = [
             (

@@ -48,7 +48,8 @@ use crate::http::{HttpListeners, HttpState, NodeInfo, SessionTable};
 use crate::metrics::Metrics;
 use crate::placement::{MapGroup, Mover};
 use crate::replication::network::{
-    Dispatch, Links, Registry, read_or_create_secret_file, serve as serve_peers,
+    ClusterSecret, Dispatch, Links, PeerLimits, Registry, read_or_create_secret_file,
+    serve as serve_peers,
 };
 use crate::replication::{AdminClient, GroupHost, Node as Member};
 use crate::routing::{Forwarder, Router};
@@ -202,7 +203,11 @@ impl Node {
         let registry = Arc::new(Registry::default());
         let secret = read_or_create_secret_file(&config.secret_path())?;
         let node_secret = secret.clone();
-        let peers = serve_peer_port(peers, secret.clone(), Arc::clone(&registry));
+        let limits = PeerLimits {
+            handshake_timeout: Duration::from_millis(config.cluster.peer_handshake_timeout_ms),
+            ..PeerLimits::default()
+        };
+        let peers = serve_peer_port(peers, secret.clone(), limits, Arc::clone(&registry));
         let host = GroupHost {
             me,
             links: Links::new(config.cluster.node_id, secret),
@@ -326,15 +331,18 @@ impl Node {
     }
 }
 
-/// Serves the peer port with `registry` until the returned [`PeerPort`] is stopped.
+/// Serves the peer port with `registry`, within `limits`, until the returned
+/// [`PeerPort`] is stopped.
 fn serve_peer_port(
     listener: TcpListener,
-    secret: crate::replication::network::ClusterSecret,
+    secret: ClusterSecret,
+    limits: PeerLimits,
     registry: Arc<Registry>,
 ) -> PeerPort {
     let (stop, stopped) = watch::channel(false);
     let dispatch: Arc<dyn Dispatch> = registry;
-    let server = tokio::spawn(serve_peers(listener, secret, dispatch, until(stopped)));
+    let serve = serve_peers(listener, secret, dispatch, limits, until(stopped));
+    let server = tokio::spawn(serve);
     PeerPort { server, stop }
 }
 

@@ -9,11 +9,10 @@
 //! that starts it (`JoinSet`) belongs to the node, a layer above this one, so the
 //! caller sends it before asking for the changes here.
 
-use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::replication::admin::{AdminRequest, Member, MemberStatus, Role};
+use crate::replication::admin::{AdminRequest, MemberStatus, Role};
 use crate::replication::{AdminClient, GroupError, GroupId, Node, NodeId, SetId};
 
 /// The replica set a new cluster starts with.
@@ -182,7 +181,9 @@ impl ClusterAdmin {
     }
 
     /// Adds node `id` at `node` to `group` through its member at `via`: as a learner
-    /// that has caught up, then with [`Vote::Voter`] as a voter.
+    /// that has caught up, then with [`Vote::Voter`] as a voter. Each step is one
+    /// change the leader makes to its own membership (nothing for a member that has
+    /// it already), so no member's view, stale or not, decides the outcome.
     async fn join_group(
         &self,
         group: GroupId,
@@ -191,31 +192,23 @@ impl ClusterAdmin {
         node: &Node,
         vote: Vote,
     ) -> Result<(), MembershipError> {
-        let members = self.status(via, group).await?.members;
-        let found = members.iter().find(|member| member.id == id);
-        if found.is_none() {
-            let request = AdminRequest::AddLearner {
-                id,
-                node: node.clone(),
-            };
-            self.call(via, group, &request).await?;
-        }
-        if vote == Vote::Voter && !found.is_some_and(|member| member.voter) {
-            let mut voters: BTreeSet<NodeId> = voter_ids(&members).collect();
-            voters.insert(id);
-            let request = AdminRequest::ChangeMembership { voters };
-            self.call(via, group, &request).await?;
+        let request = AdminRequest::AddLearner {
+            id,
+            node: node.clone(),
+        };
+        self.call(via, group, &request).await?;
+        if vote == Vote::Voter {
+            self.call(via, group, &AdminRequest::AddVoter { id })
+                .await?;
         }
         Ok(())
     }
 
-    /// Takes node `id` out of every group that has it, through the member at `via`.
+    /// Takes node `id` out of every group that has it, through the member at `via`
+    /// (the leader of each decides whether it has it).
     pub async fn remove(&self, via: SocketAddr, id: NodeId) -> Result<(), MembershipError> {
         for group in MEMBER_GROUPS {
-            let members = self.status(via, group).await?.members;
-            if members.iter().any(|member| member.id == id) {
-                self.call(via, group, &AdminRequest::Remove { id }).await?;
-            }
+            self.call(via, group, &AdminRequest::Remove { id }).await?;
         }
         Ok(())
     }
@@ -246,8 +239,4 @@ impl ClusterAdmin {
             .map(|_| ())
             .map_err(|source| MembershipError::Group { group, source })
     }
-}
-
-fn voter_ids(members: &[Member]) -> impl Iterator<Item = NodeId> + '_ {
-    members.iter().filter(|m| m.voter).map(|m| m.id)
 }

@@ -3,10 +3,18 @@
 //!
 //! Membership changes need the leader: a node that is not the leader answers
 //! [`ForwardError::NotLeader`] with the leader's addresses, and the caller asks again
-//! there. [`AdminRequest::Status`] is answered by every node about itself.
+//! there. Each change names one member and is applied by the leader to its own
+//! current membership as openraft's incremental changes ([`ChangeMembers`]: add a
+//! node, add a voter, remove a voter or a node; openraft goes through a joint
+//! configuration for voter changes), never as a whole membership the caller computed
+//! from a view that may be stale: two changes made at once both take effect. A change
+//! that finds another one still uncommitted waits for it (bounded) and tries again.
+//! [`AdminRequest::Status`] is answered by every node about itself.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
+use openraft::error::{ChangeMembershipError, ClientWriteError, RaftError};
 use openraft::{ChangeMembers, Raft, RaftMetrics, ServerState};
 use serde::{Deserialize, Serialize};
 
@@ -19,19 +27,22 @@ use super::types::{GroupConfig, Node, NodeId};
 pub enum AdminRequest {
     /// Form a new replica set of the receiving node alone (it must have an empty log).
     Init,
-    /// Add a non-voting member and wait until it has caught up with the leader's log.
+    /// Add a non-voting member (a member already is left as it is) and wait until it
+    /// has caught up with the leader's log.
     AddLearner {
         /// The new member's id.
         id: NodeId,
         /// Its addresses.
         node: Node,
     },
-    /// Make exactly these members the voters; voters left out stay as learners.
-    ChangeMembership {
-        /// The new voter set; each must already be a member.
-        voters: BTreeSet<NodeId>,
+    /// Make a member a voter, besides the voters the leader has (a voter already is
+    /// left as it is).
+    AddVoter {
+        /// The member's id; it must already be a member.
+        id: NodeId,
     },
-    /// Remove a member (voter or learner) from the set.
+    /// Remove a member (voter or learner) from the set; nothing for a node that is
+    /// not a member.
     Remove {
         /// The member's id.
         id: NodeId,
@@ -129,24 +140,62 @@ pub(super) async fn carry_out<M: Machine>(
             raft.initialize(BTreeMap::from([(id, me.clone())])).await?;
         }
         AdminRequest::AddLearner { id, node } => {
-            raft.add_learner(id, node, true).await?;
+            once_committed(move || raft.add_learner(id, node.clone(), true)).await?;
         }
-        AdminRequest::ChangeMembership { voters } => {
-            raft.change_membership(voters, true).await?;
+        AdminRequest::AddVoter { id } => {
+            let ids = BTreeSet::from([id]);
+            once_committed(move || {
+                raft.change_membership(ChangeMembers::AddVoterIds(ids.clone()), true)
+            })
+            .await?;
         }
         AdminRequest::Remove { id } => {
-            let is_voter = members(raft).iter().any(|m| m.id == id && m.voter);
-            let ids = BTreeSet::from([id]);
-            let change = if is_voter {
-                ChangeMembers::RemoveVoters(ids)
-            } else {
-                ChangeMembers::RemoveNodes(ids)
-            };
-            raft.change_membership(change, false).await?;
+            once_committed(move || async move {
+                let Some(member) = members(raft).into_iter().find(|m| m.id == id) else {
+                    return Ok(None);
+                };
+                let ids = BTreeSet::from([id]);
+                let change = if member.voter {
+                    ChangeMembers::RemoveVoters(ids)
+                } else {
+                    ChangeMembers::RemoveNodes(ids)
+                };
+                raft.change_membership(change, false).await.map(Some)
+            })
+            .await?;
         }
         AdminRequest::Status => return Ok(AdminAnswer::Status(Box::new(status(raft, me)))),
     }
     Ok(AdminAnswer::Done)
+}
+
+/// How long a membership change waits for an earlier one to commit.
+const CHANGE_PATIENCE: Duration = Duration::from_secs(10);
+
+/// How often a membership change tries again while an earlier one is uncommitted.
+const CHANGE_RETRY: Duration = Duration::from_millis(20);
+
+/// Makes a membership change with `change`, made again while openraft refuses it
+/// because an earlier change is not committed yet (two `hdl cluster` commands at
+/// once), for at most [`CHANGE_PATIENCE`]. `change` reads the membership afresh each
+/// time.
+async fn once_committed<T, F>(
+    mut change: impl FnMut() -> F,
+) -> Result<T, RaftError<NodeId, ClientWriteError<NodeId, Node>>>
+where
+    F: Future<Output = Result<T, RaftError<NodeId, ClientWriteError<NodeId, Node>>>>,
+{
+    let deadline = tokio::time::Instant::now() + CHANGE_PATIENCE;
+    loop {
+        match change().await {
+            Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(
+                ChangeMembershipError::InProgress(_),
+            ))) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(CHANGE_RETRY).await;
+            }
+            done => return done,
+        }
+    }
 }
 
 /// Every member of the set in the node's latest membership, by id.

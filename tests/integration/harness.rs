@@ -191,6 +191,11 @@ impl Server {
         self.listening.http
     }
 
+    /// Its peer address.
+    pub fn peer_address(&self) -> SocketAddr {
+        self.listening.peer
+    }
+
     /// Sends it SIGTERM: it drains and stops.
     pub fn terminate(&self) {
         let pid = rustix::process::Pid::from_child(&self.child);
@@ -264,8 +269,24 @@ pub fn stable_address() -> String {
 /// Starts `hdl serve` with `args`, its stderr in the file `stderr`, and waits (within
 /// [`STARTUP`]) for its announcement; the child is the caller's to kill and reap.
 pub fn spawn_serve(args: &[OsString], stderr: &Path) -> (Child, Listening) {
+    spawn_serve_through(&[], args, stderr)
+}
+
+/// [`spawn_serve`] through the command `through` (such as `ip netns exec NAME`), which
+/// must exec `hdl` in its own place: the child's pid is then `hdl`'s.
+pub fn spawn_serve_through(
+    through: &[OsString],
+    args: &[OsString],
+    stderr: &Path,
+) -> (Child, Listening) {
     let log = File::create(stderr).expect("stderr file");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hdl"))
+    let hdl = OsString::from(env!("CARGO_BIN_EXE_hdl"));
+    let (program, before) = match through.split_first() {
+        Some((program, rest)) => (program.clone(), [rest, &[hdl]].concat()),
+        None => (hdl, Vec::new()),
+    };
+    let mut child = Command::new(program)
+        .args(before)
         .arg("serve")
         .args(args)
         .args(if args.iter().any(|arg| arg == "--http") {

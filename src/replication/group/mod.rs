@@ -298,6 +298,7 @@ pub(crate) async fn test_host(handle: std::net::SocketAddr) -> GroupHost {
         peers,
         secret.clone(),
         dispatch,
+        super::network::PeerLimits::default(),
         std::future::pending(),
     ));
     GroupHost {

@@ -10,7 +10,7 @@ use tokio::net::TcpListener;
 use super::*;
 use crate::names::Handle;
 use crate::replication::admin::{AdminAnswer, AdminRequest};
-use crate::replication::network::{ClusterSecret, Dispatch, serve};
+use crate::replication::network::{ClusterSecret, Dispatch, PeerLimits, serve};
 use crate::replication::{HandleCommand, HandleSet, SetId};
 use crate::storage::{Applied, ExistingHandle, StorageError, WriteBatch};
 use crate::values::HandleValue;
@@ -66,9 +66,16 @@ async fn start_node(id: NodeId) -> TestNode {
     let registry = Arc::new(Registry::default());
     let dispatch: Arc<dyn Dispatch> = registry.clone();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(serve(listener, secret(), dispatch, async move {
+    let stopped = async move {
         let _ = stopped.await;
-    }));
+    };
+    tokio::spawn(serve(
+        listener,
+        secret(),
+        dispatch,
+        PeerLimits::default(),
+        stopped,
+    ));
     let host = GroupHost {
         me: me.clone(),
         links: Links::new(id, secret()),
@@ -108,7 +115,7 @@ async fn start_node(id: NodeId) -> TestNode {
 }
 
 /// Forms both groups of the three nodes through node 1's peer port, as `hdl cluster`
-/// does: init, add learners, make them voters.
+/// does: init, add learners, make each a voter.
 async fn form(nodes: &[TestNode]) {
     let admin = AdminClient::new(secret(), WAIT);
     let first = nodes[0].me.peer;
@@ -121,10 +128,11 @@ async fn form(nodes: &[TestNode]) {
             };
             admin.call(first, group, &request).await.unwrap();
         }
-        let voters = nodes.iter().map(|node| node.id).collect();
-        let request = AdminRequest::ChangeMembership { voters };
-        let answer = admin.call(first, group, &request).await.unwrap();
-        assert!(matches!(answer, AdminAnswer::Done));
+        for node in &nodes[1..] {
+            let request = AdminRequest::AddVoter { id: node.id };
+            let answer = admin.call(first, group, &request).await.unwrap();
+            assert!(matches!(answer, AdminAnswer::Done));
+        }
     }
 }
 

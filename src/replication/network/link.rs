@@ -8,7 +8,7 @@
 //!
 //! Invariants:
 //! - at most one live connection per address; it is opened (connect, handshake, within
-//!   [`HANDSHAKE_TIMEOUT`]) by the first call that needs it, the others wait for it
+//!   [`CONNECT_TIMEOUT`]) by the first call that needs it, the others wait for it
 //!   within their own timeouts;
 //! - a connection that fails (socket error, end of stream, a frame that does not open,
 //!   a frame of the wrong kind) fails every call pending on it at once and is replaced
@@ -38,13 +38,15 @@ use tracing::{debug, warn};
 
 use super::auth::{self, ClusterSecret};
 use super::frame::{FrameError, MAX_FRAME_LEN};
-use super::listener::HANDSHAKE_TIMEOUT;
 use super::seal::Kind;
 use super::stream::{Outgoing, PeerError, PeerStream, SealedReader, SealedWriter};
 use crate::replication::NodeId;
 
 /// The most calls in flight on one connection, by default.
 pub const MAX_PENDING_CALLS: usize = 1024;
+
+/// How long connecting to a peer and authenticating may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How long a connection that went quiet has to answer a ping, by default.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -205,9 +207,9 @@ impl Links {
         if let Some(link) = self.peers().get_mut(&addr).and_then(Peer::live) {
             return Ok(link);
         }
-        let link = tokio::time::timeout(HANDSHAKE_TIMEOUT, Link::connect(addr, &self.inner))
+        let link = tokio::time::timeout(CONNECT_TIMEOUT, Link::connect(addr, &self.inner))
             .await
-            .map_err(|_| PeerError::Timeout(HANDSHAKE_TIMEOUT))??;
+            .map_err(|_| PeerError::Timeout(CONNECT_TIMEOUT))??;
         self.peers().entry(addr).or_default().live = Some(Arc::clone(&link));
         Ok(link)
     }

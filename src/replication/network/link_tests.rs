@@ -107,7 +107,13 @@ async fn start_server(listener: TcpListener) -> TestServer {
         let _ = stopped.await;
     };
     let dispatch: Arc<dyn Dispatch> = echo.clone();
-    let task = tokio::spawn(serve(listener, secret(), dispatch, shutdown));
+    let task = tokio::spawn(serve(
+        listener,
+        secret(),
+        dispatch,
+        PeerLimits::default(),
+        shutdown,
+    ));
     TestServer {
         addr,
         echo,

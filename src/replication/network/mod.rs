@@ -14,7 +14,9 @@
 //!
 //! Invariants: every size read from a peer is bounded before anything is allocated (a
 //! small bound until the peer is authenticated); nothing but the handshake is read from
-//! or sent to a peer that has not proven it knows the secret; no frame after the
+//! or sent to a peer that has not proven it knows the secret, and connections that
+//! have not are bounded in time, in all and per source address ([`PeerLimits`]), never
+//! at the expense of one that has; no frame after the
 //! handshake is acted on before its tag is checked, and one that fails drops the
 //! connection; a connection that failed once is never reused; every queue is bounded.
 
@@ -27,13 +29,15 @@ mod message;
 pub mod seal;
 mod secret_file;
 mod server;
+mod strangers;
 mod stream;
 
 pub use auth::{ClusterSecret, MIN_SECRET_LEN, SecretError};
 pub use client::{GroupConnection, GroupNetwork, admin_call, node_call};
 pub use link::{LinkSettings, Links, MAX_PENDING_CALLS, PROBE_TIMEOUT};
 pub use listener::{
-    Dispatch, DispatchFuture, HANDSHAKE_TIMEOUT, MAX_CONNECTIONS, MAX_IN_FLIGHT, serve,
+    Dispatch, DispatchFuture, HANDSHAKE_TIMEOUT, MAX_IN_FLIGHT, MAX_PEERS, MAX_STRANGERS,
+    PeerLimits, STRANGERS_PER_SOURCE, serve,
 };
 pub use message::{Destination, ForwardError, GroupAnswer, GroupCall, Reply};
 pub use secret_file::{SecretFileError, read_or_create_secret_file, read_secret_file};

@@ -48,6 +48,12 @@ pub enum PeerError {
     /// The peer did not answer in time.
     #[error("peer did not answer within {0:?}")]
     Timeout(Duration),
+    /// The connection was closed before it authenticated, to make room for a newer one.
+    #[error("closed in the handshake to make room for a newer connection")]
+    Evicted,
+    /// The peer authenticated when the port already served its most peer connections.
+    #[error("the peer port serves its most authenticated connections already")]
+    TooManyPeers,
     /// The peer is not a member of the group asked (or takes no node calls).
     #[error("the peer is not a member of {}", match .0 { Some(group) => group.to_string(), None => "any group taking node calls".to_owned() })]
     NoSuchGroup(Option<GroupId>),

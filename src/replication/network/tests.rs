@@ -74,7 +74,13 @@ async fn serve_peers(
         let _ = stopped.await;
     };
     let dispatch: Arc<dyn Dispatch> = registry;
-    tokio::spawn(serve(listener, secret, dispatch, shutdown));
+    tokio::spawn(serve(
+        listener,
+        secret,
+        dispatch,
+        PeerLimits::default(),
+        shutdown,
+    ));
     (peer, stop)
 }
 

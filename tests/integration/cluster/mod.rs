@@ -1,10 +1,17 @@
 //! Replica sets of real `hdl serve` processes, formed with `hdl cluster`: writes
 //! through any member, a primary killed under load, a secondary restarted on its data;
 //! `faults` kills and restarts members and changes membership under load, `groups`
-//! checks the metadata group beside the set, `up` runs `hdl cluster up`.
+//! checks the metadata group beside the set, `up` runs `hdl cluster up`, `peer_port`
+//! floods the members' peer ports with connections that never authenticate,
+//! `membership` makes changes at once, `partitions` cuts members off in network
+//! namespaces ([`netns`]).
 
 mod faults;
 mod groups;
+mod membership;
+mod netns;
+mod partitions;
+mod peer_port;
 mod sharded;
 mod up;
 
@@ -24,8 +31,11 @@ use hdl::values::{HandleValue, SiteInfo};
 use serde_json::Value;
 use tempfile::TempDir;
 
-use crate::harness::{ADMIN_SECRET, Listening, admin_credentials, spawn_serve, stable_address};
+use crate::harness::{
+    ADMIN_SECRET, Listening, admin_credentials, spawn_serve_through, stable_address,
+};
 use crate::raw;
+use netns::Lab;
 
 /// The longest any awaited condition may take.
 const WAIT: Duration = Duration::from_secs(30);
@@ -63,16 +73,25 @@ impl Member {
     }
 }
 
-/// A replica set in one temporary directory with one secret file.
+/// A replica set in one temporary directory with one secret file; its members on
+/// the host's loopback, or each in a namespace of a [`Lab`].
 struct Set {
     dir: TempDir,
     members: Vec<Member>,
+    /// Dropped after the members, which run inside it.
+    lab: Option<Lab>,
 }
 
 impl Set {
-    /// Starts `size` nodes that wait to be joined, then forms the set with the CLI:
-    /// `init` on node 1, `add-secondary --voter` for the others.
+    /// Starts `size` nodes on loopback that wait to be joined, then forms the set
+    /// with the CLI: `init` on node 1, `add-secondary --voter` for the others.
     fn form(size: u64) -> Set {
+        Set::form_in(size, None)
+    }
+
+    /// [`Set::form`] with the members in `lab`'s namespaces, when given; the CLI then
+    /// runs in its hub.
+    fn form_in(size: u64, lab: Option<Lab>) -> Set {
         let dir = tempfile::tempdir().expect("temporary directory");
         std::fs::write(dir.path().join("secret"), format!("{}\n", "5a".repeat(32)))
             .expect("secret file");
@@ -80,9 +99,15 @@ impl Set {
         let mut set = Set {
             dir,
             members: Vec::new(),
+            lab,
         };
         for id in 1..=size {
-            let member = set.spawn(id, &stable_address(), &stable_address());
+            let (handle, peer) = match &set.lab {
+                // Each member has a namespace, and so ports, of its own.
+                Some(lab) => (lab.socket(id, 2641), lab.socket(id, 2651)),
+                None => (stable_address(), stable_address()),
+            };
+            let member = set.spawn(id, &handle, &peer);
             set.members.push(member);
         }
         let first = set.members[0].listening.peer.to_string();
@@ -133,7 +158,9 @@ impl Set {
             path("secret").into(),
             "--no-bootstrap".into(),
         ];
-        let (child, listening) = spawn_serve(&args, &path(&format!("stderr-{id}")));
+        let through = self.lab.as_ref().map(|lab| lab.exec_in(Some(id)));
+        let stderr = path(&format!("stderr-{id}"));
+        let (child, listening) = spawn_serve_through(&through.unwrap_or_default(), &args, &stderr);
         Member {
             id,
             child: Some(child),
@@ -167,7 +194,13 @@ impl Set {
 
     fn try_cli(&self, args: &[&str]) -> Output {
         let secret: PathBuf = self.dir.path().join("secret");
-        Command::new(env!("CARGO_BIN_EXE_hdl"))
+        let hdl = OsString::from(env!("CARGO_BIN_EXE_hdl"));
+        let words = match &self.lab {
+            Some(lab) => [lab.exec_in(None), vec![hdl]].concat(),
+            None => vec![hdl],
+        };
+        Command::new(&words[0])
+            .args(&words[1..])
             .arg("cluster")
             .args(args)
             .arg("--secret-file")
@@ -196,6 +229,19 @@ impl Set {
     /// The index of the member that is the primary, as member `via` sees the set.
     fn primary(&self, via: usize) -> usize {
         let status = self.await_status(via, "a primary", |s| s["leader"].is_u64());
+        self.index_of_leader(&status)
+    }
+
+    /// The index of the primary that member `via` knows of, once it is not node
+    /// `not` (a primary killed or cut off).
+    fn primary_besides(&self, via: usize, not: u64) -> usize {
+        let status = self.await_status(via, "another primary", |s| {
+            s["leader"].as_u64().is_some_and(|leader| leader != not)
+        });
+        self.index_of_leader(&status)
+    }
+
+    fn index_of_leader(&self, status: &Value) -> usize {
         let leader = status["leader"].as_u64();
         self.members
             .iter()
