@@ -39,6 +39,17 @@ pub enum Refusal {
     /// owns it, or it is changing hands.
     #[error("{0} is not taken here now")]
     NotHere(Slot),
+    /// The handle's values would take more octets (RFC 3652 value list encoding) than
+    /// the limit: the store's own, [`crate::codec::MAX_VALUE_LIST_LEN`] (an answer
+    /// carrying them must fit one message), or a lower one the service is configured
+    /// with.
+    #[error("the handle's values would take {octets} octets; at most {limit} are allowed")]
+    TooLarge {
+        /// What the values would take.
+        octets: u64,
+        /// The limit.
+        limit: u64,
+    },
 }
 
 /// Why the store could not do what was asked.
