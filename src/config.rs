@@ -21,6 +21,17 @@
 //! # TCP connections one source address may hold open; more are closed at once.
 //! # Default: 256.
 //! tcp_connections_per_source = 256
+//! # The most octets a handle's values may take, counted in their RFC 3652 encoding
+//! # (14 octets, the type, the data and the references of each value, plus 4): a
+//! # create, add or modify (Handle protocol or HTTP) that would make a handle larger
+//! # is refused with 202 (invalid value; HTTP 400). At most, and by default, 253952
+//! # (256 KiB less 8 KiB), so every handle fits one resolution answer over TCP.
+//! max_handle_octets = 253952
+//! # The most octets (datagrams, envelopes included) one answer may take over UDP. A
+//! # larger answer is replaced by RC_ERROR (2), "ask over TCP", on which J9 and hdl
+//! # clients turn to TCP at once. A forged 63-octet request then draws at most this
+//! # much. From 512 (one datagram) to 272804 (every answer, no cap). Default: 4096.
+//! udp_answer_max_octets = 4096
 //!
 //! [http]
 //! # Address of the HTTP listener: the JSON API, the web proxy, /status, /metrics.
@@ -142,6 +153,9 @@ use std::path::PathBuf;
 use serde::Deserialize;
 
 use crate::auth::{Identity, SecretForms};
+use crate::codec::{
+    DATAGRAM_PAYLOAD_LEN, ENVELOPE_LEN, MAX_DATAGRAM_LEN, MAX_MESSAGE_LEN, MAX_VALUE_LIST_LEN,
+};
 use crate::names::Handle;
 
 /// The whole configuration of one node.
@@ -195,6 +209,10 @@ pub struct HandleConfig {
     pub tcp_idle_timeout_secs: u64,
     /// TCP connections one source address may hold open.
     pub tcp_connections_per_source: u32,
+    /// The most octets a handle's values may take (RFC 3652 value list encoding).
+    pub max_handle_octets: usize,
+    /// The most octets, datagrams and envelopes included, of one answer over UDP.
+    pub udp_answer_max_octets: usize,
 }
 
 impl Default for HandleConfig {
@@ -204,6 +222,8 @@ impl Default for HandleConfig {
             response_validity_secs: 43_200,
             tcp_idle_timeout_secs: 30,
             tcp_connections_per_source: 256,
+            max_handle_octets: MAX_VALUE_LIST_LEN,
+            udp_answer_max_octets: DEFAULT_UDP_ANSWER_MAX_OCTETS,
         }
     }
 }
@@ -418,7 +438,28 @@ pub enum ConfigError {
     /// A limit or timeout of 0, which would refuse everything.
     #[error("{0} must be at least 1")]
     Zero(&'static str),
+    /// A size limit the node cannot honour.
+    #[error("{key} = {value}: it must be from {min} to {max}")]
+    OutOfRange {
+        /// The setting.
+        key: &'static str,
+        /// Its value.
+        value: usize,
+        /// The smallest allowed.
+        min: usize,
+        /// The largest allowed.
+        max: usize,
+    },
 }
+
+/// The default of `[handle] udp_answer_max_octets`: 8 datagrams, most handles' whole
+/// answer.
+pub const DEFAULT_UDP_ANSWER_MAX_OCTETS: usize = 4096;
+
+/// The octets of the largest answer over UDP: a message of [`MAX_MESSAGE_LEN`] in
+/// datagrams of 492 octets, each with its envelope.
+pub const LARGEST_UDP_ANSWER: usize =
+    MAX_MESSAGE_LEN + MAX_MESSAGE_LEN.div_ceil(DATAGRAM_PAYLOAD_LEN) * ENVELOPE_LEN;
 
 /// The slots of a new cluster's ring when nothing says otherwise.
 pub const DEFAULT_SLOT_COUNT: u32 = 256;
@@ -435,6 +476,23 @@ pub fn check_slot_count(count: u32) -> Result<u32, ConfigError> {
     } else {
         Err(ConfigError::SlotCount(count))
     }
+}
+
+/// Checks that `value` of setting `key` lies in `range`.
+fn check_range(
+    key: &'static str,
+    value: usize,
+    range: std::ops::RangeInclusive<usize>,
+) -> Result<(), ConfigError> {
+    if range.contains(&value) {
+        return Ok(());
+    }
+    Err(ConfigError::OutOfRange {
+        key,
+        value,
+        min: *range.start(),
+        max: *range.end(),
+    })
 }
 
 impl Config {
@@ -462,6 +520,16 @@ impl Config {
         if self.cluster.peer_handshake_timeout_ms == 0 {
             return Err(ConfigError::Zero("[cluster] peer_handshake_timeout_ms"));
         }
+        check_range(
+            "[handle] max_handle_octets",
+            self.handle.max_handle_octets,
+            1..=MAX_VALUE_LIST_LEN,
+        )?;
+        check_range(
+            "[handle] udp_answer_max_octets",
+            self.handle.udp_answer_max_octets,
+            MAX_DATAGRAM_LEN..=LARGEST_UDP_ANSWER,
+        )?;
         let http = [
             (
                 "[http] max_connections",
@@ -545,6 +613,38 @@ mod tests {
             config.secret_path(),
             PathBuf::from("hdl-data/cluster.secret")
         );
+    }
+
+    #[test]
+    fn size_limits_stay_within_what_a_message_carries() {
+        assert_eq!(LARGEST_UDP_ANSWER, 272_804);
+        let handle = |key: &str, value: usize| {
+            Config::from_toml(&format!("[handle]\n{key} = {value}\n")).map(|c| c.handle)
+        };
+        assert_eq!(
+            handle("max_handle_octets", 65_536)
+                .unwrap()
+                .max_handle_octets,
+            65_536
+        );
+        assert_eq!(
+            handle("udp_answer_max_octets", 512)
+                .unwrap()
+                .udp_answer_max_octets,
+            512
+        );
+        for (key, bad) in [
+            ("max_handle_octets", 0),
+            ("max_handle_octets", MAX_VALUE_LIST_LEN + 1),
+            ("udp_answer_max_octets", 511),
+            ("udp_answer_max_octets", LARGEST_UDP_ANSWER + 1),
+        ] {
+            let error = handle(key, bad).unwrap_err().to_string();
+            assert!(
+                error.contains(key) && error.contains("must be from"),
+                "{error}"
+            );
+        }
     }
 
     #[test]

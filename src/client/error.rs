@@ -114,6 +114,18 @@ pub enum AttemptError {
         /// The failure.
         source: std::io::Error,
     },
+    /// The server answered RC_ERROR (2) over UDP, which J9 and hdl clients take as
+    /// "try the next transport" (an hdl server answers so when the answer is larger
+    /// than it sends over UDP).
+    #[error("{server} ({transport}): server error: {message}")]
+    ServerError {
+        /// The server asked.
+        server: SocketAddr,
+        /// The transport used.
+        transport: Transport,
+        /// The server's text.
+        message: String,
+    },
     /// The server closed the TCP connection before the whole answer arrived.
     #[error("{server}: connection closed before the answer was complete")]
     Closed {

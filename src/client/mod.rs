@@ -12,7 +12,9 @@
 //!   timeout, a socket error, an undecodable or foreign answer) is followed by the
 //!   next. A response code, success or error, is an answer and ends the search.
 //! - [`Transport::Auto`] asks each server over UDP first, resending on the schedule
-//!   of [`ClientConfig::udp_waits`] (J9: 500, 1000, 1500 ms), then over TCP.
+//!   of [`ClientConfig::udp_waits`] (J9: 500, 1000, 1500 ms), then over TCP; an
+//!   RC_ERROR (2) answer over UDP goes to TCP at once, as J9 does (an hdl server
+//!   answers so when the answer is larger than it sends over UDP).
 //!   Administration and listing always use TCP. A client with [`Credentials`]
 //!   answers a challenge (RC_AUTHEN_NEEDED) on the same connection (digest §8.1);
 //!   one made [`Client::with_session`] authenticates once and sends its

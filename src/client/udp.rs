@@ -8,6 +8,11 @@
 //! another length) restarts the reassembly. Bounded: a response is at most
 //! `MAX_MESSAGE_LEN` octets (the reassembler refuses more) and every wait has a
 //! deadline.
+//!
+//! An answer with RC_ERROR (2) is no usable answer over UDP: the caller goes on to the
+//! next transport at once, as J9 does (`HandleResolver.sendRequestToInterface` throws
+//! on RC_ERROR and the protocol loop tries the next protocol). An hdl server answers
+//! so when the real answer is larger than it sends over UDP.
 
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
@@ -18,7 +23,9 @@ use tokio::time::{Instant, timeout_at};
 use super::Transport;
 use super::error::AttemptError;
 use super::message::Outgoing;
-use crate::codec::{CodecError, Envelope, MAX_DATAGRAM_LEN, Message, Reassembler};
+use crate::codec::{
+    Body, CodecError, Envelope, MAX_DATAGRAM_LEN, Message, Reassembler, Response, ResponseCode,
+};
 
 /// Sends `outgoing` to `server`, once per entry of `waits`, and returns the first
 /// whole answer that passes [`Outgoing::check`].
@@ -45,14 +52,34 @@ pub async fn exchange(
             .await
             .map_err(io)?;
         if let Some(whole) = whole {
-            return outgoing
+            let answer = outgoing
                 .check(&whole)
-                .map_err(|problem| super::attempt_problem(server, problem));
+                .map_err(|problem| super::attempt_problem(server, problem))?;
+            return usable(server, answer);
         }
     }
     Err(AttemptError::Timeout {
         server,
         transport: Transport::Udp,
+    })
+}
+
+/// `answer`, unless it is RC_ERROR: then why it is no answer.
+fn usable(server: SocketAddr, answer: Message) -> Result<Message, AttemptError> {
+    if answer.header.response_code != ResponseCode::Error {
+        return Ok(answer);
+    }
+    let message = match answer.body {
+        Body::Response {
+            response: Response::Error(error),
+            ..
+        } => error.message,
+        _ => String::new(),
+    };
+    Err(AttemptError::ServerError {
+        server,
+        transport: Transport::Udp,
+        message,
     })
 }
 

@@ -1,7 +1,7 @@
 //! A whole message: envelope, header, body and credential (digest §1.1, §2, §2.5,
 //! §11; RFC 3652 §2.2).
 //!
-//! Owns [`Message`] and [`MAX_MESSAGE_LEN`]. Pure; depends only on [`crate::values`]
+//! Owns [`Message`], [`MAX_MESSAGE_LEN`] and [`MAX_VALUE_LIST_LEN`]. Pure; depends only on [`crate::values`]
 //! and the codec's parts.
 //!
 //! Invariants: [`Message::decode`] takes exactly one envelope and its MessageLength
@@ -22,6 +22,15 @@ use crate::values::wire::{DecodeError, Reader, Writer, wire_len};
 /// The largest MessageLength accepted (J9 `Common.MAX_MESSAGE_LENGTH`, 256 KiB); it
 /// counts the octets after the envelope.
 pub const MAX_MESSAGE_LEN: usize = 262_144;
+
+/// The most octets a handle's values may take in their RFC 3652 encoding (the value
+/// list: its count and every value), so that a resolution answer carrying all of them
+/// fits one message of [`MAX_MESSAGE_LEN`], which J9 and hdl clients read over TCP.
+/// The 8 KiB left over hold the rest of the worst answer, about 3.3 KiB: the header
+/// (24), a SHA-256 request digest (33), a handle of the longest kind (4 + 2,048), a
+/// credential signed by an 8,192-bit server key (1,075) and the IV and padding of a
+/// sealed answer (32).
+pub const MAX_VALUE_LIST_LEN: usize = MAX_MESSAGE_LEN - 8 * 1024;
 
 /// Offset of MessageLength inside the envelope.
 const MESSAGE_LENGTH_OFFSET: usize = 16;
@@ -196,6 +205,38 @@ mod tests {
     use crate::values::HandleValue;
 
     const EXPIRY: u32 = 0x5f5e_1000;
+
+    #[test]
+    fn the_largest_handle_fits_one_signed_sealed_answer() {
+        // One value of data filling the list to the bound, a 2,048-octet handle, a
+        // SHA-256 request digest and an 8,192-bit signature.
+        let mut value = HandleValue::new(1, "URL", Vec::new());
+        value.data = vec![0; MAX_VALUE_LIST_LEN - 4 - value.encoded_len()];
+        let values = vec![value];
+        assert_eq!(crate::values::value_list_len(&values), MAX_VALUE_LIST_LEN);
+        let envelope = Envelope::new(ProtocolVersion::new(2, 11), 1);
+        let header = Header::request(OpCode::Resolution, EXPIRY);
+        let body = Body::Response {
+            digest: Some(RequestDigest::Sha256([0; 32])),
+            response: Response::Resolution(HandleValues {
+                handle: vec![b'a'; crate::names::MAX_HANDLE_LEN],
+                values,
+            }),
+        };
+        let mut answer = Message::new(envelope, header, body);
+        answer.credential = Some(Credential {
+            version: 0,
+            reserved: 0,
+            options: 0,
+            signer_handle: Vec::new(),
+            signer_index: 0,
+            credential_type: b"HS_SIGNED".to_vec(),
+            digest_algorithm: b"SHA-256".to_vec(),
+            signature: vec![0; 8192 / 8],
+        });
+        let sealing = 32;
+        assert!(answer.payload().len() + sealing <= MAX_MESSAGE_LEN);
+    }
 
     /// Decodes `hex`, checks it against `expected` (whose raw part is filled in from
     /// the input) and encodes it back to the same octets.

@@ -45,7 +45,7 @@ pub use envelope::{ENVELOPE_LEN, Envelope, MessageFlags};
 pub use error::CodecError;
 pub use hash::{handle_hash, server_index};
 pub use header::{HEADER_LEN, Header, OpFlags};
-pub use message::{MAX_MESSAGE_LEN, Message};
+pub use message::{MAX_MESSAGE_LEN, MAX_VALUE_LIST_LEN, Message};
 pub use request::{HandleValues, Request, ResolutionRequest};
 pub use response::{ErrorResponse, Referral, Response};
 pub use sealed::{Sealed, unsealed};

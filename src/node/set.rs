@@ -168,7 +168,8 @@ impl SetHost {
             self.config.site.clone(),
         )
         .with_records(Arc::clone(&self.records))
-        .with_member_keys(Arc::clone(&self.member_keys));
+        .with_member_keys(Arc::clone(&self.member_keys))
+        .with_max_handle_octets(self.config.handle.max_handle_octets);
         if !self.config.resolver.ghr.is_empty() {
             service = service.with_resolver(Resolver::new(self.config.resolver.ghr.clone()));
         }

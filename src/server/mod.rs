@@ -135,7 +135,15 @@ impl HandleListeners {
             limits,
             draining.clone(),
         ));
-        loops.spawn(udp::serve(self.udp, responder.for_datagrams(), draining));
+        let udp_limits = udp::UdpLimits {
+            answer_max_octets: config.handle.udp_answer_max_octets,
+        };
+        loops.spawn(udp::serve(
+            self.udp,
+            responder.for_datagrams(),
+            udp_limits,
+            draining,
+        ));
         shutdown.await;
         start.begin(drain);
         while let Some(ended) = loops.join_next().await {

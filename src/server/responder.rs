@@ -346,14 +346,41 @@ impl Responder {
     /// The reply to a request the node has no capacity to serve now: RC_SERVER_BUSY
     /// (3), so the client retries rather than waits for an answer that never comes.
     pub fn busy(&self, bytes: &[u8]) -> Reply {
-        let exchange = match Message::decode(bytes) {
-            Ok(message) => Exchange::of_request(&message, self.settings),
-            Err(error) => match Exchange::of_undecodable(&error, self.settings) {
-                Some(exchange) => exchange,
-                None => return Reply::Nothing,
-            },
+        let Some(exchange) = self.exchange_of(bytes) else {
+            return Reply::Nothing;
         };
         Reply::One(exchange.error(ResponseCode::ServerTooBusy, "server busy; try again"))
+    }
+
+    /// The reply to request `bytes` whose answer is larger than the `limit` octets an
+    /// edge sends (over UDP): RC_ERROR (2) saying to ask over TCP, on which J9 and hdl
+    /// clients turn to TCP at once. Built from the request alone (it was carried out
+    /// already), then signed and sealed as its answer would be; a session MAC is
+    /// not made again, so an answer asked for with CT in a session is signed with the
+    /// server key, which J9 checks as well.
+    pub async fn too_large(&self, bytes: &[u8], limit: usize) -> Reply {
+        let opened = match self.opened(bytes) {
+            Ok(opened) => opened,
+            Err(refused) => return *refused,
+        };
+        let Some(exchange) = self.exchange_of(&opened) else {
+            return Reply::Nothing;
+        };
+        let text = format!(
+            "the answer is larger than the {limit} octets this server sends over UDP; \
+             ask over TCP"
+        );
+        let refusal = Reply::One(exchange.error(ResponseCode::Error, text));
+        self.sealed(self.certified(refusal).await)
+    }
+
+    /// The exchange of request `bytes` (decodable or not), when there is an envelope to
+    /// answer.
+    fn exchange_of(&self, bytes: &[u8]) -> Option<Exchange> {
+        match Message::decode(bytes) {
+            Ok(message) => Some(Exchange::of_request(&message, self.settings)),
+            Err(error) => Exchange::of_undecodable(&error, self.settings),
+        }
     }
 
     fn undecodable(&self, error: &CodecError) -> Reply {

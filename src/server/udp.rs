@@ -10,6 +10,19 @@
 //! On shutdown ([`super::drain`]) the datagrams already queued on the socket are still
 //! taken, then the socket is read no more; the requests in flight are answered by the
 //! drain's deadline.
+//!
+//! Answers are capped: one request draws at most [`UdpLimits::answer_max_octets`]
+//! octets (datagrams and envelopes counted), whatever the handle holds, so a forged
+//! source address gains a bounded factor (4096 octets by default for a request of 63
+//! or more: at most 65 times). A larger answer is not sent; the request is answered
+//! instead with RC_ERROR (2) saying to ask over TCP ([`Responder::too_large`]), the
+//! cheapest signal for real clients: J9's `HandleResolver` throws on RC_ERROR from any
+//! interface and its protocol loop goes on to TCP at once, and hdl's client does the
+//! same. The alternatives cost more: silence, or a cut answer (J9 ignores TC and waits
+//! for the missing pieces), costs a J9 client its whole UDP schedule (500 + 1000 +
+//! 1500 ms) before it turns to TCP; any other error code (busy, protocol error) is
+//! taken by J9 as the answer and the resolution fails. The per-source volume of
+//! answers is not budgeted.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -44,12 +57,20 @@ const MAX_PARTIAL_PER_SOURCE: usize = 16;
 /// "server busy" (RC 3) so the client retries.
 const MAX_IN_FLIGHT: u32 = 4096;
 
+/// The bounds of the UDP edge a node's configuration sets.
+#[derive(Debug, Clone, Copy)]
+pub struct UdpLimits {
+    /// The most octets, datagrams and envelopes included, one answer may take.
+    pub answer_max_octets: usize,
+}
+
 /// Receives datagrams until the drain begins, then answers those in flight by its
 /// deadline.
-pub async fn serve(socket: UdpSocket, responder: Responder, draining: Draining) {
+pub async fn serve(socket: UdpSocket, responder: Responder, limits: UdpLimits, draining: Draining) {
     let mut receiver = Receiver {
         socket: Arc::new(socket),
         responder,
+        limits,
         in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT as usize)),
         partial: Partial::default(),
     };
@@ -102,6 +123,7 @@ fn queued(socket: &UdpSocket) -> std::io::Result<std::net::UdpSocket> {
 struct Receiver {
     socket: Arc<UdpSocket>,
     responder: Responder,
+    limits: UdpLimits,
     /// One permit per request being answered.
     in_flight: Arc<Semaphore>,
     partial: Partial,
@@ -116,52 +138,69 @@ impl Receiver {
         };
         let Ok(permit) = Arc::clone(&self.in_flight).try_acquire_owned() else {
             debug!(%peer, "too many requests in flight; answering busy");
-            send_reply(&self.socket, peer, self.responder.busy(&request)).await;
+            let busy = datagrams_within(self.responder.busy(&request), usize::MAX).await;
+            send_datagrams(&self.socket, peer, busy.unwrap_or_default()).await;
             return;
         };
         let socket = Arc::clone(&self.socket);
         let responder = self.responder.clone();
+        let limit = self.limits.answer_max_octets;
         tokio::spawn(async move {
             let caller = Caller::anonymous(peer.ip());
             let reply = responder.respond(caller, &request).await;
-            send_reply(&socket, peer, reply).await;
+            let datagrams = match datagrams_within(reply, limit).await {
+                Some(datagrams) => datagrams,
+                None => {
+                    debug!(%peer, limit, "answer too large for UDP; telling the client to use TCP");
+                    let refusal = responder.too_large(&request, limit).await;
+                    datagrams_within(refusal, usize::MAX)
+                        .await
+                        .unwrap_or_default()
+                }
+            };
+            send_datagrams(&socket, peer, datagrams).await;
             drop(permit);
         });
     }
 }
 
-async fn send_reply(socket: &UdpSocket, peer: SocketAddr, reply: Reply) {
-    let messages = match reply {
-        Reply::One(message) => vec![message],
-        Reply::Sealed(sealed) => {
-            send_datagrams(socket, peer, sealed.encode_datagrams()).await;
-            return;
-        }
-        Reply::List(mut pages) => {
-            let mut messages = Vec::new();
-            while let Some(message) = pages.next_page().await {
-                messages.push(message);
-            }
-            messages
-        }
-        Reply::Nothing => Vec::new(),
+/// The datagrams of `reply`, every message of it in order, or `None` when they would
+/// take more than `limit` octets (a listing's pages are not read past the limit).
+async fn datagrams_within(reply: Reply, limit: usize) -> Option<Vec<Vec<u8>>> {
+    let mut datagrams = Vec::new();
+    let mut octets = 0usize;
+    let mut add = |more: Vec<Vec<u8>>| {
+        octets = more
+            .iter()
+            .map(Vec::len)
+            .fold(octets, usize::saturating_add);
+        datagrams.extend(more);
+        octets <= limit
     };
-    for message in messages {
-        if !send_datagrams(socket, peer, message.encode_datagrams()).await {
-            return;
-        }
-    }
+    let within = match reply {
+        Reply::One(message) => add(message.encode_datagrams()),
+        Reply::Sealed(sealed) => add(sealed.encode_datagrams()),
+        Reply::List(mut pages) => loop {
+            let Some(message) = pages.next_page().await else {
+                break true;
+            };
+            if !add(message.encode_datagrams()) {
+                break false;
+            }
+        },
+        Reply::Nothing => true,
+    };
+    within.then_some(datagrams)
 }
 
-/// Sends `datagrams` to `peer` in order; whether every one was sent.
-async fn send_datagrams(socket: &UdpSocket, peer: SocketAddr, datagrams: Vec<Vec<u8>>) -> bool {
+/// Sends `datagrams` to `peer` in order, until one fails.
+async fn send_datagrams(socket: &UdpSocket, peer: SocketAddr, datagrams: Vec<Vec<u8>>) {
     for datagram in datagrams {
         if let Err(error) = socket.send_to(&datagram, peer).await {
             debug!(%peer, %error, "sending a datagram failed");
-            return false;
+            return;
         }
     }
-    true
 }
 
 /// Requests whose datagrams have not all arrived.

@@ -11,7 +11,9 @@
 //! handle whose slot this replica set does not answer for now is 301 (not responsible),
 //! should no router have taken the request to the slot's owner; a slot whose owner
 //! cannot be reached, or a node in no replica set yet, is busy (3), never "not found";
-//! a refusal forwarded from another node keeps the code that node answered.
+//! a refusal forwarded from another node keeps the code that node answered. A write
+//! that would make a handle larger than allowed is an invalid value (202): the
+//! values are what the client must change, and J9 clients show the message.
 
 use crate::auth::{AuthError, AuthzError};
 use crate::codec::ResponseCode;
@@ -49,9 +51,10 @@ impl Error {
                 Refusal::HandleNotFound => ResponseCode::HandleNotFound,
                 Refusal::ValueExists(_) => ResponseCode::ValueAlreadyExists,
                 Refusal::ValueNotFound(_) => ResponseCode::ValuesNotFound,
-                Refusal::DuplicateIndex(_) | Refusal::ZeroIndex | Refusal::NoValues => {
-                    ResponseCode::InvalidValue
-                }
+                Refusal::DuplicateIndex(_)
+                | Refusal::ZeroIndex
+                | Refusal::NoValues
+                | Refusal::TooLarge { .. } => ResponseCode::InvalidValue,
                 Refusal::NotHere(_) => ResponseCode::ServerNotResponsible,
                 Refusal::AuthorityChanged => ResponseCode::ServerTooBusy,
             },
@@ -144,6 +147,11 @@ mod tests {
         };
         assert_eq!(authorisation(lacking), 401);
         assert_eq!(code(Error::Refused(Refusal::HandleExists)), 101);
+        let too_large = Refusal::TooLarge {
+            octets: 70_000,
+            limit: 65_536,
+        };
+        assert_eq!(code(Error::Refused(too_large)), 202);
         assert_eq!(code(Error::Busy), 3);
         assert_eq!(code(Error::Unavailable(crate::storage::Slot(7))), 3);
         assert_eq!(code(Error::NotHere(crate::storage::Slot(7))), 301);

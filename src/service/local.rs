@@ -5,7 +5,10 @@
 //! found"; writes go through the replica set. The records that authorise a request
 //! come from wherever they live (module `records`). Listing reads run on the blocking
 //! pool, so a long listing never holds up an async worker; they list only the slots
-//! the store answers for. Key checks run on the [`Verifier`].
+//! the store answers for. Key checks run on the [`Verifier`]. A write that would make
+//! its handle larger than the configured bound is refused before it is proposed
+//! ([`Refusal::TooLarge`], checked against this member's store; the store itself
+//! refuses, as the write lands, any handle larger than one answer holds).
 
 use std::sync::Arc;
 
@@ -13,7 +16,7 @@ use async_trait::async_trait;
 
 use crate::auth::{Challenge, ChallengeAnswer, Identity, server_key_exchange};
 use crate::clock::unix_now;
-use crate::codec::{KeyExchange, ProtocolVersion, VerifyRequest};
+use crate::codec::{KeyExchange, MAX_VALUE_LIST_LEN, ProtocolVersion, VerifyRequest};
 use crate::config::SiteConfig;
 use crate::names::Handle;
 use crate::replication::{Group, HandleSet};
@@ -25,8 +28,8 @@ use super::records::{RecordSource, held_here};
 use super::verifier::Verifier;
 use super::{
     Applied, AuthPolicy, Caller, Error, Freshness, HandleRecord, Handler, KeyAgreement, Operation,
-    PrefixRecord, PrivateRead, Status, authorise, mint, operation, private_read_of, public_only,
-    site,
+    PrefixRecord, PrivateRead, Refusal, Status, authorise, mint, operation, private_read_of,
+    public_only, site,
 };
 
 /// How many times a write is authorised when the records it was authorised on keep
@@ -44,6 +47,8 @@ pub struct Service {
     pub(super) verifier: Verifier,
     pub(super) records: Option<Arc<dyn RecordSource>>,
     member_keys: Arc<site::MemberKeys>,
+    /// The most octets a handle's values may take after a write.
+    max_handle_octets: usize,
 }
 
 impl Service {
@@ -65,6 +70,17 @@ impl Service {
             verifier: Verifier::new(),
             records: None,
             member_keys: Arc::default(),
+            max_handle_octets: MAX_VALUE_LIST_LEN,
+        }
+    }
+
+    /// This service, refusing writes that would make a handle's values take more than
+    /// `octets` (RFC 3652 value list encoding; the default and the most is
+    /// [`MAX_VALUE_LIST_LEN`]).
+    pub fn with_max_handle_octets(self, octets: usize) -> Self {
+        Service {
+            max_handle_octets: octets.min(MAX_VALUE_LIST_LEN),
+            ..self
         }
     }
 
@@ -91,6 +107,27 @@ impl Service {
         Service {
             resolver: Some(Arc::new(resolver)),
             ..self
+        }
+    }
+
+    /// Refuses `operation` when it would make its handle's values take more than the
+    /// bound, as this member's store holds the handle now.
+    fn check_size(&self, operation: &Operation) -> Result<(), Error> {
+        let current = match operation {
+            Operation::AddValues { handle, .. } | Operation::ModifyValues { handle, .. } => {
+                let record = self.store.read()?.get(handle, &ValueSelection::all())?;
+                record.map(|record| record.values)
+            }
+            _ => None,
+        };
+        match operation.size_after(current.as_deref()) {
+            Some(octets) if octets > self.max_handle_octets => {
+                Err(Error::Refused(Refusal::TooLarge {
+                    octets: octets as u64,
+                    limit: self.max_handle_octets as u64,
+                }))
+            }
+            _ => Ok(()),
         }
     }
 
@@ -165,6 +202,7 @@ impl Handler for Service {
         if let Some(handle) = operation.handle() {
             held_here(&self.store.read()?, handle)?;
         }
+        self.check_size(&operation)?;
         let target = operation.routing_handle()?;
         let touched = operation.touched_indexes();
         let mut attempts = 0;

@@ -6,11 +6,15 @@
 //! the replication layer builds a log command. The service validates and timestamps
 //! an operation ([`Operation::prepare`]), authorises it (module `authorise`), then
 //! converts it and proposes the command.
+//!
+//! A handle's size is its values' octets in the RFC 3652 value list encoding
+//! ([`value_list_len`]); [`Operation::size_after`] is what a create, add or modify
+//! would make it, which the service bounds before proposing the write.
 
 use crate::names::Handle;
 use crate::replication::HandleCommand;
 use crate::replication::guard::Basis;
-use crate::values::{HandleValue, ValueIndex};
+use crate::values::{HandleValue, ValueIndex, value_list_len};
 
 pub use crate::storage::{ExistingHandle, ExistingValue};
 
@@ -113,6 +117,29 @@ impl Operation {
         }
     }
 
+    /// The octets the values of the handle would take once this operation is carried
+    /// out on `current` (its values now; `None` when it does not exist): for a create,
+    /// its values; for an add or a modify, the current values but those it replaces,
+    /// and its own. `None` for an operation that cannot make a handle larger, or one
+    /// that would be refused as it stands (an add or modify on a missing handle).
+    pub(super) fn size_after(&self, current: Option<&[HandleValue]>) -> Option<usize> {
+        match (self, current) {
+            (Operation::Create { values, .. }, _) => Some(value_list_len(values)),
+            (
+                Operation::AddValues { values, .. } | Operation::ModifyValues { values, .. },
+                Some(current),
+            ) => {
+                let kept = current
+                    .iter()
+                    .filter(|old| values.iter().all(|new| new.index != old.index))
+                    .map(HandleValue::encoded_len);
+                let added = values.iter().map(HandleValue::encoded_len);
+                Some(4 + kept.chain(added).sum::<usize>())
+            }
+            _ => None,
+        }
+    }
+
     /// This operation with every value it writes checked and stamped with `now`, as
     /// the reference server does: the server's clock, not the client's, dates a
     /// change.
@@ -174,5 +201,46 @@ pub(super) fn log_command(operation: Operation) -> HandleCommand {
         }
         Operation::HomePrefix { prefix } => HandleCommand::HomePrefix { prefix },
         Operation::UnhomePrefix { prefix } => HandleCommand::UnhomePrefix { prefix },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn url(index: u32, text: &str) -> HandleValue {
+        HandleValue::new(index, "URL", text)
+    }
+
+    #[test]
+    fn the_size_after_a_write_counts_replaced_values_once() {
+        let handle = Handle::parse("TEST/size").unwrap();
+        let current = [url(1, "https://a.example/"), url(2, "https://b.example/")];
+        let add = Operation::AddValues {
+            handle: handle.clone(),
+            values: vec![url(2, "https://longer.example/"), url(3, "x")],
+            existing: ExistingValue::Replace,
+        };
+        let after = [
+            url(1, "https://a.example/"),
+            url(2, "https://longer.example/"),
+            url(3, "x"),
+        ];
+        assert_eq!(add.size_after(Some(&current)), Some(value_list_len(&after)));
+        assert_eq!(add.size_after(None), None);
+        let create = Operation::Create {
+            handle: handle.clone(),
+            values: after.to_vec(),
+            existing: ExistingHandle::Overwrite,
+        };
+        assert_eq!(
+            create.size_after(Some(&current)),
+            Some(value_list_len(&after))
+        );
+        let remove = Operation::RemoveValues {
+            handle,
+            indexes: vec![ValueIndex(1)],
+        };
+        assert_eq!(remove.size_after(Some(&current)), None);
     }
 }

@@ -1,7 +1,10 @@
 //! Atomic writes: one [`WriteBatch`] is one redb transaction.
 //!
 //! Each operation reads the record, computes the new one completely and only then
-//! writes it, so a [`Refusal`] leaves the batch untouched.
+//! writes it, so a [`Refusal`] leaves the batch untouched. A write that would leave a
+//! handle's values larger than [`MAX_VALUE_LIST_LEN`] octets is refused
+//! ([`Refusal::TooLarge`]): every stored handle fits one resolution answer. The limit
+//! is a constant, so every replica refuses the same writes.
 
 use std::collections::HashSet;
 
@@ -12,8 +15,9 @@ use super::error::{Refusal, StorageError};
 use super::read::{decode_handle, decode_prefix};
 use super::slot_index::{index_handle, unindex_handle};
 use super::tables::{self, HandleRecord, PrefixRecord};
+use crate::codec::MAX_VALUE_LIST_LEN;
 use crate::names::Handle;
-use crate::values::{HandleValue, ValueIndex};
+use crate::values::{HandleValue, ValueIndex, value_list_len};
 
 /// What a create did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,6 +119,7 @@ impl WriteBatch {
         existing: ExistingHandle,
     ) -> Result<CreateOutcome, StorageError> {
         check_indexes(&values)?;
+        check_size(&values)?;
         let outcome = match (self.load(handle)?, existing) {
             (Some(_), ExistingHandle::Refuse) => return Err(Refusal::HandleExists.into()),
             (Some(old), ExistingHandle::Overwrite) => {
@@ -166,6 +171,7 @@ impl WriteBatch {
                 }
             }
         }
+        check_size(&record.values)?;
         self.store(handle, &record)
     }
 
@@ -182,6 +188,7 @@ impl WriteBatch {
             let position = find(&record, value.index).ok_or(Refusal::ValueNotFound(value.index))?;
             record.values[position] = value;
         }
+        check_size(&record.values)?;
         self.store(handle, &record)
     }
 
@@ -259,6 +266,18 @@ enum CountChange {
 
 fn find(record: &HandleRecord, index: ValueIndex) -> Option<usize> {
     record.values.iter().position(|v| v.index == index)
+}
+
+/// A handle's values take at most [`MAX_VALUE_LIST_LEN`] octets.
+fn check_size(values: &[HandleValue]) -> Result<(), Refusal> {
+    let octets = value_list_len(values);
+    if octets > MAX_VALUE_LIST_LEN {
+        return Err(Refusal::TooLarge {
+            octets: octets as u64,
+            limit: MAX_VALUE_LIST_LEN as u64,
+        });
+    }
+    Ok(())
 }
 
 /// Indexes of a value list: positive and unique.

@@ -43,6 +43,17 @@ pub enum Refusal {
     /// (see [`crate::replication::guard`]); the permissions must be checked again.
     #[error("the permissions this write was checked against changed before it applied")]
     AuthorityChanged,
+    /// The handle's values would take more octets (RFC 3652 value list encoding) than
+    /// the limit: the store's own, [`crate::codec::MAX_VALUE_LIST_LEN`] (an answer
+    /// carrying them must fit one message), or a lower one the service is configured
+    /// with.
+    #[error("the handle's values would take {octets} octets; at most {limit} are allowed")]
+    TooLarge {
+        /// What the values would take.
+        octets: u64,
+        /// The limit.
+        limit: u64,
+    },
 }
 
 /// Why the store could not do what was asked.

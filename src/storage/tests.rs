@@ -121,6 +121,43 @@ fn selection_filters_values_in_stored_order() {
     );
 }
 
+/// A value of `octets` octets in the value list encoding.
+fn value_of_len(index: u32, octets: usize) -> HandleValue {
+    let mut value = HandleValue::new(index, "DESC", Vec::new());
+    value.data = vec![b'x'; octets - value.encoded_len()];
+    value
+}
+
+#[test]
+fn no_write_makes_a_handle_larger_than_one_answer_holds() {
+    use crate::codec::MAX_VALUE_LIST_LEN;
+    let (_dir, store) = temp_store();
+    let half = MAX_VALUE_LIST_LEN / 2;
+    let too_large = |octets| Refusal::TooLarge {
+        octets,
+        limit: MAX_VALUE_LIST_LEN as u64,
+    };
+    let over = MAX_VALUE_LIST_LEN + 1 - 4;
+    assert_eq!(
+        refusal(create(&store, "10.1000/big", vec![value_of_len(1, over)])),
+        too_large(MAX_VALUE_LIST_LEN as u64 + 1)
+    );
+    create(&store, "10.1000/big", vec![value_of_len(1, half)]).unwrap();
+    let h = handle("10.1000/big");
+    let mut batch = store.write().unwrap();
+    // Two adds that each fit alone: the second is refused as it lands.
+    batch
+        .add_values(&h, vec![value_of_len(2, half - 8)], ExistingValue::Refuse)
+        .unwrap();
+    let refused = batch.add_values(&h, vec![value_of_len(3, 100)], ExistingValue::Refuse);
+    assert_eq!(refusal(refused), too_large(MAX_VALUE_LIST_LEN as u64 + 96));
+    let refused = batch.modify_values(&h, vec![value_of_len(2, half + 1)]);
+    assert_eq!(refusal(refused), too_large(MAX_VALUE_LIST_LEN as u64 + 5));
+    batch.commit().unwrap();
+    let values = get(&store, "10.1000/big").unwrap().values;
+    assert_eq!(crate::values::value_list_len(&values), 4 + half + half - 8);
+}
+
 #[test]
 fn refusals_change_nothing() {
     let (_dir, store) = temp_store();

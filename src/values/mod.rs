@@ -34,6 +34,7 @@ pub use types::{
     InvalidValue, KnownType, MAX_TYPE_NAME_LEN, check_permissions, default_permissions, validate,
 };
 pub use value::{
-    HandleValue, Permissions, Ttl, ValueIndex, ValueReference, decode_value_list, encode_value_list,
+    HandleValue, Permissions, Ttl, ValueIndex, ValueReference, decode_value_list,
+    encode_value_list, value_list_len,
 };
 pub use wire::{DecodeError, Reader, Writer};

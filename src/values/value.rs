@@ -245,6 +245,12 @@ pub fn encode_value_list(values: &[HandleValue], w: &mut Writer) {
     }
 }
 
+/// The number of octets [`encode_value_list`] writes for `values`: what a handle's
+/// values take in a resolution answer, and the measure of a handle's size.
+pub fn value_list_len(values: &[HandleValue]) -> usize {
+    4 + values.iter().map(HandleValue::encoded_len).sum::<usize>()
+}
+
 /// Reads a value list written by [`encode_value_list`].
 pub fn decode_value_list(r: &mut Reader<'_>) -> Result<Vec<HandleValue>, DecodeError> {
     let count = r.count("value count", MIN_VALUE_LEN)?;
@@ -336,6 +342,7 @@ mod tests {
         let mut w = Writer::new();
         encode_value_list(&values, &mut w);
         let bytes = w.into_bytes();
+        assert_eq!(bytes.len(), value_list_len(&values));
         let mut r = Reader::new(&bytes);
         assert_eq!(decode_value_list(&mut r).unwrap(), values);
         r.finish("list").unwrap();

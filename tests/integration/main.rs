@@ -21,3 +21,4 @@ mod raw;
 mod rest_clients;
 mod sessions;
 mod signed;
+mod sizes;
