@@ -1,6 +1,6 @@
 //! `hdl bench`: load tests. `hdl bench resolve`, a resolution load test against a
-//! running server, is here; `bench_http`, `bench_write`, `bench_auth` and
-//! `bench_failover` hold the others.
+//! running server, is here; `bench_http`, `bench_write`, `bench_auth`,
+//! `bench_failover` and `bench_chaos` hold the others.
 //!
 //! Seeds `--handles` handles `<prefix>/bench/<n>` (one URL value each) with admin
 //! creates over TCP, skipping those that exist; then `--concurrency` tasks resolve for
@@ -54,6 +54,9 @@ enum BenchCommand {
     /// The latency of authenticated creates, one after another, over the Handle
     /// protocol (a challenge each) or HTTP (Basic).
     AuthWrite(super::bench_auth::AuthWriteBench),
+    /// Torture: SIGKILL members of a local set under writes and reads, then check
+    /// that nothing acknowledged was lost and the history is linearizable.
+    Chaos(super::bench_chaos::ChaosBench),
 }
 
 /// Arguments of `hdl bench resolve`.
@@ -96,6 +99,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
             BenchCommand::Write(bench) => super::bench_write::run(bench).await,
             BenchCommand::AuthWrite(bench) => super::bench_auth::run(bench).await,
             BenchCommand::Failover(bench) => super::bench_failover::run(bench).await,
+            BenchCommand::Chaos(bench) => super::bench_chaos::run(bench).await,
         }
     })
 }

@@ -202,10 +202,9 @@ async fn await_caught_up(set: &LocalSet, index: usize) -> anyhow::Result<()> {
     )
 }
 
-/// Creates `<prefix>-<n>` for n = 0, 1, … until `stop`, errors ignored: load only.
 /// A fresh administrator of `prefix` for this run: a random secret, bootstrapped as
 /// `300:0.NA/<prefix>` when the set is formed, and the writers' credentials for it.
-fn bench_administrator(prefix: &str) -> anyhow::Result<(Bootstrap, Credentials)> {
+pub(super) fn bench_administrator(prefix: &str) -> anyhow::Result<(Bootstrap, Credentials)> {
     let secret: String = (0..32)
         .map(|_| format!("{:x}", rand::random::<u8>() % 16))
         .collect();
@@ -226,6 +225,7 @@ fn bench_administrator(prefix: &str) -> anyhow::Result<(Bootstrap, Credentials)>
     Ok((bootstrap, credentials))
 }
 
+/// Creates `<prefix>-<n>` for n = 0, 1, … until `stop`, errors ignored: load only.
 async fn write_until(client: &Client, prefix: &str, stop: &AtomicBool) -> anyhow::Result<()> {
     let mut n = 0u64;
     while !stop.load(Ordering::Relaxed) {

@@ -81,7 +81,7 @@ impl CreateArgs {
 const DEFAULT_ADMIN_PERMISSIONS: &str = "011111110011";
 
 /// `values`, with an HS_ADMIN naming `creator` when none is given.
-fn with_creator(values: &[HandleValue], creator: Option<&Identity>) -> Vec<HandleValue> {
+pub(super) fn with_creator(values: &[HandleValue], creator: Option<&Identity>) -> Vec<HandleValue> {
     let mut values = values.to_vec();
     let has_admin = values
         .iter()

@@ -244,7 +244,7 @@ impl LocalSet {
     /// Waits (bounded) until every running node of set `set` (at `indexes`) has
     /// applied what the set's primary had logged, so that a cluster reported ready
     /// answers alike on every member (the bootstrap administrator included).
-    async fn await_caught_up(&self, set: SetId, indexes: &[usize]) -> anyhow::Result<()> {
+    pub async fn await_caught_up(&self, set: SetId, indexes: &[usize]) -> anyhow::Result<()> {
         let group = GroupId::Set(set);
         let peers: Vec<SocketAddr> = indexes
             .iter()

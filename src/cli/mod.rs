@@ -9,6 +9,7 @@ mod admin_arg;
 mod batch;
 mod bench;
 mod bench_auth;
+mod bench_chaos;
 mod bench_close;
 mod bench_failover;
 mod bench_http;

@@ -1,11 +1,13 @@
 //! Replica sets of real `hdl serve` processes, formed with `hdl cluster`: writes
 //! through any member, a primary killed under load, a secondary restarted on its data;
-//! `faults` kills and restarts members and changes membership under load, `groups`
+//! `faults` kills and restarts members and changes membership under load, `chaos`
+//! runs `hdl bench chaos` (kills under load, then the history check), `groups`
 //! checks the metadata group beside the set, `up` runs `hdl cluster up`, `peer_port`
 //! floods the members' peer ports with connections that never authenticate,
 //! `membership` makes changes at once, `partitions` cuts members off in network
 //! namespaces ([`netns`]).
 
+mod chaos;
 mod faults;
 mod groups;
 mod membership;

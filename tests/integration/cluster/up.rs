@@ -137,7 +137,7 @@ fn parse_node_line(line: &str) -> Option<(u64, Listening)> {
 
 /// A base port whose nine ports (handles at +0..2 over TCP and UDP, peers at
 /// +10..12, HTTP at +20..22) are free now.
-fn free_base_port() -> u16 {
+pub(super) fn free_base_port() -> u16 {
     free_base_port_for(3)
 }
 
