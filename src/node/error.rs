@@ -6,8 +6,8 @@ use thiserror::Error;
 
 use crate::config::ConfigError;
 use crate::http::HttpError;
-use crate::replication::GroupError;
 use crate::replication::network::SecretFileError;
+use crate::replication::{GroupError, GroupId};
 use crate::server::ServerError;
 
 /// Why [`super::Node::start`] or [`super::Node::run`] failed.
@@ -59,6 +59,18 @@ pub enum NodeError {
     /// Serving (or a blocking task of the start) failed.
     #[error("serving failed: {0}")]
     Serve(#[source] std::io::Error),
+    /// One of the node's groups stopped on a failure (of its storage): the node stops
+    /// rather than answer from a store that can no longer change.
+    #[error(
+        "{group} failed ({source}); the node stops rather than serve a frozen store: \
+         fix the cause (a full or failing disk?) and start it again"
+    )]
+    GroupFailed {
+        /// The group.
+        group: GroupId,
+        /// Why it stopped.
+        source: GroupError,
+    },
     /// A group did not stop cleanly.
     #[error("a group did not stop cleanly: {0}")]
     StopGroup(#[source] GroupError),

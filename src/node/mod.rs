@@ -14,7 +14,12 @@
 //! serves until its shutdown future resolves, then drains: both edges stop accepting
 //! and answer what they had accepted, within [`DRAIN_DEADLINE`]; only then are the
 //! groups stopped (their Raft, then the peer port), since a write forwarded to the
-//! primary while draining still needs the peer link.
+//! primary while draining still needs the peer link. A group whose Raft stops on a
+//! failure (a full or failing disk) stops the node at once, without draining: its
+//! store no longer changes, so answering from it would serve stale reads and refuse
+//! every write, while the rest of the set serves the same data; `hdl serve` exits
+//! non-zero naming the group and the cause, for a supervisor to restart it once the
+//! cause is fixed.
 //!
 //! The layer above every other library module: it may import any of them. The binary
 //! (`hdl serve`) only reads arguments and the configuration, prints the
@@ -51,7 +56,7 @@ use crate::replication::network::{
     ClusterSecret, Dispatch, Links, PeerLimits, Registry, read_or_create_secret_file,
     serve as serve_peers,
 };
-use crate::replication::{AdminClient, GroupHost, Node as Member};
+use crate::replication::{AdminClient, GroupHost, GroupId, Node as Member};
 use crate::routing::{Forwarder, Router};
 use crate::server::{Answering, HandleListeners};
 use crate::service::bootstrap::BootstrapAdmin;
@@ -268,8 +273,10 @@ impl Node {
 
     /// Serves until `shutdown` resolves; then drains both edges (each within
     /// [`DRAIN_DEADLINE`]) and stops the groups. A node that belongs to no replica set
-    /// serves its edges once it joins one. The groups are stopped even when an edge
-    /// failed; the first error is returned.
+    /// serves its edges once it joins one. If one of its groups fails (its Raft stops
+    /// on a storage error), the node stops serving at once, without draining, stops
+    /// the groups and returns [`NodeError::GroupFailed`]. The groups are stopped even
+    /// when an edge failed; the first error is returned.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), NodeError> {
         let Node {
             config,
@@ -289,6 +296,45 @@ impl Node {
         // step mid-way, which the next leader repeats.
         let mover = mover.abort_handle();
         let _learner = AbortOnDrop(learner);
+        let edges = Edges {
+            config,
+            addresses,
+            handle,
+            http,
+            router,
+            metrics,
+            server_key,
+        };
+        let served = tokio::select! {
+            served = edges.serve_once_joined(&sets, shutdown) => served,
+            failed = first_failure(&sets, &map) => Err(failed),
+        };
+        tracing::info!("stopping the groups");
+        mover.abort();
+        let stopped = stop_groups(&sets, &map, peers).await;
+        served.and(stopped)
+    }
+}
+
+/// What a node answers clients with: its edges and what they share.
+struct Edges {
+    config: Config,
+    addresses: Addresses,
+    handle: HandleListeners,
+    http: HttpListeners,
+    router: Router,
+    metrics: Arc<Metrics>,
+    server_key: Arc<SigningKey>,
+}
+
+impl Edges {
+    /// Serves once this node belongs to a replica set of `sets`, until `shutdown`
+    /// resolves; then drains both edges (each within [`DRAIN_DEADLINE`]).
+    async fn serve_once_joined(
+        self,
+        sets: &SetHost,
+        shutdown: impl Future<Output = ()>,
+    ) -> Result<(), NodeError> {
         let mut shutdown = std::pin::pin!(shutdown);
         let mut joined = sets.subscribe();
         let joined = tokio::select! {
@@ -297,9 +343,17 @@ impl Node {
         };
         if !joined {
             tracing::info!("stopped before joining a replica set");
-            mover.abort();
-            return stop_groups(&sets, &map, peers).await;
+            return Ok(());
         }
+        let Edges {
+            config,
+            addresses,
+            handle,
+            http,
+            router,
+            metrics,
+            server_key,
+        } = self;
         tracing::info!(%addresses, "serving");
         let (stop, stopped) = watch::channel(false);
         let handler: Arc<dyn Handler> = Arc::new(router);
@@ -309,7 +363,12 @@ impl Node {
             Arc::clone(&handler),
             Arc::clone(&metrics),
         );
-        let http = tokio::spawn(http.serve(state, until(stopped.clone()), DRAIN_DEADLINE));
+        // Aborted if the node stops on a failed group before it drained.
+        let mut http = AbortOnDrop(tokio::spawn(http.serve(
+            state,
+            until(stopped.clone()),
+            DRAIN_DEADLINE,
+        )));
         let answering = Answering {
             handler,
             metrics,
@@ -321,14 +380,33 @@ impl Node {
             tracing::info!(deadline = ?DRAIN_DEADLINE, "shutting down: draining");
             stop.send_replace(true);
         };
-        let (handle, http, ()) = tokio::join!(handle, http, signal);
+        let (handle, http, ()) = tokio::join!(handle, &mut http.0, signal);
         let http = http.unwrap_or_else(|error| Err(std::io::Error::other(error)));
-        let drained = handle.and(http).map_err(NodeError::Serve);
-        tracing::info!("drained; stopping the groups");
-        mover.abort();
-        let stopped = stop_groups(&sets, &map, peers).await;
-        drained.and(stopped)
+        tracing::info!("drained");
+        handle.and(http).map_err(NodeError::Serve)
     }
+}
+
+/// The first of the node's groups to fail — the metadata group, or its replica set
+/// once it belongs to one — as the error the node stops with; logged.
+async fn first_failure(sets: &SetHost, map: &MapGroup) -> NodeError {
+    let set_failed = async {
+        let mut local = sets.subscribe();
+        let set = match local.wait_for(Option::is_some).await {
+            Ok(set) => set.clone(),
+            Err(_) => None,
+        };
+        match set {
+            Some(set) => (GroupId::Set(set.id), set.group.failed().await),
+            None => std::future::pending().await,
+        }
+    };
+    let (group, source) = tokio::select! {
+        failed = map.group().failed() => (GroupId::Map, failed),
+        failed = set_failed => failed,
+    };
+    tracing::error!(%group, error = %source, "a group stopped on a failure: stopping this node");
+    NodeError::GroupFailed { group, source }
 }
 
 /// Serves the peer port with `registry`, within `limits`, until the returned
@@ -399,9 +477,9 @@ async fn create_first_admin(service: &Service, first: &FirstAdmin) -> Result<(),
 }
 
 /// Aborts its task when dropped: the node's helpers end with [`Node::run`].
-struct AbortOnDrop(JoinHandle<()>);
+struct AbortOnDrop<T>(JoinHandle<T>);
 
-impl Drop for AbortOnDrop {
+impl<T> Drop for AbortOnDrop<T> {
     fn drop(&mut self) {
         self.0.abort();
     }

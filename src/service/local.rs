@@ -19,9 +19,9 @@ use crate::clock::unix_now;
 use crate::codec::{KeyExchange, MAX_VALUE_LIST_LEN, ProtocolVersion, VerifyRequest};
 use crate::config::SiteConfig;
 use crate::names::Handle;
-use crate::replication::{Group, HandleSet};
+use crate::replication::{Group, HandleCommand, HandleSet};
 use crate::resolver::Resolver;
-use crate::storage::{ReadSnapshot, Refusal, Slice, Store};
+use crate::storage::{ReadSnapshot, Slice, Store};
 use crate::values::{HandleValue, SiteInfo, ValueSelection};
 
 use super::records::{RecordSource, held_here};
@@ -131,6 +131,27 @@ impl Service {
         }
     }
 
+    /// `operation` checked against this member's store (held here, within the size
+    /// bound, permitted to `caller`) and made into the log command that carries what
+    /// the check read.
+    async fn authorised_command(
+        &self,
+        caller: &Caller,
+        operation: &Operation,
+    ) -> Result<HandleCommand, Error> {
+        if let Some(handle) = operation.handle() {
+            held_here(&self.store.read()?, handle)?;
+        }
+        self.check_size(operation)?;
+        let target = operation.routing_handle()?;
+        let records = self
+            .authorised(|records| authorise::operation(&self.policy, records, caller, operation))
+            .await?;
+        let basis = records.basis(&self.store.read()?, &target, &operation.touched_indexes())?;
+        let prepared = operation.clone().prepare(unix_now())?;
+        Ok(operation::guarded_command(prepared, basis))
+    }
+
     /// Carries out `operation` with no permission check: only for the server's own
     /// set-up (the bootstrap administrator), never for a request.
     /// Returns once it is committed by a quorum and applied by the primary.
@@ -196,29 +217,29 @@ impl Handler for Service {
     /// records; the write carries what the check read of this set's records, and the
     /// set applies it only if they still read so (module [`crate::replication::guard`]).
     /// If they changed in between, the check runs again on fresh state, up to
-    /// [`AUTHORISATION_ATTEMPTS`] times. A target whose slot this store does not
-    /// answer for is [`Error::NotHere`].
+    /// [`AUTHORISATION_ATTEMPTS`] times. A refusal the check decided on this member's
+    /// store (not found, not permitted, too large, not here) is decided again once the
+    /// store has caught up with the primary, so a member that lags never refuses what
+    /// the set already acknowledged. A target whose slot this store does not answer
+    /// for is [`Error::NotHere`].
     async fn administer(&self, caller: &Caller, operation: Operation) -> Result<Applied, Error> {
-        if let Some(handle) = operation.handle() {
-            held_here(&self.store.read()?, handle)?;
-        }
-        self.check_size(&operation)?;
-        let target = operation.routing_handle()?;
-        let touched = operation.touched_indexes();
+        let mut fresh = false;
         let mut attempts = 0;
         loop {
+            let command = match self.authorised_command(caller, &operation).await {
+                Ok(command) => command,
+                Err(refused) if !fresh && decided_on_this_store(&refused) => {
+                    self.replica.ensure_fresh_read().await?;
+                    fresh = true;
+                    continue;
+                }
+                Err(error) => return Err(error),
+            };
             attempts += 1;
-            let records = self
-                .authorised(|records| {
-                    authorise::operation(&self.policy, records, caller, &operation)
-                })
-                .await?;
-            let basis = records.basis(&self.store.read()?, &target, &touched)?;
-            let prepared = operation.clone().prepare(unix_now())?;
-            let command = operation::guarded_command(prepared, basis);
             match self.replica.client_write(command).await? {
                 Err(Refusal::AuthorityChanged) if attempts < AUTHORISATION_ATTEMPTS => {
                     self.replica.ensure_fresh_read().await?;
+                    fresh = true;
                 }
                 outcome => return Ok(outcome?),
             }
@@ -327,4 +348,19 @@ fn list_answered(
             return Ok(handles);
         }
     }
+}
+
+/// Whether `error`, a refusal of a write before it is proposed, was decided on what
+/// this member's store holds now, and so may be wrong on a member that lags its
+/// primary: a handle or value not found, a permission not granted (yet, or still),
+/// a size past the bound, a slot not (yet) answered here.
+fn decided_on_this_store(error: &Error) -> bool {
+    matches!(
+        error,
+        Error::HandleNotFound
+            | Error::ValuesNotFound
+            | Error::NotPermitted(_)
+            | Error::NotHere(_)
+            | Error::Refused(Refusal::TooLarge { .. })
+    )
 }

@@ -11,7 +11,9 @@
 //!
 //! Invariants: a write is acknowledged only once the leader has committed and applied
 //! it; a fresh read returns only after the local store applied the leader's read index;
-//! every wait is bounded.
+//! every wait is bounded. A Raft that stops on a storage failure says so
+//! ([`Group::failed`]), so the node can stop rather than serve a store that no longer
+//! changes.
 
 mod admin_client;
 mod error;
@@ -24,6 +26,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use openraft::error::Fatal;
 use openraft::{Raft, SnapshotPolicy};
 
 pub use admin_client::AdminClient;
@@ -207,6 +210,25 @@ impl<M: Machine> Group<M> {
     pub fn watch(&self) -> GroupWatch {
         GroupWatch {
             metrics: self.inner.raft.metrics(),
+        }
+    }
+
+    /// Resolves, with the reason, once this node's Raft of the group has stopped on a
+    /// failure (a storage error, or a panic): it then neither writes nor applies, and
+    /// its store is frozen. Never resolves while the group runs, nor after a shutdown.
+    pub async fn failed(&self) -> GroupError {
+        let mut metrics = self.inner.raft.metrics();
+        // Ends when the core says it stopped, or when it ended without saying so.
+        drop(
+            metrics
+                .wait_for(|metrics| metrics.running_state.is_err())
+                .await,
+        );
+        let running = metrics.borrow().running_state.clone();
+        match running {
+            Err(Fatal::Stopped) => std::future::pending().await,
+            Err(fatal) => GroupError::Stopped(fatal),
+            Ok(()) => GroupError::Stopped(Fatal::Panicked),
         }
     }
 

@@ -1,13 +1,14 @@
 //! Replica sets of real `hdl serve` processes, formed with `hdl cluster`: writes
 //! through any member, a primary killed under load, a secondary restarted on its data;
 //! `faults` kills and restarts members and changes membership under load, `chaos`
-//! runs `hdl bench chaos` (kills under load, then the history check), `groups`
-//! checks the metadata group beside the set, `up` runs `hdl cluster up`, `peer_port`
-//! floods the members' peer ports with connections that never authenticate,
-//! `membership` makes changes at once, `partitions` cuts members off in network
-//! namespaces ([`netns`]).
+//! runs `hdl bench chaos` (kills under load, then the history check), `disk` fills
+//! or fails one member's disk, `groups` checks the metadata group beside the set,
+//! `up` runs `hdl cluster up`, `peer_port` floods the members' peer ports with
+//! connections that never authenticate, `membership` makes changes at once,
+//! `partitions` cuts members off in network namespaces ([`netns`]).
 
 mod chaos;
+mod disk;
 mod faults;
 mod groups;
 mod membership;
@@ -66,6 +67,12 @@ impl Drop for Member {
 }
 
 impl Member {
+    /// Its exit status, if it has exited (reaped then).
+    fn try_exit(&mut self) -> Option<std::process::ExitStatus> {
+        let child = self.child.as_mut()?;
+        child.try_wait().expect("try_wait")
+    }
+
     /// SIGKILL, then reap.
     fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
@@ -94,26 +101,42 @@ impl Set {
     /// [`Set::form`] with the members in `lab`'s namespaces, when given; the CLI then
     /// runs in its hub.
     fn form_in(size: u64, lab: Option<Lab>) -> Set {
+        let mut set = Set::empty_in(lab);
+        set.form_members(size);
+        set
+    }
+
+    /// A set of no members yet, on loopback: its directory, secret and configuration.
+    fn empty() -> Set {
+        Set::empty_in(None)
+    }
+
+    /// [`Set::empty`], its members to run in `lab`'s namespaces when given.
+    fn empty_in(lab: Option<Lab>) -> Set {
         let dir = tempfile::tempdir().expect("temporary directory");
         std::fs::write(dir.path().join("secret"), format!("{}\n", "5a".repeat(32)))
             .expect("secret file");
         std::fs::write(dir.path().join("config.toml"), CONFIG).expect("config file");
-        let mut set = Set {
+        Set {
             dir,
             members: Vec::new(),
             lab,
-        };
+        }
+    }
+
+    /// Starts members 1 to `size` and forms them into the set, as [`Set::form`].
+    fn form_members(&mut self, size: u64) {
         for id in 1..=size {
-            let (handle, peer) = match &set.lab {
+            let (handle, peer) = match &self.lab {
                 // Each member has a namespace, and so ports, of its own.
                 Some(lab) => (lab.socket(id, 2641), lab.socket(id, 2651)),
                 None => (stable_address(), stable_address()),
             };
-            let member = set.spawn(id, &handle, &peer);
-            set.members.push(member);
+            let member = self.spawn(id, &handle, &peer);
+            self.members.push(member);
         }
-        let first = set.members[0].listening.peer.to_string();
-        let init = set.cli(&[
+        let first = self.members[0].listening.peer.to_string();
+        let init = self.cli(&[
             "init",
             "--peer",
             &first,
@@ -124,10 +147,10 @@ impl Set {
         ]);
         let said = String::from_utf8_lossy(&init.stdout);
         assert!(said.contains("created 0.NA/ADMIN"), "{said}");
-        for member in &set.members[1..] {
+        for member in &self.members[1..] {
             let (id, listening) = (member.id.to_string(), member.listening);
             let (peer, handle) = (listening.peer.to_string(), listening.handle.to_string());
-            set.cli(&[
+            self.cli(&[
                 "add-secondary",
                 "--peer",
                 &first,
@@ -140,7 +163,20 @@ impl Set {
                 "--voter",
             ]);
         }
-        set
+    }
+
+    /// The data directory of member `id`.
+    fn data_dir(&self, id: u64) -> PathBuf {
+        self.dir.path().join(format!("data-{id}"))
+    }
+
+    /// What member `index` has written to stderr.
+    fn stderr(&self, index: usize) -> String {
+        let path = self
+            .dir
+            .path()
+            .join(format!("stderr-{}", self.members[index].id));
+        std::fs::read_to_string(path).expect("stderr file")
     }
 
     fn spawn(&self, id: u64, handle: &str, peer: &str) -> Member {
@@ -149,7 +185,7 @@ impl Set {
             "--config".into(),
             path("config.toml").into(),
             "--data-dir".into(),
-            path(&format!("data-{id}")).into(),
+            self.data_dir(id).into(),
             "--listen".into(),
             handle.into(),
             "--peer".into(),
@@ -283,6 +319,11 @@ fn resolve_at(member: &Member, name: &str) -> Message {
 }
 
 fn assert_resolves(member: &Member, name: &str) {
+    assert_resolves_data(member, name, &url(name).data);
+}
+
+/// `name` resolves at `member`, its first value holding `data`.
+fn assert_resolves_data(member: &Member, name: &str, data: &[u8]) {
     let answer = resolve_at(member, name);
     assert_eq!(
         answer.header.response_code,
@@ -297,7 +338,7 @@ fn assert_resolves(member: &Member, name: &str) {
     else {
         panic!("not a resolution: {answer:?}")
     };
-    assert_eq!(found.values[0].data, url(name).data);
+    assert_eq!(found.values[0].data, data, "{name} at node {}", member.id);
 }
 
 #[test]
