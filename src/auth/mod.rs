@@ -6,8 +6,9 @@
 //! [`rest`]), session keys and MACs ([`session`]), the encryption of session
 //! messages ([`session_cipher`]), server signatures of certified answers ([`signed`]),
 //! the one bounded, expiring table both edges keep their sessions in
-//! ([`session_table`]), the permission rules
-//! ([`permissions`]) and the errors ([`error`]); which response code answers each is
+//! ([`session_table`]), the budgets both edges keep of failed secret checks
+//! ([`guesses`]) and of key-check time per source ([`work_budget`]), the permission
+//! rules ([`permissions`]) and the errors ([`error`]); which response code answers each is
 //! decided above, by the service.
 //!
 //! May depend on [`crate::names`], [`crate::values`] and [`crate::codec`] (for
@@ -32,6 +33,7 @@ pub mod session;
 pub mod session_cipher;
 pub mod session_table;
 pub mod signed;
+pub mod work_budget;
 
 #[cfg(test)]
 mod proptests;

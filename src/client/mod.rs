@@ -54,12 +54,18 @@ use session::SessionSlot;
 use tcp::Connection;
 
 use crate::clock::unix_now;
-use crate::codec::{Message, OpFlags, Request, ResolutionRequest, Response};
+use crate::codec::{Message, OpFlags, Request, ResolutionRequest, Response, ResponseCode};
 use crate::names::{self, Handle};
 use crate::values::{HandleValue, SiteInfo, ValueSelection};
 
 /// The Handle protocol's port for UDP and TCP (IANA `hdl-srv`).
 pub const DEFAULT_PORT: u16 = 2641;
+
+/// How many times [`Client::admin`] sends one write that got no answer or a busy one.
+pub const ADMIN_ATTEMPTS: u32 = 3;
+
+/// The pause before [`Client::admin`] sends a write again, times the attempt.
+pub const ADMIN_PAUSE: Duration = Duration::from_millis(250);
 
 /// How a request travels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -196,7 +202,10 @@ impl Client {
         let request = resolution_request(handle, selection);
         let flags = OpFlags::J9_DEFAULT.without(OpFlags::PO);
         let answer = match &self.session {
-            Some(slot) => self.ask_in_session(slot, &request, flags).await?,
+            Some(slot) => {
+                self.ask_in_session(slot, &request, flags, new_request_id())
+                    .await?
+            }
             None => self.ask(&request, flags, Transport::Tcp).await?,
         };
         resolution_of(answer)
@@ -220,11 +229,41 @@ impl Client {
 
     /// Sends an administrative request over TCP; the success response
     /// ([`Response::CreateHandle`] for a create, [`Response::Done`] otherwise).
+    ///
+    /// A request that no server answered, or that was answered "server too busy",
+    /// may still have been carried out: it is sent again, up to [`ADMIN_ATTEMPTS`]
+    /// times in all, [`ADMIN_PAUSE`] times the attempt apart, under the same
+    /// RequestId, which an hdl server takes as the same request and answers with its
+    /// first result rather than carrying it out twice. The error of a write that may
+    /// have been carried out never says it reached no server.
     pub async fn admin(&self, request: AdminRequest) -> Result<Response, ClientError> {
         let (request, flags) = request.into_wire();
-        match &self.session {
-            Some(slot) => self.ask_in_session(slot, &request, flags).await,
-            None => self.ask(&request, flags, Transport::Tcp).await,
+        let request_id = new_request_id();
+        let mut delivered_unanswered = None;
+        let mut attempt = 1;
+        loop {
+            let answered = match &self.session {
+                Some(slot) => self.ask_in_session(slot, &request, flags, request_id).await,
+                None => {
+                    self.ask_as(&request, flags, Transport::Tcp, request_id)
+                        .await
+                }
+            };
+            match answered {
+                Err(error) if attempt < ADMIN_ATTEMPTS && may_have_been_done(&error) => {
+                    if !never_delivered(&error) {
+                        delivered_unanswered = Some(error);
+                    }
+                    tokio::time::sleep(ADMIN_PAUSE * attempt).await;
+                    attempt += 1;
+                }
+                // A connection refused last says nothing of an earlier attempt that
+                // may have been carried out: that attempt's error is the answer.
+                Err(error) if never_delivered(&error) => {
+                    return Err(delivered_unanswered.unwrap_or(error));
+                }
+                answered => return answered,
+            }
         }
     }
 
@@ -257,12 +296,25 @@ impl Client {
         flags: OpFlags,
         transport: Transport,
     ) -> Result<Response, ClientError> {
+        self.ask_as(request, flags, transport, new_request_id())
+            .await
+    }
+
+    /// [`Client::ask`], every attempt under RequestId `request_id`: one request,
+    /// however many times it is sent.
+    async fn ask_as(
+        &self,
+        request: &Request,
+        flags: OpFlags,
+        transport: Transport,
+        request_id: u32,
+    ) -> Result<Response, ClientError> {
         let mut last = None;
         let mut attempts = 0;
         for &server in &self.servers {
             for &wire in transport.sequence() {
                 attempts += 1;
-                let outgoing = outgoing(request, flags);
+                let outgoing = Outgoing::new(request.clone(), flags, request_id, unix_now());
                 match self.exchange(server, wire, outgoing).await {
                     Ok(message) => return Answer::of(message).map(|answer| answer.response),
                     Err(error) => last = Some((attempts, error)),
@@ -384,6 +436,26 @@ fn outgoing(request: &Request, flags: OpFlags) -> Outgoing {
     Outgoing::new(request.clone(), flags, new_request_id(), unix_now())
 }
 
+/// Whether a write that ended in `error` may have been carried out although its
+/// answer said nothing of it: no server answered, or one answered "server too busy"
+/// (a primary that took longer than its patience may still commit it).
+fn may_have_been_done(error: &ClientError) -> bool {
+    match error {
+        ClientError::NoAnswer { .. } => true,
+        ClientError::Server { code, .. } => *code == ResponseCode::ServerTooBusy,
+        _ => false,
+    }
+}
+
+/// Whether `error` says the request reached no server: every connection was refused.
+fn never_delivered(error: &ClientError) -> bool {
+    let ClientError::NoAnswer { last, .. } = error else {
+        return false;
+    };
+    matches!(last.as_ref(), AttemptError::Io { source, .. }
+        if source.kind() == std::io::ErrorKind::ConnectionRefused)
+}
+
 /// A random positive 31-bit RequestId (J9: `Math.abs(random.nextInt())`, never 0).
 fn new_request_id() -> u32 {
     rand::random_range(1..=0x7fff_ffff)
@@ -500,5 +572,83 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    /// A server over TCP that answers the requests it reads with `answers`, one
+    /// connection each, in order; the RequestIds it was sent.
+    async fn scripted_server(
+        answers: Vec<(ResponseCode, Response)>,
+    ) -> (SocketAddr, tokio::task::JoinHandle<Vec<u32>>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let served = tokio::spawn(async move {
+            let mut request_ids = Vec::new();
+            for (code, response) in answers {
+                let (mut stream, _) = listener.accept().await.unwrap();
+                let mut bytes = vec![0; crate::codec::ENVELOPE_LEN];
+                stream.read_exact(&mut bytes).await.unwrap();
+                let length = crate::codec::Envelope::peek(&bytes).unwrap().message_length;
+                let mut rest = vec![0; length as usize];
+                stream.read_exact(&mut rest).await.unwrap();
+                bytes.extend(rest);
+                let request = Message::decode(&bytes).unwrap();
+                request_ids.push(request.envelope.request_id);
+                let header = crate::codec::Header {
+                    response_code: code,
+                    flags: OpFlags::NONE,
+                    ..request.header
+                };
+                let body = crate::codec::Body::Response {
+                    digest: None,
+                    response,
+                };
+                let reply = Message::new(request.envelope, header, body);
+                stream.write_all(&reply.encode()).await.unwrap();
+            }
+            request_ids
+        });
+        (address, served)
+    }
+
+    #[tokio::test]
+    async fn a_write_answered_busy_is_sent_again_under_the_same_request_id() {
+        let busy = || {
+            let text = crate::codec::ErrorResponse {
+                message: "the primary took too long".into(),
+                indexes: None,
+            };
+            (ResponseCode::ServerTooBusy, Response::Error(text))
+        };
+        let created = (
+            ResponseCode::Success,
+            Response::CreateHandle { handle: None },
+        );
+        let (server, served) = scripted_server(vec![busy(), busy(), created]).await;
+        let client = Client::new(vec![server]);
+        let create = AdminRequest::Create {
+            handle: Handle::parse("TEST/again").unwrap(),
+            values: Vec::new(),
+            overwrite: Overwrite::Refuse,
+        };
+        let answer = client.admin(create.clone()).await.unwrap();
+        assert!(matches!(answer, Response::CreateHandle { .. }));
+        let request_ids = served.await.unwrap();
+        assert_eq!(request_ids.len(), ADMIN_ATTEMPTS as usize);
+        assert!(request_ids.iter().all(|id| *id == request_ids[0]));
+
+        // Busy past the attempts: the answer is busy, each attempt the same request.
+        let (server, served) = scripted_server(vec![busy(), busy(), busy()]).await;
+        let client = Client::new(vec![server]);
+        let error = client.admin(create).await.unwrap_err();
+        assert!(matches!(
+            error,
+            ClientError::Server {
+                code: ResponseCode::ServerTooBusy,
+                ..
+            }
+        ));
+        let request_ids = served.await.unwrap();
+        assert!(request_ids.iter().all(|id| *id == request_ids[0]));
     }
 }

@@ -42,6 +42,7 @@ impl SessionSlot {
         &self,
         request: &Request,
         flags: OpFlags,
+        request_id: u32,
     ) -> Result<Option<(SocketAddr, Outgoing)>, ClientError> {
         let mut slot = self.lock();
         let Some(session) = slot.as_mut() else {
@@ -51,7 +52,7 @@ impl SessionSlot {
         let outgoing = Outgoing::signed(
             request.clone(),
             flags,
-            (new_request_id(), session.id),
+            (request_id, session.id),
             unix_now(),
             (&session.key, session.counter),
         )?;
@@ -129,14 +130,15 @@ impl Client {
         slot: &SessionSlot,
         request: &Request,
         flags: OpFlags,
+        request_id: u32,
     ) -> Result<Response, ClientError> {
         let mut refused = None;
         for _ in 0..2 {
-            let (server, outgoing) = match slot.next_message(request, flags)? {
+            let (server, outgoing) = match slot.next_message(request, flags, request_id)? {
                 Some(next) => next,
                 None => {
                     self.open_session().await?;
-                    slot.next_message(request, flags)?
+                    slot.next_message(request, flags, request_id)?
                         .ok_or(ClientError::NoCredentials)?
                 }
             };

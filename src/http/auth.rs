@@ -38,9 +38,10 @@ use super::authorization::{HandleAuthorization, ParamError, parse_handle};
 use super::codes::RequestKind;
 use super::sessions::{SessionId, SessionRefusal, SessionTable, SessionView};
 use crate::auth::guesses::{Exhausted, Guesses, TooManyGuesses};
+use crate::auth::work_budget::WorkBudget;
 use crate::auth::{AuthType, Identity, RestAnswer};
 use crate::config::parse_identity;
-use crate::service::{Caller, Error as ServiceError};
+use crate::service::{Caller, Error as ServiceError, measure_key_checks};
 
 /// The longest Authorization header read.
 const MAX_AUTHORIZATION_LEN: usize = 4096;
@@ -167,6 +168,29 @@ pub fn honoured(state: &HttpState, peer: SocketAddr, channel: Channel) -> bool {
     channel == Channel::Https || (state.allow_plain_auth_from_loopback && peer.ip().is_loopback())
 }
 
+/// What `check` (a key check for `peer`) gives, if `peer`'s budget of key-check time
+/// admits it; the time it ran is charged to `peer`.
+async fn within_budget<T>(
+    state: &HttpState,
+    peer: SocketAddr,
+    check: impl Future<Output = T>,
+) -> Result<T, CredentialRefusal> {
+    let source = peer.ip();
+    if !work(state).admits(source, Instant::now()) {
+        return Err(CredentialRefusal::Busy);
+    }
+    let (outcome, spent) = measure_key_checks(check).await;
+    if work(state).charge(source, spent, Instant::now()) {
+        warn!(%peer, "an address used its share of key checks: its next are refused until it refills");
+    }
+    Ok(outcome)
+}
+
+/// The work budget, even if a thread panicked while holding it.
+fn work(state: &HttpState) -> MutexGuard<'_, WorkBudget> {
+    state.work.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// The failed-credentials book, even if a thread panicked while holding it.
 fn guesses(state: &HttpState) -> MutexGuard<'_, Guesses<Identity>> {
     state.guesses.lock().unwrap_or_else(PoisonError::into_inner)
@@ -199,7 +223,7 @@ async fn credentials(
             HandleAuthorization::Nothing => Ok(Credentials::plain(Caller::anonymous(peer.ip()))),
             HandleAuthorization::Session(session) => in_session(state, session, peer, now),
             HandleAuthorization::Answer { session, answer } => {
-                answered(state, session, answer, now).await
+                answered(state, session, answer, peer, now).await
             }
         };
     }
@@ -210,7 +234,8 @@ async fn credentials(
     let identity =
         parse_identity(&user).ok_or(CredentialRefusal::Malformed("user is not index:handle"))?;
     guesses(state).admit(peer.ip(), &identity, now)?;
-    match state.handler.verify_secret(&identity, &secret).await {
+    let checked = within_budget(state, peer, state.handler.verify_secret(&identity, &secret));
+    match checked.await? {
         Ok(identity) => Ok(Credentials::plain(Caller::Administrator { identity })),
         Err(error) => {
             let exhausted = guesses(state).failed(peer.ip(), &identity, now);
@@ -250,6 +275,7 @@ async fn answered(
     state: &HttpState,
     session: SessionId,
     answer: RestAnswer,
+    peer: SocketAddr,
     now: Instant,
 ) -> Result<Credentials, CredentialRefusal> {
     let nonce = sessions(state).take_nonce(&session, now)?;
@@ -263,7 +289,12 @@ async fn answered(
             session: Some(session.clone()),
         });
     }
-    let identity = match state.handler.verify_answer(&challenge, &claimed).await {
+    let checked = within_budget(
+        state,
+        peer,
+        state.handler.verify_answer(&challenge, &claimed),
+    );
+    let identity = match checked.await? {
         Ok(identity) => identity,
         Err(ServiceError::Busy) => return Err(CredentialRefusal::Busy),
         Err(error) => {

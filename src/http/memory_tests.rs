@@ -33,6 +33,7 @@ fn in_memory() -> (Arc<MemoryHandler>, HttpState) {
         allow_plain_auth_from_loopback: true,
         sessions: Arc::new(Mutex::new(SessionTable::new(10, Duration::from_secs(60)))),
         guesses: Arc::default(),
+        work: Arc::default(),
         secret_forms: SecretForms::Strong,
     };
     (handler, state)

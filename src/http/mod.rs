@@ -56,6 +56,7 @@ pub use auth::Channel;
 pub use sessions::SessionTable;
 
 use crate::auth::guesses::Guesses;
+use crate::auth::work_budget::WorkBudget;
 use crate::auth::{Identity, SecretForms};
 use crate::config::HttpConfig;
 use crate::metrics::{Metrics, Protocol};
@@ -94,6 +95,8 @@ pub struct HttpState {
     pub sessions: Arc<Mutex<SessionTable>>,
     /// Failed Basic credentials, per source and identity.
     pub guesses: Arc<Mutex<Guesses<Identity>>>,
+    /// Key-check time each source may still make this edge spend.
+    pub work: Arc<Mutex<WorkBudget>>,
     /// Which forms of secret-key answer are checked.
     pub secret_forms: SecretForms,
 }

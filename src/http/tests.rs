@@ -63,6 +63,7 @@ async fn state() -> (tempfile::TempDir, HttpState) {
         allow_plain_auth_from_loopback: true,
         sessions: Arc::new(Mutex::new(SessionTable::new(100, Duration::from_secs(60)))),
         guesses: Arc::default(),
+        work: Arc::default(),
         secret_forms: SecretForms::Strong,
     };
     (dir, state)

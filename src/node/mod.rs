@@ -460,6 +460,7 @@ fn http_state(
             Duration::from_secs(config.auth.session_lifetime_secs),
         ))),
         guesses: Arc::default(),
+        work: Arc::default(),
         secret_forms: config.auth.secret_forms(),
     }
 }

@@ -200,6 +200,13 @@ impl Machine for HandleSet {
             Err(failure) => Err(failure),
         }
     }
+
+    /// A write refused because what its permission check read changed, or because its
+    /// slot is not taken here now, changed nothing and may go through when proposed
+    /// again; every other result is the request's answer.
+    fn settles(output: &HandleResult) -> bool {
+        !matches!(output, Err(Refusal::AuthorityChanged | Refusal::NotHere(_)))
+    }
 }
 
 /// Carries `command` out on `batch`: a guarded one once its basis holds, a change to

@@ -48,4 +48,14 @@ pub trait Machine: Send + Sync + 'static {
     /// replica diverge. Must be deterministic: no clock, no randomness, nothing but the
     /// command and the batch.
     fn apply(batch: &mut WriteBatch, command: Self::Command) -> Result<Self::Output, StorageError>;
+
+    /// Whether `output` settles the request it answers. A request proposed again
+    /// within the window is answered with its settled output and changes nothing; an
+    /// output that does not settle (a refusal that changed nothing and may not recur,
+    /// such as permissions changed under the write) is not remembered, so the request
+    /// may be proposed again under the same id and carried out then. Every output
+    /// settles unless the machine says otherwise.
+    fn settles(_output: &Self::Output) -> bool {
+        true
+    }
 }

@@ -54,7 +54,7 @@ pub use handle_set::{HandleCommand, HandleResult, HandleSet};
 pub use log_store::{LOG_FILE, LogStore};
 pub use machine::Machine;
 pub use snapshot::SNAPSHOT_FILE;
-pub use state_machine::{SnapshotBuilder, StateMachine};
+pub use state_machine::{SnapshotBuilder, StateMachine, recall};
 pub use types::{GroupConfig, GroupId, Node, NodeId, Request, RequestId, Response, SetId};
 
 /// Runs blocking disk work (redb commits fsync) on tokio's blocking pool.

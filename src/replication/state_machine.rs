@@ -46,14 +46,15 @@ use super::error::Error;
 use super::machine::Machine;
 use super::snapshot::{Replace, SnapshotFile, SnapshotReader, SnapshotWriter, read_head};
 use super::types::{
-    Entry, GroupConfig, LogId, RaftStorageError, Request, Response, Snapshot, SnapshotMeta,
-    StoredMembership, from_bytes, to_bytes,
+    Entry, GroupConfig, LogId, RaftStorageError, Request, RequestId, Response, Snapshot,
+    SnapshotMeta, StoredMembership, from_bytes, to_bytes,
 };
 use crate::storage::{ReadSnapshot, Store, WriteBatch};
 
-/// How many log entries a request's result is remembered for. A write is retried only
-/// within the replica's patience for a leader (five seconds); at the thousand writes a
-/// second measured on one set that is five thousand entries, a tenth of this.
+/// How many log entries a request's result is remembered for. A write is retried
+/// within the replica's patience for a leader (five seconds), and by a client within
+/// its few attempts (seconds); at the thousand writes a second measured on one set
+/// that is five thousand entries, a tenth of this.
 pub const RECENT_WINDOW: u64 = 50_000;
 
 /// What the store has applied, kept beside the handles in the same transactions.
@@ -184,8 +185,19 @@ fn apply_once<M: Machine>(
         return from_bytes(&bytes, "remembered result");
     }
     let result = M::apply(batch, request.command)?;
-    batch.remember_result(id, index, &to_bytes(&result, "result")?)?;
+    if M::settles(&result) {
+        batch.remember_result(id, index, &to_bytes(&result, "result")?)?;
+    }
     Ok(result)
+}
+
+/// The settled output of request `id`, if the store `read` was taken from applied it
+/// within the window (see [`Machine::settles`]).
+pub fn recall<M: Machine>(read: &ReadSnapshot, id: RequestId) -> Result<Option<M::Output>, Error> {
+    let Some(bytes) = read.recall_result(id.0)? else {
+        return Ok(None);
+    };
+    from_bytes(&bytes, "remembered result").map(Some)
 }
 
 /// Makes snapshot `data` (which must be the snapshot `meta`) the current snapshot,

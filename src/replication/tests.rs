@@ -221,6 +221,58 @@ async fn a_request_proposed_twice_is_applied_once_and_answers_alike() {
 }
 
 #[tokio::test]
+async fn a_request_refused_for_a_changed_basis_is_carried_out_when_proposed_again() {
+    let (_dir, store, _log, mut sm) = open_temp();
+    let handle = Handle::parse("10.1/again").unwrap();
+    let values = vec![HandleValue::new(1, "URL", "https://old.example/")];
+    let stale = vec![guard::Basis::of(handle.clone(), None, Vec::new())];
+    let fresh = vec![guard::Basis::of(handle.clone(), Some(&values), Vec::new())];
+    let modify = |basis: Vec<guard::Basis>| Command::Guarded {
+        basis,
+        command: Box::new(Command::ModifyValues {
+            handle: handle.clone(),
+            values: vec![HandleValue::new(1, "URL", "https://new.example/")],
+        }),
+    };
+    let mut refused = command_entry(2, modify(stale));
+    let mut again = command_entry(3, modify(fresh));
+    let mut once_more = command_entry(4, create("10.1/other", "u"));
+    for entry in [&mut refused, &mut again, &mut once_more] {
+        if let EntryPayload::Normal(request) = &mut entry.payload {
+            request.id = RequestId(77);
+        }
+    }
+    let responses = sm
+        .apply([
+            command_entry(1, create("10.1/again", "https://old.example/")),
+            refused,
+            again,
+            once_more,
+        ])
+        .await
+        .unwrap();
+    assert_eq!(
+        responses[1..],
+        [
+            Response::Command(Err(Refusal::AuthorityChanged)),
+            Response::Command(Ok(Applied::Done)),
+            Response::Command(Ok(Applied::Done)),
+        ]
+    );
+    assert_eq!(
+        url_of(&store, "10.1/again").unwrap(),
+        b"https://new.example/"
+    );
+    assert!(url_of(&store, "10.1/other").is_none());
+    let read = store.read().unwrap();
+    assert_eq!(
+        recall::<HandleSet>(&read, RequestId(77)).unwrap(),
+        Some(Ok(Applied::Done))
+    );
+    assert_eq!(recall::<HandleSet>(&read, RequestId(78)).unwrap(), None);
+}
+
+#[tokio::test]
 async fn results_are_forgotten_after_the_window() {
     let (_dir, store, _log, mut sm) = open_temp();
     sm.apply([command_entry(1, create("10.1/w", "u"))])

@@ -18,8 +18,8 @@ use crate::config::SiteConfig;
 use crate::names::Handle;
 use crate::service::site::{MemberKeys, describe_ring};
 use crate::service::{
-    Applied, Caller, Error, Freshness, HandleRecord, Handler, KeyAgreement, Operation,
-    PrefixRecord, PrivateRead, Role, Service, Status, mint_with,
+    Applied, Caller, ClientRequest, Error, Freshness, HandleRecord, Handler, KeyAgreement,
+    Operation, PrefixRecord, PrivateRead, Role, Service, Status, mint_with,
 };
 use crate::values::{HandleValue, SiteInfo, ValueSelection};
 
@@ -80,6 +80,26 @@ impl Router {
             other => Err(unexpected(&other)),
         }
     }
+
+    /// Sends a write to the owner of the target's slot (homing or unhoming a prefix to
+    /// the owner of its prefix handle's), with the client's name for it if it gave one.
+    async fn administer_named(
+        &self,
+        caller: &Caller,
+        operation: Operation,
+        request: Option<ClientRequest>,
+    ) -> Result<Applied, Error> {
+        let handle = operation.routing_handle()?;
+        let call = ForwardCall::Administer {
+            caller: caller.clone(),
+            operation,
+            request,
+        };
+        match self.route(&handle, call).await? {
+            Answer::Applied(applied) => Ok(applied),
+            other => Err(unexpected(&other)),
+        }
+    }
 }
 
 #[async_trait]
@@ -132,15 +152,18 @@ impl Handler for Router {
     /// Goes to the owner of the target's slot; homing or unhoming a prefix to the
     /// owner of its prefix handle's.
     async fn administer(&self, caller: &Caller, operation: Operation) -> Result<Applied, Error> {
-        let handle = operation.routing_handle()?;
-        let call = ForwardCall::Administer {
-            caller: caller.clone(),
-            operation,
-        };
-        match self.route(&handle, call).await? {
-            Answer::Applied(applied) => Ok(applied),
-            other => Err(unexpected(&other)),
-        }
+        self.administer_named(caller, operation, None).await
+    }
+
+    /// Goes where [`Handler::administer`] goes, with the client's name for it.
+    async fn administer_request(
+        &self,
+        caller: &Caller,
+        operation: Operation,
+        request: ClientRequest,
+    ) -> Result<Applied, Error> {
+        self.administer_named(caller, operation, Some(request))
+            .await
     }
 
     async fn mint(

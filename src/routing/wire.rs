@@ -15,8 +15,8 @@ use serde::{Deserialize, Serialize};
 use crate::codec::ResponseCode;
 use crate::names::Handle;
 use crate::service::{
-    Applied, Caller, Error, Freshness, HandleRecord, Handler, Operation, PrefixRecord, PrivateRead,
-    Refusal, Service,
+    Applied, Caller, ClientRequest, Error, Freshness, HandleRecord, Handler, Operation,
+    PrefixRecord, PrivateRead, Refusal, Service,
 };
 use crate::storage::Slot;
 use crate::values::{HandleValue, ValueSelection};
@@ -54,12 +54,15 @@ pub enum ForwardCall {
         /// How current the answer must be.
         freshness: Freshness,
     },
-    /// [`Handler::administer`].
+    /// [`Handler::administer`], or [`Handler::administer_request`] when the client
+    /// named the request.
     Administer {
         /// Who asks, as the forwarding node proved it.
         caller: Caller,
         /// The change.
         operation: Operation,
+        /// The client's name for the request, if it gave one.
+        request: Option<ClientRequest>,
     },
     /// [`Handler::count_handles`], for the receiving set's handles only.
     CountHandles {
@@ -239,9 +242,20 @@ pub(super) async fn run_local(service: &Service, call: ForwardCall) -> Result<An
                 .resolve_all(&caller, &handle, &selection, freshness)
                 .await?,
         ),
-        ForwardCall::Administer { caller, operation } => {
-            Answer::Applied(service.administer(&caller, operation).await?)
-        }
+        ForwardCall::Administer {
+            caller,
+            operation,
+            request: None,
+        } => Answer::Applied(service.administer(&caller, operation).await?),
+        ForwardCall::Administer {
+            caller,
+            operation,
+            request: Some(request),
+        } => Answer::Applied(
+            service
+                .administer_request(&caller, operation, request)
+                .await?,
+        ),
         ForwardCall::CountHandles { caller, prefix } => {
             Answer::Count(service.count_handles(&caller, &prefix).await?)
         }

@@ -55,6 +55,8 @@ pub struct Pending {
     pub opcode: OpCode,
     /// Its flags (OverwriteWhenExists and the like apply to it, not to the answer).
     pub flags: OpFlags,
+    /// Its RequestId, the client's name for it.
+    pub request_name: u32,
     /// The request.
     pub request: Request,
     /// The session it was sent in, which becomes the answerer's.
@@ -105,6 +107,7 @@ impl Challenges {
             weight: raw.len() + ENTRY_OVERHEAD,
             opcode: request.opcode(),
             flags: exchange.flags(),
+            request_name: exchange.request_name(),
             request,
             session,
         };

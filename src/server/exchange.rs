@@ -35,6 +35,9 @@ pub struct ResponseSettings {
 #[derive(Debug, Clone)]
 pub struct Exchange {
     envelope: Envelope,
+    /// The RequestId the client named the request with: the request's own, or for an
+    /// answered challenge the challenged request's.
+    named: u32,
     opcode: OpCode,
     flags: OpFlags,
     recursion_count: u8,
@@ -53,6 +56,7 @@ impl Exchange {
             _ => None,
         };
         Exchange {
+            named: request.envelope.request_id,
             envelope,
             opcode: request.header.opcode,
             flags: request.header.flags,
@@ -69,6 +73,7 @@ impl Exchange {
         let envelope = answer_envelope(error.envelope()?);
         let header = error.header();
         Some(Exchange {
+            named: envelope.request_id,
             envelope,
             opcode: header.map_or(OpCode::Reserved, |h| h.opcode),
             flags: header.map_or(OpFlags::NONE, |h| h.flags.without(OpFlags::RD)),
@@ -81,6 +86,12 @@ impl Exchange {
     /// The request's flags.
     pub fn flags(&self) -> OpFlags {
         self.flags
+    }
+
+    /// The RequestId the client named the request with (for an answered challenge,
+    /// the challenged request's): a client sending a write again keeps it.
+    pub fn request_name(&self) -> u32 {
+        self.named
     }
 
     /// The envelope SessionId the response carries (the request's).
@@ -108,10 +119,11 @@ impl Exchange {
     /// The exchange answering a challenged request after its challenge was answered
     /// by this one (digest §8.1 step 5): the original `opcode` and `flags`, this
     /// message's RequestId and SessionId.
-    pub fn resuming(self, opcode: OpCode, flags: OpFlags) -> Exchange {
+    pub fn resuming(self, opcode: OpCode, flags: OpFlags, named: u32) -> Exchange {
         Exchange {
             opcode,
             flags,
+            named,
             ..self
         }
     }

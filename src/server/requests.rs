@@ -146,3 +146,12 @@ pub(super) fn is_administrative(request: &Request) -> bool {
             | Request::ListHandles { .. }
     )
 }
+
+/// Whether answering `request` may run a key check (a signature or secret-key answer,
+/// or a session's key exchange): what an anonymous source's work budget is for.
+pub(super) fn may_check_keys(request: &Request) -> bool {
+    matches!(
+        request,
+        Request::ChallengeResponse(_) | Request::VerifyResponse(_) | Request::SessionSetup(_)
+    )
+}

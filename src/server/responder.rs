@@ -15,10 +15,11 @@
 //! the server key ([`super::certify`]).
 
 use std::net::{IpAddr, Ipv4Addr};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use crate::auth::guesses::{Exhausted, Guesses};
+use crate::auth::work_budget::WorkBudget;
 use crate::auth::{AuthError, AuthType, Challenge, ChallengeAnswer, Identity, SigningKey};
 use crate::codec::{
     AuthAnswer, Body, CodecError, HandleValues, Message, OpFlags, Request, ResolutionRequest,
@@ -26,14 +27,19 @@ use crate::codec::{
 };
 use crate::metrics::{Metrics, Protocol};
 use crate::names::Handle;
-use crate::service::{Applied, Caller, Error, Freshness, Handler, Operation, PrivateRead};
+use crate::service::{
+    Applied, Caller, ClientRequest, Error, Freshness, Handler, Operation, PrivateRead,
+    measure_key_checks,
+};
 use crate::values::HandleValue;
 
 use super::certify::{certify, must_sign};
 use super::challenges::{self, Challenges};
 use super::codes::Refusal;
 use super::exchange::{Exchange, ResponseSettings};
-use super::requests::{Done, admin_operation, is_administrative, list_prefix, parse_resolution};
+use super::requests::{
+    Done, admin_operation, is_administrative, list_prefix, may_check_keys, parse_resolution,
+};
 use super::session_requests::in_session;
 use super::sessions::SessionTable;
 
@@ -65,6 +71,8 @@ pub struct Responder {
     pub(super) sessions: Arc<Mutex<SessionTable>>,
     /// Failed secret-key checks for other servers (OC 201), per source and key.
     guesses: Arc<Mutex<Guesses<KeyOfAnswer>>>,
+    /// Key-check time each anonymous source may still make this node spend.
+    work: Arc<Mutex<WorkBudget>>,
     metrics: Arc<Metrics>,
     /// Signs certified answers; `None` signs nothing (tests of other things).
     server_key: Option<Arc<SigningKey>>,
@@ -88,6 +96,7 @@ impl Responder {
                 settings.session_lifetime,
             ))),
             guesses: Arc::default(),
+            work: Arc::default(),
             settings,
             metrics,
             server_key: None,
@@ -206,6 +215,23 @@ impl Responder {
                 Err(rejection) => return Reply::One(rejection.into_message(&exchange)),
             }
         }
+        let Some(source) = address(&caller) else {
+            return self.dispatch(caller, exchange, request).await;
+        };
+        if may_check_keys(&request) && !self.work().admits(source, Instant::now()) {
+            let text = "this address has used its share of key checks; try again in a few seconds";
+            return Reply::One(exchange.error(ResponseCode::ServerTooBusy, text));
+        }
+        let (reply, spent) = measure_key_checks(self.dispatch(caller, exchange, request)).await;
+        if self.work().charge(source, spent, Instant::now()) {
+            tracing::info!(%source, "an address used its share of key checks: its next are refused until it refills");
+        }
+        reply
+    }
+
+    /// Answers a request that needs no challenge: a challenge's answer is verified,
+    /// anything else carried out for `caller`.
+    async fn dispatch(&self, caller: Caller, exchange: Exchange, request: Request) -> Reply {
         match request {
             Request::ChallengeResponse(answer) => {
                 let challenge_id = exchange.session_id();
@@ -213,6 +239,10 @@ impl Responder {
             }
             other => self.perform(caller, exchange, other).await,
         }
+    }
+
+    fn work(&self) -> std::sync::MutexGuard<'_, WorkBudget> {
+        self.work.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Whether `request` from an anonymous caller must be challenged: administration
@@ -263,7 +293,7 @@ impl Responder {
             Ok(taken) => taken,
             Err(error) => return Reply::One(Refusal::from(error).into_message(&exchange)),
         };
-        let exchange = exchange.resuming(pending.opcode, pending.flags);
+        let exchange = exchange.resuming(pending.opcode, pending.flags, pending.request_name);
         match self.identity_of(&challenge, answer).await {
             Ok(identity) => {
                 if let Some(session) = pending.session {
@@ -338,9 +368,7 @@ impl Responder {
 
     /// The failed-checks book, even if a thread panicked while holding it.
     fn guesses(&self) -> std::sync::MutexGuard<'_, Guesses<KeyOfAnswer>> {
-        self.guesses
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.guesses.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The reply to a request the node has no capacity to serve now: RC_SERVER_BUSY
@@ -424,7 +452,10 @@ impl Responder {
                 self.mint(&caller, &body.handle, body.values).await
             }
             admin => match admin_operation(exchange.flags(), admin) {
-                Ok(operation) => self.administer(caller, operation).await,
+                Ok(operation) => {
+                    let request = ClientRequest(exchange.request_name());
+                    self.administer(caller, operation, request).await
+                }
                 Err(rejection) => Err(rejection),
             },
         };
@@ -473,12 +504,22 @@ impl Responder {
         }
     }
 
-    async fn administer(&self, caller: Caller, operation: Operation) -> Result<Done, Refusal> {
+    /// Carries out `operation` as the write the client named `request`: sent again
+    /// under that name, it is answered as the first time ([`Handler::administer_request`]).
+    async fn administer(
+        &self,
+        caller: Caller,
+        operation: Operation,
+        request: ClientRequest,
+    ) -> Result<Done, Refusal> {
         let created = match &operation {
             Operation::Create { handle, .. } => Some(handle.as_str().as_bytes().to_vec()),
             _ => None,
         };
-        let applied = self.handler.administer(&caller, operation).await?;
+        let applied = self
+            .handler
+            .administer_request(&caller, operation, request)
+            .await?;
         Ok(match (applied, created) {
             (Applied::Done, _) | (_, None) => Done::Plain,
             (Applied::Created, Some(handle)) => Done::Created(handle, OpFlags::NONE),

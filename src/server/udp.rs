@@ -5,7 +5,11 @@
 //! are bounded in number and octets, in all and per source address (whose datagrams
 //! anyone can forge, so the totals are what bounds memory), and dropped after
 //! [`REASSEMBLY_TIMEOUT`]. Each complete
-//! request is answered on its own task, so a slow write never holds up resolution.
+//! request is answered on its own task, so a slow write never holds up resolution;
+//! resolutions are answered in room of their own ([`MAX_IN_FLIGHT`]), apart from
+//! every other request ([`MAX_OTHERS_IN_FLIGHT`]), so a flood of costly requests (key
+//! checks waiting for a core) answers its senders "busy" and never takes the room a
+//! resolution needs.
 //!
 //! On shutdown ([`super::drain`]) the datagrams already queued on the socket are still
 //! taken, then the socket is read no more; the requests in flight are answered by the
@@ -35,7 +39,7 @@ use tokio::net::UdpSocket;
 use tokio::sync::Semaphore;
 use tracing::{debug, info, warn};
 
-use crate::codec::{ENVELOPE_LEN, Envelope, MAX_DATAGRAM_LEN, Reassembler};
+use crate::codec::{ENVELOPE_LEN, Envelope, MAX_DATAGRAM_LEN, MessageFlags, OpCode, Reassembler};
 use crate::service::Caller;
 
 use super::drain::{self, Draining};
@@ -53,9 +57,14 @@ const MAX_PARTIAL_BYTES: usize = 8 << 20;
 /// At most this many requests from one source address are being reassembled.
 const MAX_PARTIAL_PER_SOURCE: usize = 16;
 
-/// At most this many requests are answered at once; more are answered at once with
-/// "server busy" (RC 3) so the client retries.
+/// At most this many resolutions (and site-info requests) are answered at once; more
+/// are answered at once with "server busy" (RC 3) so the client retries.
 const MAX_IN_FLIGHT: u32 = 4096;
+
+/// At most this many other requests (key checks, sessions, administration, sealed
+/// messages) are answered at once, in room of their own: a flood of costly ones
+/// never takes the room resolutions are answered in.
+const MAX_OTHERS_IN_FLIGHT: u32 = 256;
 
 /// The bounds of the UDP edge a node's configuration sets.
 #[derive(Debug, Clone, Copy)]
@@ -72,6 +81,7 @@ pub async fn serve(socket: UdpSocket, responder: Responder, limits: UdpLimits, d
         responder,
         limits,
         in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT as usize)),
+        others_in_flight: Arc::new(Semaphore::new(MAX_OTHERS_IN_FLIGHT as usize)),
         partial: Partial::default(),
     };
     let mut buffer = vec![0u8; 64 * 1024];
@@ -104,8 +114,13 @@ pub async fn serve(socket: UdpSocket, responder: Responder, limits: UdpLimits, d
         Err(error) => warn!(%error, "cannot take the queued datagrams"),
     }
     // The socket stays open only as long as the answers in flight need it.
-    let Receiver { in_flight, .. } = receiver;
-    let left = drain::settled(&in_flight, MAX_IN_FLIGHT, deadline).await;
+    let Receiver {
+        in_flight,
+        others_in_flight,
+        ..
+    } = receiver;
+    let left = drain::settled(&in_flight, MAX_IN_FLIGHT, deadline).await
+        + drain::settled(&others_in_flight, MAX_OTHERS_IN_FLIGHT, deadline).await;
     if left > 0 {
         info!(left, "UDP drain deadline passed; requests left unanswered");
     }
@@ -124,8 +139,10 @@ struct Receiver {
     socket: Arc<UdpSocket>,
     responder: Responder,
     limits: UdpLimits,
-    /// One permit per request being answered.
+    /// One permit per resolution being answered.
     in_flight: Arc<Semaphore>,
+    /// One permit per other request being answered.
+    others_in_flight: Arc<Semaphore>,
     partial: Partial,
 }
 
@@ -136,7 +153,12 @@ impl Receiver {
         let Some(request) = self.partial.take(peer, datagram) else {
             return;
         };
-        let Ok(permit) = Arc::clone(&self.in_flight).try_acquire_owned() else {
+        let room = if is_resolution(&request) {
+            &self.in_flight
+        } else {
+            &self.others_in_flight
+        };
+        let Ok(permit) = Arc::clone(room).try_acquire_owned() else {
             debug!(%peer, "too many requests in flight; answering busy");
             let busy = datagrams_within(self.responder.busy(&request), usize::MAX).await;
             send_datagrams(&self.socket, peer, busy.unwrap_or_default()).await;
@@ -162,6 +184,18 @@ impl Receiver {
             drop(permit);
         });
     }
+}
+
+/// Whether the complete message `request` asks for a resolution or site information
+/// in the clear: what the main room is kept for.
+fn is_resolution(request: &[u8]) -> bool {
+    let sealed =
+        Envelope::peek(request).map_or(true, |envelope| envelope.flags.contains(MessageFlags::EC));
+    let opcode = request
+        .get(ENVELOPE_LEN..ENVELOPE_LEN + 4)
+        .and_then(|bytes| bytes.try_into().ok())
+        .map(|bytes| OpCode::from_u32(u32::from_be_bytes(bytes)));
+    !sealed && matches!(opcode, Some(OpCode::Resolution | OpCode::GetSiteInfo))
 }
 
 /// The datagrams of `reply`, every message of it in order, or `None` when they would

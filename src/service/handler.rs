@@ -20,7 +20,8 @@ use crate::names::Handle;
 use crate::values::{HandleValue, SiteInfo, ValueSelection};
 
 use super::{
-    Applied, Caller, Error, Freshness, HandleRecord, Operation, PrefixRecord, PrivateRead, Status,
+    Applied, Caller, ClientRequest, Error, Freshness, HandleRecord, Operation, PrefixRecord,
+    PrivateRead, Status,
 };
 
 /// The outcome of a session setup's key exchange: the session key and the data of
@@ -66,6 +67,18 @@ pub trait Handler: Send + Sync + Debug {
     /// out; returns once it is durable (for a replica set: committed by a quorum and
     /// applied).
     async fn administer(&self, caller: &Caller, operation: Operation) -> Result<Applied, Error>;
+
+    /// [`Handler::administer`] for a write the client named `request` and may send
+    /// again, to this node or another, when it got no answer or a busy one: the same
+    /// caller sending the same operation under the same name is answered with the
+    /// first result, the write carried out once (while the replica set remembers the
+    /// result: its last 50,000 log entries).
+    async fn administer_request(
+        &self,
+        caller: &Caller,
+        operation: Operation,
+        request: ClientRequest,
+    ) -> Result<Applied, Error>;
 
     /// Creates `base` followed by a random UUID (`P/<uuid>` for a bare prefix `P`,
     /// `P/start<uuid>` for `P/start`) with `values`, as `caller`; the handle created.

@@ -19,7 +19,7 @@ use crate::clock::unix_now;
 use crate::codec::{KeyExchange, MAX_VALUE_LIST_LEN, ProtocolVersion, VerifyRequest};
 use crate::config::SiteConfig;
 use crate::names::Handle;
-use crate::replication::{Group, HandleCommand, HandleSet};
+use crate::replication::{Group, GroupError, HandleCommand, HandleResult, HandleSet, RequestId};
 use crate::resolver::Resolver;
 use crate::storage::{ReadSnapshot, Slice, Store};
 use crate::values::{HandleValue, SiteInfo, ValueSelection};
@@ -27,9 +27,9 @@ use crate::values::{HandleValue, SiteInfo, ValueSelection};
 use super::records::{RecordSource, held_here};
 use super::verifier::Verifier;
 use super::{
-    Applied, AuthPolicy, Caller, Error, Freshness, HandleRecord, Handler, KeyAgreement, Operation,
-    PrefixRecord, PrivateRead, Refusal, Status, authorise, mint, operation, private_read_of,
-    public_only, site,
+    Applied, AuthPolicy, Caller, ClientRequest, Error, Freshness, HandleRecord, Handler,
+    KeyAgreement, Operation, PrefixRecord, PrivateRead, Refusal, Status, authorise, mint,
+    operation, private_read_of, public_only, site,
 };
 
 /// How many times a write is authorised when the records it was authorised on keep
@@ -131,6 +131,64 @@ impl Service {
         }
     }
 
+    /// Permissions are checked before the write is proposed (as J9 checks, then
+    /// writes), against this member's store for the target (a member that lags its
+    /// primary checks against what it has applied) and the owners of the other
+    /// records; the write carries what the check read of this set's records, and the
+    /// set applies it only if they still read so (module [`crate::replication::guard`]).
+    /// If they changed in between, the check runs again on fresh state, up to
+    /// [`AUTHORISATION_ATTEMPTS`] times. A refusal the check decided on this member's
+    /// store (not found, not permitted, too large, not here) is decided again once the
+    /// store has caught up with the primary, so a member that lags never refuses what
+    /// the set already acknowledged. A target whose slot this store does not answer
+    /// for is [`Error::NotHere`]. Under request `id` (see
+    /// [`Handler::administer_request`]) a result the set remembers for it is the answer,
+    /// the write not carried out again.
+    async fn administer_as(
+        &self,
+        caller: &Caller,
+        operation: Operation,
+        id: Option<RequestId>,
+    ) -> Result<Applied, Error> {
+        let mut fresh = false;
+        let mut attempts = 0;
+        loop {
+            if let Some(answered) = self.remembered(id)? {
+                return Ok(answered?);
+            }
+            let command = match self.authorised_command(caller, &operation).await {
+                Ok(command) => command,
+                Err(refused) if !fresh && decided_on_this_store(&refused) => {
+                    self.replica.ensure_fresh_read().await?;
+                    fresh = true;
+                    continue;
+                }
+                Err(error) => return Err(error),
+            };
+            attempts += 1;
+            let outcome = match id {
+                Some(id) => self.replica.client_write_as(id, command).await?,
+                None => self.replica.client_write(command).await?,
+            };
+            match outcome {
+                Err(Refusal::AuthorityChanged) if attempts < AUTHORISATION_ATTEMPTS => {
+                    self.replica.ensure_fresh_read().await?;
+                    fresh = true;
+                }
+                outcome => return Ok(outcome?),
+            }
+        }
+    }
+
+    /// The result this member's store remembers for request `id`, if any.
+    fn remembered(&self, id: Option<RequestId>) -> Result<Option<HandleResult>, Error> {
+        let Some(id) = id else {
+            return Ok(None);
+        };
+        let recalled = crate::replication::recall::<HandleSet>(&self.store.read()?, id);
+        Ok(recalled.map_err(GroupError::Storage)?)
+    }
+
     /// `operation` checked against this member's store (held here, within the size
     /// bound, permitted to `caller`) and made into the log command that carries what
     /// the check read.
@@ -211,39 +269,22 @@ impl Handler for Service {
         Ok(record)
     }
 
-    /// Permissions are checked before the write is proposed (as J9 checks, then
-    /// writes), against this member's store for the target (a member that lags its
-    /// primary checks against what it has applied) and the owners of the other
-    /// records; the write carries what the check read of this set's records, and the
-    /// set applies it only if they still read so (module [`crate::replication::guard`]).
-    /// If they changed in between, the check runs again on fresh state, up to
-    /// [`AUTHORISATION_ATTEMPTS`] times. A refusal the check decided on this member's
-    /// store (not found, not permitted, too large, not here) is decided again once the
-    /// store has caught up with the primary, so a member that lags never refuses what
-    /// the set already acknowledged. A target whose slot this store does not answer
-    /// for is [`Error::NotHere`].
+    /// See [`Service::administer_as`].
     async fn administer(&self, caller: &Caller, operation: Operation) -> Result<Applied, Error> {
-        let mut fresh = false;
-        let mut attempts = 0;
-        loop {
-            let command = match self.authorised_command(caller, &operation).await {
-                Ok(command) => command,
-                Err(refused) if !fresh && decided_on_this_store(&refused) => {
-                    self.replica.ensure_fresh_read().await?;
-                    fresh = true;
-                    continue;
-                }
-                Err(error) => return Err(error),
-            };
-            attempts += 1;
-            match self.replica.client_write(command).await? {
-                Err(Refusal::AuthorityChanged) if attempts < AUTHORISATION_ATTEMPTS => {
-                    self.replica.ensure_fresh_read().await?;
-                    fresh = true;
-                }
-                outcome => return Ok(outcome?),
-            }
-        }
+        self.administer_as(caller, operation, None).await
+    }
+
+    /// As [`Handler::administer`], proposed under a request id derived from the
+    /// caller, the client's name for the request and the operation
+    /// ([`Operation::request_id`]); a result the set remembers for it is the answer.
+    async fn administer_request(
+        &self,
+        caller: &Caller,
+        operation: Operation,
+        request: ClientRequest,
+    ) -> Result<Applied, Error> {
+        let id = operation.request_id(caller, request);
+        self.administer_as(caller, operation, Some(id)).await
     }
 
     async fn mint(

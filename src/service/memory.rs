@@ -26,9 +26,9 @@ use crate::values::{
 
 use super::keys::{other_server_answer, secret_identity};
 use super::{
-    Applied, Caller, Error, ExistingHandle, ExistingValue, Freshness, HandleRecord, Handler,
-    KeyAgreement, Operation, PrefixRecord, PrivateRead, Refusal, Role, Status, StatusMember,
-    private_read_of, public_only,
+    Applied, Caller, ClientRequest, Error, ExistingHandle, ExistingValue, Freshness, HandleRecord,
+    Handler, KeyAgreement, Operation, PrefixRecord, PrivateRead, Refusal, Role, Status,
+    StatusMember, private_read_of, public_only,
 };
 
 /// Handles and prefixes in memory, answering as a node would.
@@ -318,6 +318,17 @@ impl Handler for MemoryHandler {
         Self::authorise(caller)?;
         let operation = operation.prepare(unix_now())?;
         Ok(self.state().apply(operation)?)
+    }
+
+    /// Applied at once, as [`Handler::administer`]: nothing here answers later than
+    /// it applies, so there is no write a client could send again unanswered.
+    async fn administer_request(
+        &self,
+        caller: &Caller,
+        operation: Operation,
+        _request: ClientRequest,
+    ) -> Result<Applied, Error> {
+        self.administer(caller, operation).await
     }
 
     async fn mint(

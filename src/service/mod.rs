@@ -61,11 +61,18 @@ pub use mint::mint_with;
 pub use operation::{ExistingHandle, ExistingValue, Operation};
 pub use records::{MAX_FETCHED, RecordSource, held_here};
 pub use status::{Role, Status, StatusMember};
+pub use verifier::measure_key_checks;
 
 pub use crate::storage::{Applied, HandleRecord, PrefixRecord, Refusal};
 
 use crate::auth::Identity;
 use crate::values::{HandleValue, Permissions};
+
+/// The name a client gave one write (the Handle protocol's RequestId), which it keeps
+/// when it sends the write again after no answer or a busy one: see
+/// [`Handler::administer_request`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientRequest(pub u32);
 
 /// Who sent a request, as far as the service can tell.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

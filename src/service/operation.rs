@@ -10,15 +10,24 @@
 //! A handle's size is its values' octets in the RFC 3652 value list encoding
 //! ([`value_list_len`]); [`Operation::size_after`] is what a create, add or modify
 //! would make it, which the service bounds before proposing the write.
+//!
+//! A write a client may send again is proposed under a request id derived from who
+//! sent it, the client's name for it and the operation ([`Operation::request_id`]),
+//! so the set answers a second proposal with the first one's result.
+
+use sha2::{Digest, Sha256};
 
 use crate::names::Handle;
-use crate::replication::HandleCommand;
 use crate::replication::guard::Basis;
+use crate::replication::{HandleCommand, RequestId};
 use crate::values::{HandleValue, ValueIndex, value_list_len};
 
 pub use crate::storage::{ExistingHandle, ExistingValue};
 
-use super::Error;
+use super::{Caller, ClientRequest, Error};
+
+/// Heads what [`Operation::request_id`] hashes: a new form of the id is a new label.
+const REQUEST_ID_LABEL: &[u8] = b"hdl client request 1\0";
 
 /// One administrative change a client asked for.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -100,6 +109,29 @@ impl Operation {
             | Operation::ModifyValues { handle, .. }
             | Operation::RemoveValues { handle, .. } => Ok(handle.clone()),
         }
+    }
+
+    /// The request id the replica set knows this operation by when `caller` sends it
+    /// under the client's name `request`: the first 8 octets of a SHA-256 over the
+    /// caller, the name and the operation as the client sent it (its postcard
+    /// encoding, before the server stamps it). The same caller sending the same
+    /// operation under the same name gets the same id; a different caller, name or
+    /// operation another one, but for a 2^-64 chance.
+    pub fn request_id(&self, caller: &Caller, request: ClientRequest) -> RequestId {
+        let mut digest = Sha256::new();
+        digest.update(REQUEST_ID_LABEL);
+        for part in [postcard::to_stdvec(caller), postcard::to_stdvec(self)] {
+            // Encoding into a Vec fails only for a type serde cannot describe;
+            // neither is one, and an empty part still yields a well-defined id.
+            let part = part.unwrap_or_default();
+            digest.update((part.len() as u64).to_be_bytes());
+            digest.update(part);
+        }
+        digest.update(request.0.to_be_bytes());
+        let digest = digest.finalize();
+        let mut head = [0; 8];
+        head.copy_from_slice(&digest[..8]);
+        RequestId(u64::from_be_bytes(head))
     }
 
     /// The value indexes of its handle the operation writes or removes (none for a

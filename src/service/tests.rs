@@ -287,3 +287,47 @@ async fn a_write_never_lands_after_its_author_lost_the_right() {
         "edits applied after their author's HS_ADMIN was removed, in rounds {late_writes:?}"
     );
 }
+
+#[tokio::test]
+async fn a_write_sent_again_under_its_name_is_answered_as_the_first_time() {
+    let (_dir, service) = service().await;
+    let server = as_admin("0.NA/ADMIN");
+    let url = |text: &str| HandleValue::new(1, "URL", text);
+    let create = |text: &str| Operation::Create {
+        handle: handle("10.1000/named"),
+        values: vec![url(text)],
+        existing: ExistingHandle::Refuse,
+    };
+    let named =
+        |operation, request| service.administer_request(&server, operation, ClientRequest(request));
+
+    assert_eq!(named(create("first"), 7).await.unwrap(), Applied::Created);
+    // The same create under the same name: its first answer, nothing changed.
+    assert_eq!(named(create("first"), 7).await.unwrap(), Applied::Created);
+    // Under another name, or with other values, it is another request.
+    assert!(matches!(
+        named(create("first"), 8).await,
+        Err(Error::Refused(Refusal::HandleExists))
+    ));
+    assert!(matches!(
+        named(create("second"), 7).await,
+        Err(Error::Refused(Refusal::HandleExists))
+    ));
+    // Another caller's request of the same name is its own.
+    let other = as_admin("0.NA/OTHER");
+    let by_other = service.administer_request(&other, create("first"), ClientRequest(7));
+    assert!(matches!(by_other.await, Err(Error::NotPermitted(_))));
+
+    // A delete sent again answers as the first time, though the handle is gone.
+    let delete = || Operation::Delete {
+        handle: handle("10.1000/named"),
+    };
+    assert_eq!(named(delete(), 9).await.unwrap(), Applied::Done);
+    assert_eq!(named(delete(), 9).await.unwrap(), Applied::Done);
+    assert!(matches!(
+        named(delete(), 10).await,
+        Err(Error::HandleNotFound)
+    ));
+    let gone = resolve(&service, "10.1000/named", &ValueSelection::all()).await;
+    assert!(matches!(gone, Err(Error::HandleNotFound)));
+}

@@ -11,6 +11,7 @@ use redb::ReadableTable;
 
 use super::batch::WriteBatch;
 use super::error::StorageError;
+use super::read::ReadSnapshot;
 use super::tables::{RECENT_BY_INDEX, RECENT_REQUESTS};
 
 /// Octets of the log index at the head of a `recent_requests` value.
@@ -20,9 +21,7 @@ impl WriteBatch {
     /// The result recorded for request `request`, if it was applied and not yet
     /// forgotten.
     pub fn recall_result(&self, request: u64) -> Result<Option<Vec<u8>>, StorageError> {
-        let table = self.txn().open_table(RECENT_REQUESTS)?;
-        let found = table.get(request)?;
-        Ok(found.and_then(|value| value.value().get(INDEX_LEN..).map(<[u8]>::to_vec)))
+        recall_in(&self.txn().open_table(RECENT_REQUESTS)?, request)
     }
 
     /// Records that request `request` was applied at log `index` with `result`.
@@ -56,6 +55,23 @@ impl WriteBatch {
     }
 }
 
+impl ReadSnapshot {
+    /// The result recorded for request `request`, as [`WriteBatch::recall_result`]
+    /// finds it, in this snapshot.
+    pub fn recall_result(&self, request: u64) -> Result<Option<Vec<u8>>, StorageError> {
+        recall_in(&self.txn().open_table(RECENT_REQUESTS)?, request)
+    }
+}
+
+/// The result recorded in `table` (a `recent_requests` table) for `request`.
+fn recall_in(
+    table: &impl ReadableTable<u64, &'static [u8]>,
+    request: u64,
+) -> Result<Option<Vec<u8>>, StorageError> {
+    let found = table.get(request)?;
+    Ok(found.and_then(|value| value.value().get(INDEX_LEN..).map(<[u8]>::to_vec)))
+}
+
 /// Splits a `recent_requests` value into its log index and result.
 pub(super) fn split_value(value: &[u8]) -> Option<(u64, &[u8])> {
     let (index, result) = value.split_first_chunk::<INDEX_LEN>()?;
@@ -85,5 +101,9 @@ mod tests {
         batch.forget_results_before(11).unwrap();
         assert_eq!(batch.recall_result(7).unwrap(), None);
         assert_eq!(batch.recall_result(8).unwrap(), Some(b"eight".to_vec()));
+        batch.commit().unwrap();
+        let read = store.read().unwrap();
+        assert_eq!(read.recall_result(8).unwrap(), Some(b"eight".to_vec()));
+        assert_eq!(read.recall_result(7).unwrap(), None);
     }
 }

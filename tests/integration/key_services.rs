@@ -4,7 +4,9 @@
 //! is resolved and the signature checked locally; an HS_SECKEY answer is sent to the
 //! holder in an OC_VERIFY_RESPONSE (201). Refusals leave the store unchanged.
 
+use std::net::{SocketAddr, UdpSocket};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use hdl::auth::{SecretKey, SigningKey};
 use hdl::client::{AdminRequest, Client, Credentials, Key, Overwrite, Transport};
@@ -13,6 +15,7 @@ use hdl::names::Handle;
 use hdl::values::{AdminPermissions, AdminRecord, HandleValue, Permissions, ValueSelection};
 
 use crate::harness::{ADMIN_KEY, OTHER_KEY, Server};
+use crate::raw;
 
 const OTHER_SECRET: &[u8] = b"the other service's secret";
 
@@ -276,5 +279,134 @@ async fn guesses_of_a_secret_key_are_bounded_per_source() {
         error.response_code(),
         Some(ResponseCode::ServerTooBusy),
         "{error}"
+    );
+}
+
+/// An OC 201 whose answer is right and costs the most PBKDF2 iterations a server
+/// accepts (100,000): no guess budget applies to it, only the work budget.
+fn costly_verify_request(request_id: u32) -> hdl::codec::Message {
+    use hmac::Mac;
+    let version = hdl::codec::ProtocolVersion::new(2, 11);
+    let challenge = hdl::auth::ChallengeBody {
+        request_digest: hdl::codec::RequestDigest::for_version(version, b"some request"),
+        nonce: vec![7; 16],
+    };
+    let (salt, iterations, key_bits) = (vec![3; 16], 100_000, 160);
+    let mut key = vec![0; 20];
+    pbkdf2::pbkdf2_hmac::<sha1::Sha1>(OTHER_SECRET, &salt, iterations, &mut key);
+    let mut mac = hmac::Hmac::<sha1::Sha1>::new_from_slice(&key).expect("any key length");
+    mac.update(&challenge.signed_bytes());
+    let answer = hdl::auth::SecretAnswer::Pbkdf2 {
+        salt,
+        iterations,
+        key_bits,
+        mac: mac.finalize().into_bytes().to_vec(),
+    };
+    let request = hdl::codec::VerifyRequest {
+        key_handle: b"OTHER/user".to_vec(),
+        key_index: 301,
+        nonce: challenge.nonce.clone(),
+        digest: challenge.request_digest.clone(),
+        answer: answer.encode(),
+    };
+    raw::encode(hdl::codec::Request::VerifyResponse(request), request_id)
+}
+
+/// Datagrams of costly verify requests a second from the flooding address.
+const FLOOD_RATE: u32 = 3_000;
+/// How long the flood lasts.
+const FLOOD_FOR: Duration = Duration::from_secs(4);
+
+/// Sends [`FLOOD_RATE`] costly verify requests a second to `server` from `socket`
+/// for [`FLOOD_FOR`], reading what comes back; the response codes of the answers.
+fn flood(socket: &UdpSocket, server: SocketAddr) -> Vec<ResponseCode> {
+    let datagram = costly_verify_request(1).encode();
+    socket.set_nonblocking(true).expect("non-blocking");
+    let started = Instant::now();
+    let mut sent = 0u32;
+    let mut codes = Vec::new();
+    let mut buffer = [0u8; 2048];
+    while started.elapsed() < FLOOD_FOR + Duration::from_secs(3) {
+        let elapsed_ms = started.elapsed().min(FLOOD_FOR).as_millis();
+        let due = u32::try_from(elapsed_ms * u128::from(FLOOD_RATE) / 1000).unwrap_or(u32::MAX);
+        while sent < due {
+            let _ = socket.send_to(&datagram, server);
+            sent += 1;
+        }
+        while let Ok((len, _)) = socket.recv_from(&mut buffer) {
+            if let Ok(answer) = hdl::codec::Message::decode(&buffer[..len]) {
+                codes.push(answer.header.response_code);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    codes
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_costly_checks_from_one_address_starves_neither_resolution_nor_others() {
+    let other = other_service().await;
+    let server = other.address();
+    let flooder = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let flooding = tokio::task::spawn_blocking(move || flood(&flooder, server));
+
+    // Resolutions meanwhile, from another socket: every one answered, none busy.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let resolver = other.anonymous_client();
+    let mut busy = 0;
+    let mut resolved = 0;
+    for _ in 0..40 {
+        match resolver
+            .resolve(
+                &handle("0.NA/OTHER"),
+                &ValueSelection::all(),
+                Transport::Udp,
+            )
+            .await
+        {
+            Ok(_) => resolved += 1,
+            Err(error) if error.response_code() == Some(ResponseCode::ServerTooBusy) => busy += 1,
+            Err(error) => panic!("resolution failed under the flood: {error}"),
+        }
+        tokio::time::sleep(Duration::from_millis(60)).await;
+    }
+    // Another address's check goes through while the flooding one is held back.
+    let elsewhere = UdpSocket::bind("127.0.0.2:0").expect("bind a second loopback address");
+    elsewhere
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    elsewhere
+        .send_to(&costly_verify_request(2).encode(), server)
+        .expect("send");
+    let mut buffer = [0u8; 2048];
+    let (len, _) = elsewhere.recv_from(&mut buffer).expect("an answer");
+    let other_code = hdl::codec::Message::decode(&buffer[..len])
+        .expect("answer")
+        .header
+        .response_code;
+
+    let codes = flooding.await.expect("flood");
+    assert_eq!(
+        busy, 0,
+        "{busy} of 40 resolutions answered busy ({resolved} resolved)"
+    );
+    assert_eq!(
+        other_code,
+        ResponseCode::Success,
+        "another address was refused"
+    );
+    let checked = codes
+        .iter()
+        .filter(|code| **code == ResponseCode::Success)
+        .count();
+    let refused = codes
+        .iter()
+        .filter(|code| **code == ResponseCode::ServerTooBusy)
+        .count();
+    // 2 s of budget and a quarter of a second back each second: some dozens of
+    // checks, whatever one costs here; the rest refused before any check.
+    assert!(
+        refused > 5 * checked.max(1),
+        "{refused} refused, {checked} checked"
     );
 }

@@ -19,6 +19,7 @@ mod parse;
 mod protocol;
 mod raw;
 mod rest_clients;
+mod retries;
 mod sessions;
 mod signed;
 mod sizes;

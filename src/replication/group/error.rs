@@ -11,8 +11,8 @@ use crate::replication::network::{ForwardError, PeerError};
 /// Why a group could not start, write, read or carry out an admin call.
 #[derive(Debug, Error)]
 pub enum GroupError {
-    /// The log or the state machine could not be opened.
-    #[error("cannot open the group's storage: {0}")]
+    /// The log or the state machine could not be opened or read.
+    #[error("the group's storage failed: {0}")]
     Storage(#[from] crate::replication::Error),
     /// The Raft timing settings are inconsistent.
     #[error("invalid Raft settings: {0}")]

@@ -172,6 +172,17 @@ impl<M: Machine> Group<M> {
     /// applied there. From a follower or learner the command is forwarded.
     pub async fn client_write(&self, command: M::Command) -> Result<M::Output, GroupError> {
         let id = RequestId(self.inner.next_request.fetch_add(1, Ordering::Relaxed));
+        self.client_write_as(id, command).await
+    }
+
+    /// [`Group::client_write`] under request `id`, which the caller chose: proposed
+    /// again under the same id within the window, the command changes nothing more and
+    /// is answered with its first settled output ([`Machine::settles`]).
+    pub async fn client_write_as(
+        &self,
+        id: RequestId,
+        command: M::Command,
+    ) -> Result<M::Output, GroupError> {
         match self.at_leader(&Write::<M>(Request { id, command })).await? {
             Response::Command(output) => Ok(output),
             Response::NoCommand => Err(GroupError::NoCommandResult),
