@@ -215,10 +215,11 @@ impl Responder {
                 Err(rejection) => return Reply::One(rejection.into_message(&exchange)),
             }
         }
-        let Some(source) = address(&caller) else {
+        // Only what may check a key is budgeted: a resolution takes no lock here.
+        let Some(source) = address(&caller).filter(|_| may_check_keys(&request)) else {
             return self.dispatch(caller, exchange, request).await;
         };
-        if may_check_keys(&request) && !self.work().admits(source, Instant::now()) {
+        if !self.work().admits(source, Instant::now()) {
             let text = "this address has used its share of key checks; try again in a few seconds";
             return Reply::One(exchange.error(ResponseCode::ServerTooBusy, text));
         }
