@@ -8,25 +8,7 @@ use std::thread;
 
 use serde_json::Value;
 
-use super::{Member, Set};
-
-/// `add-secondary --voter` of `member` through member `via` of `set`.
-fn add_voter(set: &Set, via: usize, member: &Member) -> Output {
-    let (id, listening) = (member.id.to_string(), member.listening);
-    let (peer, handle) = (listening.peer.to_string(), listening.handle.to_string());
-    set.try_cli(&[
-        "add-secondary",
-        "--peer",
-        &set.peer(via),
-        "--id",
-        &id,
-        "--node-peer",
-        &peer,
-        "--node-handle",
-        &handle,
-        "--voter",
-    ])
-}
+use super::Set;
 
 /// Runs every one of `changes` at the same time; each must succeed.
 fn at_once(changes: Vec<Box<dyn FnOnce() -> Output + Send + '_>>) {
@@ -64,9 +46,9 @@ fn membership_changes_made_at_once_drop_no_member() {
     // Three new voters at once, through the primary and through a secondary.
     let set_ref = &set;
     at_once(vec![
-        Box::new(move || add_voter(set_ref, 0, &set_ref.members[2])),
-        Box::new(move || add_voter(set_ref, 1, &set_ref.members[3])),
-        Box::new(move || add_voter(set_ref, 1, &set_ref.members[4])),
+        Box::new(move || set_ref.add_voter(0, &set_ref.members[2])),
+        Box::new(move || set_ref.add_voter(1, &set_ref.members[3])),
+        Box::new(move || set_ref.add_voter(1, &set_ref.members[4])),
     ]);
     let five: BTreeSet<u64> = (1..=5).collect();
     let status = set.await_status(0, "five voters", |s| ids(s) == (five.clone(), five.clone()));
@@ -81,7 +63,7 @@ fn membership_changes_made_at_once_drop_no_member() {
     let first = set.peer(0);
     at_once(vec![
         Box::new(|| set.try_cli(&["remove", "--peer", &first, "--id", "4"])),
-        Box::new(|| add_voter(&set, 1, &set.members[5])),
+        Box::new(|| set.add_voter(1, &set.members[5])),
     ]);
     let after: BTreeSet<u64> = [1, 2, 3, 5, 6].into();
     set.await_status(0, "node 4 out, node 6 a voter", |s| {

@@ -148,21 +148,31 @@ impl Set {
         let said = String::from_utf8_lossy(&init.stdout);
         assert!(said.contains("created 0.NA/ADMIN"), "{said}");
         for member in &self.members[1..] {
-            let (id, listening) = (member.id.to_string(), member.listening);
-            let (peer, handle) = (listening.peer.to_string(), listening.handle.to_string());
-            self.cli(&[
-                "add-secondary",
-                "--peer",
-                &first,
-                "--id",
-                &id,
-                "--node-peer",
-                &peer,
-                "--node-handle",
-                &handle,
-                "--voter",
-            ]);
+            let added = self.add_voter(0, member);
+            assert!(
+                added.status.success(),
+                "add-secondary: {}",
+                String::from_utf8_lossy(&added.stderr)
+            );
         }
+    }
+
+    /// `add-secondary --voter` of `member` through member `via`.
+    fn add_voter(&self, via: usize, member: &Member) -> Output {
+        let (id, listening) = (member.id.to_string(), member.listening);
+        let (peer, handle) = (listening.peer.to_string(), listening.handle.to_string());
+        self.try_cli(&[
+            "add-secondary",
+            "--peer",
+            &self.peer(via),
+            "--id",
+            &id,
+            "--node-peer",
+            &peer,
+            "--node-handle",
+            &handle,
+            "--voter",
+        ])
     }
 
     /// The data directory of member `id`.
