@@ -4,7 +4,7 @@
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use hdl::names::Handle;
-use hdl::replication::{HandleCommand, HandleSet, LogStore, Request, RequestId};
+use hdl::replication::{HandleCommand, HandleSet, LogStore, Proposal, Request, RequestId};
 use hdl::storage::ExistingHandle;
 use hdl::values::HandleValue;
 use openraft::EntryPayload;
@@ -21,14 +21,14 @@ fn entry(index: u64) -> Entry {
     ];
     Entry {
         log_id: log_id(1, 1, index),
-        payload: EntryPayload::Normal(Request {
+        payload: EntryPayload::Normal(Proposal(vec![Request {
             id: RequestId(index),
             command: HandleCommand::Create {
                 handle,
                 values,
                 existing: ExistingHandle::Refuse,
             },
-        }),
+        }])),
     }
 }
 

@@ -4,15 +4,16 @@
 //! value each, `<run>` random so runs never collide) over TCP for `--duration`
 //! seconds. A server acknowledges a create only once the primary has committed it with
 //! a quorum and applied it, so every success is durable; failures count as errors,
-//! never as latencies. With `--session` they go in one authenticated session (one
-//! challenge in all), so the figure is the write path's, not the authentication's.
-//! With `--lag-peer` and `--secret-file`, a sampler asks every
-//! member for its applied index every [`LAG_EVERY`] meanwhile and records each
-//! secondary's lag behind the primary's log (entries), as `hdl cluster status` shows it.
+//! never as latencies. Each writer opens an authenticated session of its own first (one
+//! challenge per writer), so the figure is the write path's, not the authentication's;
+//! `--challenge-each` answers a challenge for every create instead. With `--lag-peer`
+//! and `--cluster-secret-file`, a sampler asks every member for its applied index every
+//! [`LAG_EVERY`] meanwhile and records each secondary's lag behind the primary's log
+//! (entries), as `hdl cluster status` shows it, and the primary's term at the first
+//! and last sample: a term change means an election interrupted the run.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -60,21 +61,21 @@ pub struct WriteBench {
     /// or `--secret-file`).
     #[command(flatten)]
     auth: AuthArgs,
-    /// Make the creates inside one authenticated session (one challenge in all)
-    /// rather than answering a challenge for each.
+    /// Answer a challenge for every create (two key checks each) rather than make
+    /// them in one authenticated session per writer.
     #[arg(long)]
-    session: bool,
+    challenge_each: bool,
 }
 
 /// Runs the benchmark and prints its figures.
 pub async fn run(bench: &WriteBench) -> anyhow::Result<()> {
     Handle::parse(&format!("{}/w", bench.prefix)).context("invalid --prefix")?;
-    let mut client = with_credentials(Client::new(bench.server.clone()), &bench.auth)?;
-    if bench.session {
-        client = client.with_session();
-        client.open_session().await.context("opening a session")?;
+    let run: u32 = rand::random();
+    let mut clients = Vec::new();
+    for task in 0..bench.concurrency {
+        let prefix = format!("{}/w-{run:08x}-{task}", bench.prefix);
+        clients.push((writer_client(bench, &prefix).await?, prefix));
     }
-    let client = Arc::new(client);
     let deadline = Instant::now() + Duration::from_secs(bench.duration);
     let sampler = match (bench.lag_peer, &bench.cluster_secret_file) {
         (Some(peer), Some(file)) => {
@@ -83,22 +84,19 @@ pub async fn run(bench: &WriteBench) -> anyhow::Result<()> {
         }
         _ => None,
     };
-    let run: u32 = rand::random();
     let started = Instant::now();
     let mut writers = JoinSet::new();
-    for task in 0..bench.concurrency {
-        let (client, prefix) = (
-            Arc::clone(&client),
-            format!("{}/w-{run:08x}-{task}", bench.prefix),
-        );
+    for (client, prefix) in clients {
         writers.spawn(async move { write_until(&client, &prefix, deadline).await });
     }
     let mut latencies = histogram()?;
     let mut errors = 0;
+    let mut first_error = None;
     while let Some(done) = writers.join_next().await {
-        let (histogram, failed) = done.context("a writer task failed")??;
-        latencies.add(&histogram)?;
-        errors += failed;
+        let written = done.context("a writer task failed")??;
+        latencies.add(&written.latencies)?;
+        errors += written.errors;
+        first_error = first_error.or(written.first_error);
     }
     let seconds = started.elapsed().as_secs_f64();
     println!(
@@ -115,8 +113,11 @@ pub async fn run(bench: &WriteBench) -> anyhow::Result<()> {
         "created{}, {errors} errors",
         line(&latencies, seconds, Unit("creates", "creates/s"))
     );
+    if let Some(error) = first_error {
+        println!("first error: {error}");
+    }
     if let Some(sampler) = sampler {
-        print_lag(&sampler.await.context("the lag sampler failed")??);
+        print_samples(&sampler.await.context("the lag sampler failed")??);
     }
     if latencies.is_empty() {
         bail!("no create was acknowledged ({errors} errors)");
@@ -124,36 +125,74 @@ pub async fn run(bench: &WriteBench) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Creates `<prefix>-<n>` for n = 0, 1, … until `deadline`; the latencies of the
-/// acknowledged creates and the count of failed ones.
-async fn write_until(
-    client: &Client,
-    prefix: &str,
-    deadline: Instant,
-) -> anyhow::Result<(Histogram<u64>, u64)> {
-    let mut latencies = histogram()?;
-    let mut errors = 0;
+/// A writer's client: in a session of its own, opened and authenticated now (by its
+/// first create, `<prefix>-setup`, untimed), unless `--challenge-each`. Sessions are
+/// made one after another, as a server keeps few sessions nobody has authenticated
+/// in per address.
+async fn writer_client(bench: &WriteBench, prefix: &str) -> anyhow::Result<Client> {
+    let client = with_credentials(Client::new(bench.server.clone()), &bench.auth)?;
+    if bench.challenge_each {
+        return Ok(client);
+    }
+    let client = client.with_session();
+    client.open_session().await.context("opening a session")?;
+    let first = numbered_create(prefix, u64::MAX)?;
+    client
+        .admin(first)
+        .await
+        .context("authenticating a session")?;
+    Ok(client)
+}
+
+/// What one writer did.
+struct Written {
+    /// Latencies of the acknowledged creates.
+    latencies: Histogram<u64>,
+    /// Creates that failed.
+    errors: u64,
+    /// Why the first of them failed.
+    first_error: Option<String>,
+}
+
+/// Creates `<prefix>-<n>` for n = 0, 1, … until `deadline`.
+async fn write_until(client: &Client, prefix: &str, deadline: Instant) -> anyhow::Result<Written> {
+    let mut written = Written {
+        latencies: histogram()?,
+        errors: 0,
+        first_error: None,
+    };
     let mut n = 0u64;
     while Instant::now() < deadline {
         let request = numbered_create(prefix, n)?;
         n += 1;
         let started = Instant::now();
         match client.admin(request).await {
-            Ok(_) => latencies.saturating_record(micros_since(started)),
-            Err(_) => errors += 1,
+            Ok(_) => written.latencies.saturating_record(micros_since(started)),
+            Err(error) => {
+                written.errors += 1;
+                written.first_error.get_or_insert_with(|| error.to_string());
+            }
         }
     }
-    Ok((latencies, errors))
+    Ok(written)
+}
+
+/// What the sampler saw: each secondary's lag, and the primary's term at the first
+/// and the last sample.
+struct Samples {
+    lags: Histogram<u64>,
+    terms: Option<(u64, u64)>,
 }
 
 /// Every [`LAG_EVERY`] until `deadline`: each secondary's lag (entries) behind the
-/// primary's last log index, from the members' own status.
+/// primary's last log index, from the members' own status, and the primary's term.
 async fn sample_lag(
     admin: AdminClient,
     peer: SocketAddr,
     deadline: Instant,
-) -> anyhow::Result<Histogram<u64>> {
+) -> anyhow::Result<Samples> {
     let mut lags = Histogram::new(3)?;
+    let mut terms: Option<(u64, u64)> = None;
     let mut ticks = tokio::time::interval(LAG_EVERY);
     while Instant::now() < deadline {
         ticks.tick().await;
@@ -165,6 +204,10 @@ async fn sample_lag(
             statuses.extend(admin.status(member.node.peer, FIRST_SET_GROUP).await.ok());
         }
         let leader = statuses.iter().find(|s| Some(s.id) == s.leader);
+        if let Some(leader) = leader {
+            let first = terms.map_or(leader.term, |(first, _)| first);
+            terms = Some((first, leader.term));
+        }
         let Some(last_log) = leader.and_then(|l| l.last_log) else {
             continue;
         };
@@ -172,10 +215,18 @@ async fn sample_lag(
             lags.saturating_record(last_log.saturating_sub(status.applied.unwrap_or(0)));
         }
     }
-    Ok(lags)
+    Ok(Samples { lags, terms })
 }
 
-fn print_lag(lags: &Histogram<u64>) {
+fn print_samples(samples: &Samples) {
+    match samples.terms {
+        Some((first, last)) => println!(
+            "primary's term: {first} at the first sample, {last} at the last ({} term changes)",
+            last - first
+        ),
+        None => println!("primary's term: no primary answered the sampler"),
+    }
+    let lags = &samples.lags;
     if lags.is_empty() {
         println!("secondary lag: no sample");
         return;

@@ -169,17 +169,20 @@ pub fn honoured(state: &HttpState, peer: SocketAddr, channel: Channel) -> bool {
 }
 
 /// What `check` (a key check for `peer`) gives, if `peer`'s budget of key-check time
-/// admits it; the time it ran is charged to `peer`.
-async fn within_budget<T>(
+/// admits it; the time it ran is charged to `peer` unless it proved an administrator.
+async fn within_budget<T, E>(
     state: &HttpState,
     peer: SocketAddr,
-    check: impl Future<Output = T>,
-) -> Result<T, CredentialRefusal> {
+    check: impl Future<Output = Result<T, E>>,
+) -> Result<Result<T, E>, CredentialRefusal> {
     let source = peer.ip();
     if !work(state).admits(source, Instant::now()) {
         return Err(CredentialRefusal::Busy);
     }
     let (outcome, spent) = measure_key_checks(check).await;
+    if outcome.is_ok() {
+        return Ok(outcome);
+    }
     if work(state).charge(source, spent, Instant::now()) {
         warn!(%peer, "an address used its share of key checks: its next are refused until it refills");
     }

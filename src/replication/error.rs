@@ -1,7 +1,7 @@
 //! Errors of the replication storage seams.
 //!
 //! Every [`Error`] here is a failure of the node's own disk or files, never a business
-//! outcome (refusals travel inside [`super::Response`]). openraft receives it as a
+//! outcome (refusals travel inside the outputs of applied entries). openraft receives it as a
 //! storage error and stops the node rather than let its replica diverge.
 
 use std::io;

@@ -7,9 +7,11 @@
 //! - the machine seam ([`Machine`]): what a group's log carries and how an entry is
 //!   applied to a [`crate::storage::WriteBatch`]; [`HandleSet`] is the replica set's,
 //!   with its versioned log command [`HandleCommand`];
-//! - shared types ([`types`]): [`GroupId`], [`Request`] in the log, [`Response`] from
-//!   applying it, [`Node`] addresses, and [`GroupConfig`], the openraft type
-//!   configuration of a group of a machine;
+//! - shared types ([`types`]): [`GroupId`], [`Proposal`]s of [`Request`]s in the log,
+//!   [`Node`] addresses, and [`GroupConfig`], the openraft type configuration of a
+//!   group of a machine;
+//! - the proposer ([`proposer`]): the leader's group commit, many client writes in
+//!   one log entry;
 //! - the log store ([`LogStore`]): the Raft log and vote in `raft-log.redb`;
 //! - the write guard ([`guard`]): what an authorisation decision read, checked again
 //!   when its write is applied;
@@ -38,6 +40,7 @@ mod handle_set;
 mod log_store;
 mod machine;
 pub mod network;
+mod proposer;
 mod snapshot;
 mod state_machine;
 pub mod types;
@@ -55,7 +58,7 @@ pub use log_store::{LOG_FILE, LogStore};
 pub use machine::Machine;
 pub use snapshot::SNAPSHOT_FILE;
 pub use state_machine::{SnapshotBuilder, StateMachine, recall};
-pub use types::{GroupConfig, GroupId, Node, NodeId, Request, RequestId, Response, SetId};
+pub use types::{GroupConfig, GroupId, Node, NodeId, Proposal, Request, RequestId, SetId};
 
 /// Runs blocking disk work (redb commits fsync) on tokio's blocking pool.
 async fn blocking<T, F>(work: F) -> Result<T, Error>

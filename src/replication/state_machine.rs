@@ -7,8 +7,10 @@
 //! command is a result, replicated like any other; a storage failure is returned to
 //! openraft, which stops the node before its replica can diverge.
 //!
-//! A client request is applied at most once: its result is remembered under its
-//! [`super::RequestId`] for the next [`RECENT_WINDOW`] log entries, and an entry that
+//! A client entry carries the requests its leader proposed together
+//! ([`super::Proposal`]); each is applied on its own, in order, and answered with its
+//! own output. A client request is applied at most once: its result is remembered
+//! under its [`super::RequestId`] for the next [`RECENT_WINDOW`] log entries, and an entry that
 //! proposes the same request again (a forwarded write retried after its connection
 //! broke, when the first proposal had reached the log) changes nothing and answers the
 //! remembered result. The remembered results are part of the replicated state: they
@@ -46,7 +48,7 @@ use super::error::Error;
 use super::machine::Machine;
 use super::snapshot::{Replace, SnapshotFile, SnapshotReader, SnapshotWriter, read_head};
 use super::types::{
-    Entry, GroupConfig, LogId, RaftStorageError, Request, RequestId, Response, Snapshot,
+    Entry, GroupConfig, LogId, Proposal, RaftStorageError, Request, RequestId, Snapshot,
     SnapshotMeta, StoredMembership, from_bytes, to_bytes,
 };
 use crate::storage::{ReadSnapshot, Store, WriteBatch};
@@ -141,8 +143,8 @@ fn catch_up_with_snapshot(store: &Store, snapshots: &SnapshotFile) -> Result<App
 }
 
 /// What one batch of entries did: the applied state after it, and each entry's
-/// response.
-type Applied<M> = (AppliedState, Vec<Response<<M as Machine>::Output>>);
+/// outputs (one per request of its proposal).
+type Applied<M> = (AppliedState, Vec<Vec<<M as Machine>::Output>>);
 
 /// Applies `entries` to `store` in one durable batch, starting from `applied`.
 fn apply_entries<M: Machine>(
@@ -155,13 +157,19 @@ fn apply_entries<M: Machine>(
     for entry in entries {
         applied.last_applied = Some(entry.log_id);
         let response = match entry.payload {
-            EntryPayload::Blank => Response::NoCommand,
-            EntryPayload::Normal(request) => {
-                Response::Command(apply_once::<M>(&mut batch, entry.log_id.index, request)?)
+            EntryPayload::Blank => Vec::new(),
+            EntryPayload::Normal(Proposal(requests)) => {
+                let index = entry.log_id.index;
+                batch.forget_results_before(index.saturating_sub(RECENT_WINDOW))?;
+                let mut outputs = Vec::with_capacity(requests.len());
+                for request in requests {
+                    outputs.push(apply_once::<M>(&mut batch, index, request)?);
+                }
+                outputs
             }
             EntryPayload::Membership(membership) => {
                 applied.membership = StoredMembership::new(Some(entry.log_id), membership);
-                Response::NoCommand
+                Vec::new()
             }
         };
         responses.push(response);
@@ -171,15 +179,15 @@ fn apply_entries<M: Machine>(
     Ok((applied, responses))
 }
 
-/// Applies `request` at log `index` unless it was applied within the window before
-/// it; either way, its result. What is forgotten depends on the entry alone, never on
-/// how entries were grouped into calls, so every replica decides alike.
+/// Applies `request` of the entry at log `index` unless it was applied within the
+/// window before it (results of entries before `index - RECENT_WINDOW` are forgotten
+/// first); either way, its result. What is forgotten depends on the entry alone,
+/// never on how entries were grouped into calls, so every replica decides alike.
 fn apply_once<M: Machine>(
     batch: &mut WriteBatch,
     index: u64,
     request: Request<M::Command>,
 ) -> Result<M::Output, Error> {
-    batch.forget_results_before(index.saturating_sub(RECENT_WINDOW))?;
     let id = request.id.0;
     if let Some(bytes) = batch.recall_result(id)? {
         return from_bytes(&bytes, "remembered result");
@@ -317,7 +325,7 @@ impl<M: Machine> RaftStateMachine<GroupConfig<M>> for StateMachine<M> {
         Ok((self.applied.last_applied, self.applied.membership.clone()))
     }
 
-    async fn apply<I>(&mut self, entries: I) -> Result<Vec<Response<M::Output>>, RaftStorageError>
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<Vec<M::Output>>, RaftStorageError>
     where
         I: IntoIterator<Item = Entry<M>> + OptionalSend,
         I::IntoIter: OptionalSend,

@@ -47,10 +47,17 @@ fn open_temp() -> (TempDir, Arc<Store>, LogStore, StateMachine) {
 fn command_entry(index: u64, command: Command) -> Entry<HandleSet> {
     Entry {
         log_id: log_id(1, 1, index),
-        payload: EntryPayload::Normal(Request {
+        payload: EntryPayload::Normal(Proposal(vec![Request {
             id: RequestId(index),
             command,
-        }),
+        }])),
+    }
+}
+
+/// Makes the one request of command entry `entry` request `id`.
+fn set_request_id(entry: &mut Entry<HandleSet>, id: u64) {
+    if let EntryPayload::Normal(Proposal(requests)) = &mut entry.payload {
+        requests[0].id = RequestId(id);
     }
 }
 
@@ -78,7 +85,7 @@ async fn applied_commands_reach_the_store() {
         ])
         .await
         .unwrap();
-    assert_eq!(responses, vec![Response::Command(Ok(Applied::Created)); 2]);
+    assert_eq!(responses, vec![vec![Ok(Applied::Created)]; 2]);
     assert_eq!(url_of(&store, "10.1/A").unwrap(), b"https://a.example/");
     assert_eq!(url_of(&store, "10.1/b").unwrap(), b"https://b.example/");
     assert_eq!(sm.applied_state().await.unwrap().0, Some(log_id(1, 1, 2)));
@@ -103,8 +110,8 @@ async fn a_refused_command_is_a_result_and_changes_nothing() {
     assert_eq!(
         responses,
         vec![
-            Response::Command(Err(Refusal::HandleExists)),
-            Response::Command(Err(Refusal::HandleNotFound)),
+            vec![Err(Refusal::HandleExists)],
+            vec![Err(Refusal::HandleNotFound)],
         ]
     );
     assert_eq!(url_of(&store, "10.1/a").unwrap(), b"https://first.example/");
@@ -160,10 +167,7 @@ async fn a_write_whose_authorisation_read_a_changed_record_is_refused() {
         ])
         .await
         .unwrap();
-    assert_eq!(
-        responses[1],
-        Response::Command(Err(Refusal::AuthorityChanged))
-    );
+    assert_eq!(responses[1], vec![Err(Refusal::AuthorityChanged)]);
     assert_eq!(url_of(&store, "10.1/a").unwrap(), b"https://a.example/");
 
     // Once the basis holds again, the same write applies.
@@ -174,7 +178,7 @@ async fn a_write_whose_authorisation_read_a_changed_record_is_refused() {
         ])
         .await
         .unwrap();
-    assert_eq!(responses[1], Response::Command(Ok(Applied::Done)));
+    assert_eq!(responses[1], vec![Ok(Applied::Done)]);
     assert_eq!(url_of(&store, "10.1/a").unwrap(), b"https://fresh.example/");
 }
 
@@ -206,18 +210,53 @@ async fn a_request_proposed_twice_is_applied_once_and_answers_alike() {
     let (_dir, store, _log, mut sm) = open_temp();
     let first = command_entry(1, create("10.1/once", "https://first.example/"));
     let mut again = command_entry(3, create("10.1/once", "https://again.example/"));
-    if let EntryPayload::Normal(request) = &mut again.payload {
-        request.id = RequestId(1);
-    }
+    set_request_id(&mut again, 1);
     let other = command_entry(2, create("10.1/once", "https://other.example/"));
     let responses = sm.apply([first, other, again]).await.unwrap();
-    let refused = Response::Command(Err(Refusal::HandleExists));
-    let created = Response::Command(Ok(Applied::Created));
+    let refused = vec![Err(Refusal::HandleExists)];
+    let created = vec![Ok(Applied::Created)];
     assert_eq!(responses, vec![created.clone(), refused, created]);
     assert_eq!(
         url_of(&store, "10.1/once").unwrap(),
         b"https://first.example/"
     );
+}
+
+#[tokio::test]
+async fn an_entry_of_several_requests_answers_each_in_order() {
+    let (_dir, store, _log, mut sm) = open_temp();
+    let request = |id: u64, command: Command| Request {
+        id: RequestId(id),
+        command,
+    };
+    let delete = Command::Delete {
+        handle: Handle::parse("10.1/one").unwrap(),
+    };
+    let entry = Entry {
+        log_id: log_id(1, 1, 1),
+        payload: EntryPayload::Normal(Proposal(vec![
+            request(10, create("10.1/one", "https://one.example/")),
+            request(11, create("10.1/one", "https://two.example/")),
+            request(12, create("10.1/two", "https://two.example/")),
+            // The first request again, within the same entry: answered alike.
+            request(10, create("10.1/one", "https://three.example/")),
+            request(13, delete),
+        ])),
+    };
+    let responses = sm.apply([entry]).await.unwrap();
+    assert_eq!(
+        responses,
+        vec![vec![
+            Ok(Applied::Created),
+            Err(Refusal::HandleExists),
+            Ok(Applied::Created),
+            Ok(Applied::Created),
+            Ok(Applied::Done),
+        ]]
+    );
+    assert!(url_of(&store, "10.1/one").is_none());
+    assert_eq!(url_of(&store, "10.1/two").unwrap(), b"https://two.example/");
+    assert_eq!(sm.applied_state().await.unwrap().0, Some(log_id(1, 1, 1)));
 }
 
 #[tokio::test]
@@ -238,9 +277,7 @@ async fn a_request_refused_for_a_changed_basis_is_carried_out_when_proposed_agai
     let mut again = command_entry(3, modify(fresh));
     let mut once_more = command_entry(4, create("10.1/other", "u"));
     for entry in [&mut refused, &mut again, &mut once_more] {
-        if let EntryPayload::Normal(request) = &mut entry.payload {
-            request.id = RequestId(77);
-        }
+        set_request_id(entry, 77);
     }
     let responses = sm
         .apply([
@@ -254,9 +291,9 @@ async fn a_request_refused_for_a_changed_basis_is_carried_out_when_proposed_agai
     assert_eq!(
         responses[1..],
         [
-            Response::Command(Err(Refusal::AuthorityChanged)),
-            Response::Command(Ok(Applied::Done)),
-            Response::Command(Ok(Applied::Done)),
+            vec![Err(Refusal::AuthorityChanged)],
+            vec![Ok(Applied::Done)],
+            vec![Ok(Applied::Done)],
         ]
     );
     assert_eq!(
@@ -283,11 +320,9 @@ async fn results_are_forgotten_after_the_window() {
     };
     sm.apply([command_entry(2, delete)]).await.unwrap();
     let mut late = command_entry(2 + state_machine::RECENT_WINDOW, create("10.1/w", "v"));
-    if let EntryPayload::Normal(request) = &mut late.payload {
-        request.id = RequestId(1);
-    }
+    set_request_id(&mut late, 1);
     let responses = sm.apply([late]).await.unwrap();
-    assert_eq!(responses, vec![Response::Command(Ok(Applied::Created))]);
+    assert_eq!(responses, vec![vec![Ok(Applied::Created)]]);
     assert_eq!(url_of(&store, "10.1/w").unwrap(), b"v");
 }
 

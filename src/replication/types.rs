@@ -52,8 +52,8 @@ impl fmt::Display for GroupId {
 pub struct SetId(pub u32);
 
 /// The openraft type configuration of a group whose state machine is `M`:
-/// [`Request`]s of `M`'s commands in the log, [`Response`]s of its outputs, [`Node`]
-/// addresses in the membership.
+/// [`Proposal`]s of `M`'s commands in the log, answered with one output of `M` per
+/// request, [`Node`] addresses in the membership.
 pub struct GroupConfig<M>(PhantomData<fn() -> M>);
 
 /// A log entry of a group of `M`.
@@ -70,8 +70,10 @@ pub type Snapshot<M> = openraft::Snapshot<GroupConfig<M>>;
 pub type RaftStorageError = openraft::StorageError<NodeId>;
 
 impl<M: Machine> openraft::RaftTypeConfig for GroupConfig<M> {
-    type D = Request<M::Command>;
-    type R = Response<M::Output>;
+    type D = Proposal<M::Command>;
+    /// One output per request of the entry's [`Proposal`]; none for an entry without
+    /// one (a new leader's blank entry, a membership change).
+    type R = Vec<M::Output>;
     type NodeId = NodeId;
     type Node = Node;
     type Entry = openraft::Entry<Self>;
@@ -130,14 +132,10 @@ pub struct Request<C> {
     pub command: C,
 }
 
-/// What applying one log entry produced, the same on every replica.
+/// What a client log entry carries: the client requests the leader proposed
+/// together ([`super::proposer`]), applied in order, each on its own.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Response<O> {
-    /// A client command was applied or deterministically refused.
-    Command(O),
-    /// The entry carried no command (a new leader's blank entry or a membership change).
-    NoCommand,
-}
+pub struct Proposal<C>(pub Vec<Request<C>>);
 
 /// The addresses of a node, as recorded in a group's membership.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -89,8 +89,9 @@ pub const SM_META: TableDefinition<&str, &[u8]> = TableDefinition::new("sm_meta"
 /// Key in [`SM_META`] of the applied state.
 pub const APPLIED_STATE_KEY: &str = "applied";
 
-/// The version of the log file's layout, checked on every open of the log.
-pub const LOG_FORMAT_VERSION: u64 = 1;
+/// The version of the log file's layout, checked on every open of the log. Version 2:
+/// a client entry carries a proposal of several requests (version 1 carried one).
+pub const LOG_FORMAT_VERSION: u64 = 2;
 
 /// Log entries by log index.
 pub const RAFT_LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("raft_log");

@@ -45,9 +45,6 @@ pub enum GroupError {
     /// A peer answered with something other than what was asked.
     #[error("unexpected answer from a peer: {0}")]
     UnexpectedAnswer(&'static str),
-    /// A client command's log entry gave no command result.
-    #[error("the applied entry carried no command")]
-    NoCommandResult,
     /// The Raft task could not be joined at shutdown.
     #[error("the Raft task failed at shutdown: {0}")]
     Join(#[from] tokio::task::JoinError),

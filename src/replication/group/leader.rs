@@ -4,14 +4,13 @@
 
 use std::time::Duration;
 
-use openraft::Raft;
 use tokio::time::Instant;
 
 use super::error::GroupError;
 use super::{Group, LEADER_PATIENCE};
 use crate::replication::machine::Machine;
 use crate::replication::network::{ForwardError, GroupConnection, PeerError};
-use crate::replication::{GroupConfig, Node, NodeId, Request, Response};
+use crate::replication::{Node, NodeId, Request};
 
 /// How long to wait for news of a leader before trying again.
 const RETRY_STEP: Duration = Duration::from_millis(100);
@@ -21,8 +20,9 @@ pub(super) trait LeaderCall<M: Machine> {
     /// What the leader answers.
     type Output;
 
-    /// Carries the call out on this node, which believes it is the leader.
-    async fn local(&self, raft: &Raft<GroupConfig<M>>) -> Result<Self::Output, ForwardError>;
+    /// Carries the call out on `group`'s member on this node, which believes it is the
+    /// leader.
+    async fn local(&self, group: &Group<M>) -> Result<Self::Output, ForwardError>;
 
     /// Sends the call to the leader over `connection`.
     async fn remote(
@@ -36,11 +36,10 @@ pub(super) trait LeaderCall<M: Machine> {
 pub(super) struct Write<M: Machine>(pub(super) Request<M::Command>);
 
 impl<M: Machine> LeaderCall<M> for Write<M> {
-    type Output = Response<M::Output>;
+    type Output = M::Output;
 
-    async fn local(&self, raft: &Raft<GroupConfig<M>>) -> Result<Self::Output, ForwardError> {
-        let written = raft.client_write(self.0.clone()).await?;
-        Ok(written.data)
+    async fn local(&self, group: &Group<M>) -> Result<M::Output, ForwardError> {
+        group.inner.proposer.propose(self.0.clone()).await
     }
 
     async fn remote(
@@ -58,8 +57,8 @@ pub(super) struct ReadIndex;
 impl<M: Machine> LeaderCall<M> for ReadIndex {
     type Output = Option<u64>;
 
-    async fn local(&self, raft: &Raft<GroupConfig<M>>) -> Result<Option<u64>, ForwardError> {
-        let read = raft.ensure_linearizable().await?;
+    async fn local(&self, group: &Group<M>) -> Result<Option<u64>, ForwardError> {
+        let read = group.inner.raft.ensure_linearizable().await?;
         Ok(read.map(|log_id| log_id.index))
     }
 
@@ -138,7 +137,7 @@ impl<M: Machine> Group<M> {
                 };
                 Attempt::Retry(error, None)
             }
-            Target::Me => match tokio::time::timeout(left, call.local(&self.inner.raft)).await {
+            Target::Me => match tokio::time::timeout(left, call.local(self)).await {
                 Ok(answer) => classify(answer),
                 Err(_elapsed) => Attempt::Failed(no_answer(left)),
             },

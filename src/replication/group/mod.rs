@@ -35,9 +35,8 @@ pub use error::GroupError;
 use super::admin::{self, Member, MemberStatus};
 use super::machine::Machine;
 use super::network::{GroupEndpoint, GroupNetwork, Links, Registry};
-use super::{
-    GroupConfig, GroupId, LogStore, Node, NodeId, Request, RequestId, Response, StateMachine,
-};
+use super::proposer::Proposer;
+use super::{GroupConfig, GroupId, LogStore, Node, NodeId, Request, RequestId, StateMachine};
 use crate::storage::Store;
 use leader::{ReadIndex, Write};
 
@@ -111,6 +110,7 @@ struct Inner<M: Machine> {
     id: NodeId,
     me: Node,
     raft: Raft<GroupConfig<M>>,
+    proposer: Proposer<M>,
     network: GroupNetwork<M>,
     registry: Arc<Registry>,
     next_request: AtomicU64,
@@ -138,7 +138,8 @@ impl<M: Machine> Group<M> {
         let raft = Raft::new(settings.id, config, network.clone(), log, state_machine)
             .await
             .map_err(GroupError::Stopped)?;
-        let endpoint = GroupEndpoint::new(raft.clone(), host.me.clone());
+        let proposer = Proposer::start(raft.clone());
+        let endpoint = GroupEndpoint::new(raft.clone(), proposer.clone(), host.me.clone());
         host.registry.add_group(group, Arc::new(endpoint));
         if settings.bootstrap == Bootstrap::Alone {
             bootstrap(&raft, settings.id, &host.me).await?;
@@ -149,6 +150,7 @@ impl<M: Machine> Group<M> {
             id: settings.id,
             me: host.me,
             raft,
+            proposer,
             network,
             registry: host.registry,
             next_request,
@@ -169,7 +171,8 @@ impl<M: Machine> Group<M> {
     }
 
     /// Proposes `command` at the leader and returns its output once committed and
-    /// applied there. From a follower or learner the command is forwarded.
+    /// applied there. From a follower or learner the command is forwarded. The leader
+    /// proposes writes made at once together, in one log entry ([`Proposer`]).
     pub async fn client_write(&self, command: M::Command) -> Result<M::Output, GroupError> {
         let id = RequestId(self.inner.next_request.fetch_add(1, Ordering::Relaxed));
         self.client_write_as(id, command).await
@@ -183,10 +186,7 @@ impl<M: Machine> Group<M> {
         id: RequestId,
         command: M::Command,
     ) -> Result<M::Output, GroupError> {
-        match self.at_leader(&Write::<M>(Request { id, command })).await? {
-            Response::Command(output) => Ok(output),
-            Response::NoCommand => Err(GroupError::NoCommandResult),
-        }
+        self.at_leader(&Write::<M>(Request { id, command })).await
     }
 
     /// Returns once the local store reflects every write acknowledged before the

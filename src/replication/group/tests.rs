@@ -195,6 +195,46 @@ async fn two_groups_share_the_peer_port_and_both_elect_after_their_leader_goes()
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn writes_made_at_once_share_entries_and_each_gets_its_own_output() {
+    const WRITES: u64 = 300;
+    let mut nodes = Vec::new();
+    for id in 1..=3 {
+        nodes.push(start_node(id).await);
+    }
+    form(&nodes).await;
+    let before = nodes[0].counter.watch().metrics.borrow().last_log_index;
+
+    // Half through the leader, half forwarded by a follower, all at once.
+    let (_, leader) = nodes[0].counter.members();
+    let leader = nodes.iter().find(|node| Some(node.id) == leader).unwrap();
+    let follower = nodes.iter().find(|node| node.id != leader.id).unwrap();
+    let mut writes = tokio::task::JoinSet::new();
+    for n in 0..WRITES {
+        let group = if n % 2 == 0 {
+            &leader.counter
+        } else {
+            &follower.counter
+        };
+        let group = group.clone();
+        writes.spawn(async move { group.client_write(1).await });
+    }
+    let mut totals = Vec::new();
+    while let Some(written) = writes.join_next().await {
+        totals.push(written.unwrap().unwrap());
+    }
+
+    // Each write saw the total just after its own addition: every output is its own.
+    totals.sort_unstable();
+    assert_eq!(totals, (1..=WRITES).collect::<Vec<_>>());
+    let after = leader.counter.watch().metrics.borrow().last_log_index;
+    let entries = after.unwrap_or(0) - before.unwrap_or(0);
+    assert!(
+        entries < WRITES / 4,
+        "{WRITES} writes took {entries} entries"
+    );
+}
+
 /// A machine whose disk is full: applying any command fails as redb fails then.
 #[derive(Debug)]
 enum FullDisk {}

@@ -8,7 +8,8 @@ use std::marker::PhantomData;
 use std::time::Duration;
 
 use openraft::error::{
-    Fatal, InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
+    Fatal, InstallSnapshotError, NetworkError, PayloadTooLarge, RPCError, RaftError, RemoteError,
+    Unreachable,
 };
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
@@ -16,12 +17,13 @@ use openraft::raft::{
     VoteRequest, VoteResponse,
 };
 
+use super::frame::FrameError;
 use super::link::Links;
 use super::message::{self, Destination, ForwardError, GroupAnswer, GroupCall, Reply};
 use super::stream::PeerError;
 use crate::replication::admin::{AdminAnswer, AdminRequest};
 use crate::replication::machine::Machine;
-use crate::replication::{GroupConfig, GroupId, Node, NodeId, Request, Response};
+use crate::replication::{GroupConfig, GroupId, Node, NodeId, Request};
 
 /// The error of one RPC as openraft takes it.
 type RpcError<E = openraft::error::Infallible> = RPCError<NodeId, Node, RaftError<NodeId, E>>;
@@ -108,19 +110,31 @@ enum Failure {
     Unreachable(PeerError),
     /// The peer answered something unusable.
     Network(PeerError),
+    /// The request is larger than a peer frame and was not sent.
+    TooLarge(PeerError),
 }
 
 impl Failure {
-    fn into_rpc<E: StdError>(self) -> RPCError<NodeId, Node, E> {
+    /// The failure of a call carrying `entries` log entries, as openraft takes it: a
+    /// request too large for a frame is sent again with half the entries.
+    fn into_rpc<E: StdError>(self, entries: usize) -> RPCError<NodeId, Node, E> {
         match self {
             Failure::Unreachable(error) => RPCError::Unreachable(Unreachable::new(&error)),
-            Failure::Network(error) => RPCError::Network(NetworkError::new(&error)),
+            Failure::TooLarge(_) if entries > 1 => {
+                let fewer = u64::try_from(entries / 2).unwrap_or(1);
+                RPCError::PayloadTooLarge(PayloadTooLarge::new_entries_hint(fewer))
+            }
+            Failure::Network(error) | Failure::TooLarge(error) => {
+                RPCError::Network(NetworkError::new(&error))
+            }
         }
     }
 
     fn into_peer_error(self) -> PeerError {
         match self {
-            Failure::Unreachable(error) | Failure::Network(error) => error,
+            Failure::Unreachable(error) | Failure::Network(error) | Failure::TooLarge(error) => {
+                error
+            }
         }
     }
 }
@@ -132,7 +146,7 @@ impl<M: Machine> GroupConnection<M> {
         &self,
         request: Request<M::Command>,
         timeout: Duration,
-    ) -> Result<Result<Response<M::Output>, ForwardError>, PeerError> {
+    ) -> Result<Result<M::Output, ForwardError>, PeerError> {
         match self.call(&GroupCall::Forward(request), timeout).await {
             Ok(GroupAnswer::Forward(answer)) => Ok(answer),
             Ok(other) => Err(mismatch("Forward", &other)),
@@ -174,10 +188,11 @@ impl<M: Machine> GroupConnection<M> {
         pick: Pick<M, T, E>,
     ) -> Result<T, RpcError<E>> {
         let kind = call.kind();
+        let entries = call.entries();
         let answer = self
             .call(&call, option.hard_ttl())
             .await
-            .map_err(Failure::into_rpc)?;
+            .map_err(|failure| failure.into_rpc(entries))?;
         match pick(answer) {
             Ok(Ok(answer)) => Ok(answer),
             Ok(Err(remote)) => Err(RPCError::RemoteError(RemoteError::new_with_node(
@@ -190,7 +205,7 @@ impl<M: Machine> GroupConnection<M> {
                     request: kind,
                     response,
                 };
-                Err(Failure::Network(error).into_rpc())
+                Err(Failure::Network(error).into_rpc(entries))
             }
         }
     }
@@ -210,7 +225,10 @@ async fn exchange<B: serde::Serialize>(
     let mut answer = links
         .call(peer, request, timeout)
         .await
-        .map_err(Failure::Unreachable)?;
+        .map_err(|error| match error {
+            PeerError::Frame(FrameError::TooLarge { .. }) => Failure::TooLarge(error),
+            error => Failure::Unreachable(error),
+        })?;
     let (reply, body) =
         message::split_head::<Reply>(&answer).map_err(|error| Failure::Network(error.into()))?;
     let head = answer.len() - body.len();
@@ -247,7 +265,7 @@ pub async fn node_call(
     timeout: Duration,
 ) -> Result<Vec<u8>, PeerError> {
     let mut request = postcard::to_stdvec(&Destination::Node)
-        .map_err(|error| PeerError::Frame(super::frame::FrameError::Encode(error)))?;
+        .map_err(|error| PeerError::Frame(FrameError::Encode(error)))?;
     request.extend_from_slice(body);
     let mut answer = links.call(peer, request, timeout).await?;
     let (reply, rest) = message::split_head::<Reply>(&answer)?;

@@ -19,7 +19,7 @@ use thiserror::Error;
 use super::frame::FrameError;
 
 use crate::replication::machine::Machine;
-use crate::replication::{GroupConfig, GroupId, Node, NodeId, Request, Response};
+use crate::replication::{GroupConfig, GroupId, Node, NodeId, Request};
 
 /// Whom a request frame is for: the head of every request, before its body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -77,7 +77,7 @@ pub enum GroupAnswer<M: Machine> {
         Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>,
     ),
     /// The answer to [`GroupCall::Forward`].
-    Forward(Result<Response<M::Output>, ForwardError>),
+    Forward(Result<M::Output, ForwardError>),
     /// The answer to [`GroupCall::ReadIndex`]: the leader's read index (`None` when
     /// its log is empty).
     ReadIndex(Result<Option<u64>, ForwardError>),
@@ -92,6 +92,14 @@ impl<M: Machine> GroupCall<M> {
             GroupCall::InstallSnapshot(_) => "InstallSnapshot",
             GroupCall::Forward(_) => "Forward",
             GroupCall::ReadIndex => "ReadIndex",
+        }
+    }
+
+    /// How many log entries the call carries.
+    pub(super) fn entries(&self) -> usize {
+        match self {
+            GroupCall::AppendEntries(append) => append.entries.len(),
+            _ => 0,
         }
     }
 }
@@ -148,6 +156,15 @@ pub enum ForwardError {
     /// The node's Raft stopped or failed.
     #[error(transparent)]
     Fatal(Fatal<NodeId>),
+    /// The entry carrying the request was applied without an output for each of its
+    /// requests (a defect: the state machine answers every request).
+    #[error("an entry of {requests} requests was applied with {outputs} outputs")]
+    Unanswered {
+        /// Requests in the entry.
+        requests: usize,
+        /// Outputs its application gave.
+        outputs: usize,
+    },
 }
 
 impl ForwardError {

@@ -13,6 +13,7 @@ use super::listener::{Dispatch, DispatchFuture};
 use super::message::{self, Destination, ForwardError, GroupAnswer, GroupCall, Reply, fatal};
 use crate::replication::admin::{self, AdminRequest};
 use crate::replication::machine::Machine;
+use crate::replication::proposer::Proposer;
 use crate::replication::{GroupConfig, GroupId, Node, NodeId};
 
 /// The answer body (after [`Reply::Answered`]) an endpoint gives, or why the request
@@ -115,16 +116,19 @@ impl Dispatch for Registry {
     }
 }
 
-/// One group of this node as its peers reach it: its Raft and this node's addresses.
+/// One group of this node as its peers reach it: its Raft, the proposer of its
+/// writes, and this node's addresses.
 pub struct GroupEndpoint<M: Machine> {
     raft: Raft<GroupConfig<M>>,
+    proposer: Proposer<M>,
     me: Node,
 }
 
 impl<M: Machine> GroupEndpoint<M> {
-    /// The endpoint answering with `raft`, the Raft of the node whose addresses are `me`.
-    pub fn new(raft: Raft<GroupConfig<M>>, me: Node) -> GroupEndpoint<M> {
-        GroupEndpoint { raft, me }
+    /// The endpoint answering with `raft`, the Raft of the node whose addresses are
+    /// `me`; forwarded writes go to `proposer`, with the node's own.
+    pub fn new(raft: Raft<GroupConfig<M>>, proposer: Proposer<M>, me: Node) -> GroupEndpoint<M> {
+        GroupEndpoint { raft, proposer, me }
     }
 
     async fn carry_out(&self, call: GroupCall<M>) -> GroupAnswer<M> {
@@ -137,12 +141,9 @@ impl<M: Machine> GroupEndpoint<M> {
             GroupCall::InstallSnapshot(rpc) => {
                 GroupAnswer::InstallSnapshot(raft.install_snapshot(rpc).await)
             }
-            GroupCall::Forward(request) => GroupAnswer::Forward(
-                raft.client_write(request)
-                    .await
-                    .map(|written| written.data)
-                    .map_err(ForwardError::from),
-            ),
+            GroupCall::Forward(request) => {
+                GroupAnswer::Forward(self.proposer.propose(request).await)
+            }
             GroupCall::ReadIndex => GroupAnswer::ReadIndex(
                 raft.get_read_log_id()
                     .await

@@ -19,9 +19,10 @@ use super::message;
 use super::stream::PeerStream;
 use super::*;
 use crate::names::Handle;
+use crate::replication::proposer::Proposer;
 use crate::replication::{
-    GroupConfig, GroupId, HandleCommand, HandleSet, LogStore, Node, NodeId, Request, RequestId,
-    Response, SetId, StateMachine,
+    GroupConfig, GroupId, HandleCommand, HandleSet, LogStore, Node, NodeId, Proposal, Request,
+    RequestId, SetId, StateMachine,
 };
 use crate::storage::{Applied, ExistingHandle, Store};
 use crate::values::{HandleValue, ValueSelection};
@@ -102,7 +103,11 @@ async fn start_node(id: NodeId, secret: ClusterSecret) -> TestNode {
     };
     registry.add_group(
         SET,
-        Arc::new(GroupEndpoint::new(raft.clone(), node.clone())),
+        Arc::new(GroupEndpoint::new(
+            raft.clone(),
+            Proposer::start(raft.clone()),
+            node.clone(),
+        )),
     );
     TestNode {
         raft,
@@ -289,10 +294,10 @@ async fn a_three_node_cluster_replicates_a_write_over_tcp() {
     let (nodes, leader) = start_cluster().await;
     let leader_raft = &nodes[usize::try_from(leader - 1).unwrap()].raft;
     let written = leader_raft
-        .client_write(create("10.1/net", "https://net.example/"))
+        .client_write(Proposal(vec![create("10.1/net", "https://net.example/")]))
         .await
         .unwrap();
-    assert_eq!(written.data, Response::Command(Ok(Applied::Created)));
+    assert_eq!(written.data, vec![Ok(Applied::Created)]);
     let index = Some(written.log_id.index);
     for node in &nodes {
         node.raft
@@ -339,7 +344,7 @@ async fn a_forwarded_write_is_proposed_by_the_leader_and_refused_by_a_follower()
         .forward(create("10.1/fwd", "https://fwd.example/"), WAIT)
         .await
         .unwrap();
-    assert_eq!(applied.unwrap(), Response::Command(Ok(Applied::Created)));
+    assert_eq!(applied.unwrap(), Ok(Applied::Created));
     assert_eq!(
         url_of(&leader_node.store, "10.1/fwd").unwrap(),
         b"https://fwd.example/"
@@ -351,7 +356,7 @@ async fn a_learner_behind_a_purged_log_catches_up_from_a_snapshot_over_tcp() {
     let (nodes, leader) = start_cluster().await;
     let leader_raft = &nodes[usize::try_from(leader - 1).unwrap()].raft;
     let written = leader_raft
-        .client_write(create("10.1/snap", "https://snap.example/"))
+        .client_write(Proposal(vec![create("10.1/snap", "https://snap.example/")]))
         .await
         .unwrap();
     let index = written.log_id.index;
