@@ -10,6 +10,14 @@
 //! memory whatever the run's length), merged at the end. A hit that fails or a miss
 //! answered otherwise than 100 counts as an error, not a latency.
 //!
+//! With `--rate R` the load is an open loop: the resolvers together send R requests a
+//! second on a fixed schedule (each its own share, staggered), whatever the answers'
+//! latency; a request whose turn came while its resolver still waited for the
+//! previous answer is counted as late (the rate was not held there: add resolvers). Without it each resolver sends its next request as
+//! soon as the last is answered (closed loop, saturation). With `--server-pid` the
+//! server's CPU time over the run ([`super::bench_cpu`]) is divided by the answers:
+//! the server's CPU per answer.
+//!
 //! When the server goes away under load (a request is refused: its port is closed),
 //! the resolvers stop and the figures end with `server closed after N s; M errors
 //! before (…)`: requests sent after it stopped taking them are told from those it took
@@ -30,6 +38,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::bench_close::{Answering, Verdict, no_answer, verdict};
+use super::bench_cpu;
 use super::connect::{ServerArg, TransportArg, client, with_credentials};
 
 /// Arguments of `hdl bench`.
@@ -81,6 +90,13 @@ struct ResolveBench {
     /// Percentage of requests for handles that do not exist.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u8).range(0..=100))]
     misses: u8,
+    /// Offer this many requests a second in all, on a fixed schedule (open loop),
+    /// rather than as fast as answers come.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+    rate: Option<u32>,
+    /// The server's process id: report its CPU time per answer over the run.
+    #[arg(long)]
+    server_pid: Option<u32>,
     /// The administrator seeding the handles.
     #[command(flatten)]
     auth: super::admin_arg::AuthArgs,
@@ -115,15 +131,19 @@ async fn resolve_bench(bench: &ResolveBench) -> anyhow::Result<()> {
         bench.prefix
     );
     let transport = bench.transport.transport(Transport::Udp);
-    let plan = Plan {
-        transport,
-        deadline: Instant::now() + Duration::from_secs(bench.duration),
-        miss_percent: bench.misses,
-    };
     let started = Instant::now();
+    let cpu_before = bench.server_pid.map(bench_cpu::cpu_time).transpose()?;
     let gone = Arc::new(AtomicBool::new(false));
     let mut workers = JoinSet::new();
-    for _ in 0..bench.concurrency {
+    for worker in 0..bench.concurrency {
+        let plan = Plan {
+            transport,
+            deadline: started + Duration::from_secs(bench.duration),
+            miss_percent: bench.misses,
+            schedule: bench
+                .rate
+                .map(|rate| Schedule::of(worker, bench.concurrency, rate, started)),
+        };
         let (client, hits, misses) = (client.clone(), hits.clone(), misses.clone());
         let gone = Arc::clone(&gone);
         workers.spawn(async move { plan.work(&client, &hits, &misses, &gone).await });
@@ -135,6 +155,10 @@ async fn resolve_bench(bench: &ResolveBench) -> anyhow::Result<()> {
         total.merge(&tally)?;
         answering.push(tally.answering);
     }
+    let cpu = match (bench.server_pid, cpu_before) {
+        (Some(pid), Some(before)) => Some(bench_cpu::cpu_time(pid)?.saturating_sub(before)),
+        _ => None,
+    };
     let verdict = verdict(&answering, total.slowest());
     total.errors += verdict.errors;
     let seconds = match verdict.closed {
@@ -146,11 +170,24 @@ async fn resolve_bench(bench: &ResolveBench) -> anyhow::Result<()> {
     .unwrap_or_else(|| started.elapsed())
     .as_secs_f64()
     .max(0.001);
+    let offered = bench.rate.map_or_else(
+        || "closed loop".to_owned(),
+        |rate| format!("{rate} req/s offered"),
+    );
     println!(
-        "resolve over {transport}: {} resolvers, {seconds:.1} s, {} handles, {}% misses",
+        "resolve over {transport}: {} resolvers, {offered}, {seconds:.1} s, {} handles, {}% misses",
         bench.concurrency, bench.handles, bench.misses
     );
     total.print(seconds);
+    if bench.rate.is_some() {
+        println!(
+            "late   {:>9} requests sent over 1 ms after their turn",
+            total.late
+        );
+    }
+    if let Some(cpu) = cpu {
+        print_cpu(cpu, total.hits.len() + total.misses.len());
+    }
     print_close(&verdict, total.errors, seconds);
     if total.hits.is_empty() && total.misses.is_empty() {
         bail!("every request failed ({} errors)", total.errors);
@@ -160,6 +197,15 @@ async fn resolve_bench(bench: &ResolveBench) -> anyhow::Result<()> {
 
 /// When the server closed: `server closed after N s; M errors before (K requests
 /// unanswered after it or within T ms of it)`.
+/// The server's CPU time over the run, and per answer.
+fn print_cpu(cpu: Duration, answers: u64) {
+    let per_answer = cpu.as_secs_f64() * 1e6 / answers.max(1) as f64;
+    println!(
+        "server CPU {:.2} s, {per_answer:.1} µs per answer",
+        cpu.as_secs_f64()
+    );
+}
+
 fn print_close(verdict: &Verdict, errors: u64, seconds: f64) {
     if let Some(closed) = verdict.closed {
         println!(
@@ -214,12 +260,39 @@ async fn seed(
     Ok(existed)
 }
 
-/// What every resolver does.
+/// What one resolver does.
 #[derive(Debug, Clone, Copy)]
 struct Plan {
     transport: Transport,
     deadline: Instant,
     miss_percent: u8,
+    /// When to send each request (open loop); as soon as answered when `None`.
+    schedule: Option<Schedule>,
+}
+
+/// One resolver's turns in an open loop: the first, then one every `period`.
+#[derive(Debug, Clone, Copy)]
+struct Schedule {
+    first: Instant,
+    period: Duration,
+}
+
+impl Schedule {
+    /// Resolver `worker`'s share of `rate` requests a second among `workers`, from
+    /// `start`: each sends every `workers / rate` seconds, staggered evenly.
+    fn of(worker: u32, workers: u32, rate: u32, start: Instant) -> Schedule {
+        let period = Duration::from_secs_f64(f64::from(workers) / f64::from(rate));
+        let offset = period.mul_f64(f64::from(worker) / f64::from(workers));
+        Schedule {
+            first: start + offset,
+            period,
+        }
+    }
+
+    /// The turn of request `n`.
+    fn turn(&self, n: u32) -> Instant {
+        self.first + self.period * n
+    }
 }
 
 impl Plan {
@@ -234,7 +307,19 @@ impl Plan {
     ) -> anyhow::Result<Tally> {
         let mut tally = Tally::new()?;
         let all = ValueSelection::all();
+        let mut sent = 0u32;
         while Instant::now() < self.deadline && !gone.load(Ordering::Relaxed) {
+            if let Some(schedule) = &self.schedule {
+                let turn = schedule.turn(sent);
+                if turn >= self.deadline {
+                    break;
+                }
+                if Instant::now() > turn {
+                    tally.late += 1;
+                }
+                tokio::time::sleep_until(turn).await;
+            }
+            sent = sent.saturating_add(1);
             let miss = rand::random_range(0..100u8) < self.miss_percent;
             let pool = if miss { misses } else { hits };
             let handle = &pool[rand::random_range(0..pool.len())];
@@ -275,6 +360,9 @@ struct Tally {
     hits: Histogram<u64>,
     misses: Histogram<u64>,
     errors: u64,
+    /// Requests of an open loop whose turn came while their resolver still waited for
+    /// the previous answer.
+    late: u64,
     answering: Answering,
 }
 
@@ -284,6 +372,7 @@ impl Tally {
             hits: histogram()?,
             misses: histogram()?,
             errors: 0,
+            late: 0,
             answering: Answering::default(),
         })
     }
@@ -292,6 +381,7 @@ impl Tally {
         self.hits.add(&other.hits)?;
         self.misses.add(&other.misses)?;
         self.errors += other.errors;
+        self.late += other.late;
         Ok(())
     }
 
@@ -345,4 +435,25 @@ pub(super) fn line(histogram: &Histogram<u64>, seconds: f64, unit: Unit) -> Stri
         quantile(0.99),
         quantile(0.999)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_open_loop_spreads_the_rate_evenly_over_the_resolvers() {
+        let start = Instant::now();
+        // 4 resolvers at 1,000 requests a second: each every 4 ms, 1 ms apart.
+        let turns: Vec<Duration> = (0..4)
+            .map(|worker| Schedule::of(worker, 4, 1000, start))
+            .flat_map(|schedule| [schedule.turn(0), schedule.turn(1)])
+            .map(|turn| turn - start)
+            .collect();
+        let ms = Duration::from_millis;
+        assert_eq!(
+            turns,
+            [ms(0), ms(4), ms(1), ms(5), ms(2), ms(6), ms(3), ms(7)]
+        );
+    }
 }

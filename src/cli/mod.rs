@@ -11,6 +11,7 @@ mod bench;
 mod bench_auth;
 mod bench_chaos;
 mod bench_close;
+mod bench_cpu;
 mod bench_failover;
 mod bench_http;
 mod bench_write;

@@ -95,6 +95,9 @@ pub enum Error {
         /// The last index of the purge.
         index: u64,
     },
+    /// Making the applied state durable failed; the group stops.
+    #[error("syncing the applied state to disk failed: {0}")]
+    Sync(String),
     /// The blocking task doing the disk work panicked or was cancelled.
     #[error("storage task did not finish: {0}")]
     Task(#[from] tokio::task::JoinError),

@@ -32,13 +32,14 @@ use std::io;
 use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds};
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use openraft::storage::{LogFlushed, RaftLogStorage};
 use openraft::{ErrorSubject, ErrorVerb, LogState, OptionalSend, RaftLogReader, Vote};
 use tokio::sync::watch;
 
 use super::blocking;
+use super::durable::{Durable, SYNC_EVERY};
 use super::error::Error;
 use super::machine::Machine;
 use super::state_machine::StateMachine;
@@ -52,9 +53,9 @@ pub const LOG_FILE: &str = "raft-log.redb";
 /// clone is the log reader).
 pub struct LogStore<M> {
     log: Arc<EntryLog>,
-    /// The state machine's durably applied log id, which purges wait for; `None` for
-    /// a log alone.
-    applied: Option<watch::Receiver<Option<LogId>>>,
+    /// The state machine's durably applied log id, which purges wait for (and hasten);
+    /// `None` for a log alone.
+    applied: Option<(watch::Receiver<Option<LogId>>, Weak<Durable>)>,
     machine: PhantomData<fn() -> M>,
 }
 
@@ -92,26 +93,40 @@ impl<M: Machine> LogStore<M> {
     /// `machine`: a purge waits until `machine` has applied, durably, every entry it
     /// deletes (see the module doc). Blocks on the disk.
     pub fn open_beside(data_dir: &Path, machine: &StateMachine<M>) -> Result<LogStore<M>, Error> {
+        let durable = machine.durable();
+        let watch = durable.upgrade().map(|durable| durable.watch());
         Ok(LogStore {
-            applied: Some(machine.watch_applied()),
+            applied: watch.map(|watch| (watch, durable)),
             ..LogStore::open(data_dir)?
         })
     }
 
     /// Returns once the state machine has applied `upto` durably (at once for a log
-    /// alone); fails if the state machine stops first.
+    /// alone), asking it to sync what it has applied; fails if the state machine stops
+    /// or its syncs fail first.
     async fn applied(&self, upto: LogId) -> Result<(), Error> {
-        let Some(applied) = &self.applied else {
+        let Some((applied, durable)) = &self.applied else {
             return Ok(());
         };
         let mut applied = applied.clone();
         let covered = |applied: &Option<LogId>| applied.is_some_and(|id| id.index >= upto.index);
-        if !covered(&applied.borrow()) {
-            tracing::info!(%upto, "the log purge waits for the state machine to apply it (a snapshot install)");
-        }
-        match applied.wait_for(covered).await {
-            Ok(_) => Ok(()),
-            Err(_) => Err(Error::PurgeUnapplied { index: upto.index }),
+        let unapplied = Error::PurgeUnapplied { index: upto.index };
+        let mut said = false;
+        loop {
+            match durable.upgrade() {
+                Some(durable) => durable.hasten()?,
+                None => return Err(unapplied),
+            }
+            let waited = tokio::time::timeout(SYNC_EVERY, applied.wait_for(covered)).await;
+            match waited {
+                Ok(Ok(_)) => return Ok(()),
+                Ok(Err(_closed)) => return Err(unapplied),
+                Err(_elapsed) if !said => {
+                    said = true;
+                    tracing::info!(%upto, "the log purge waits for the state machine to apply it durably (a snapshot install)");
+                }
+                Err(_elapsed) => {}
+            }
         }
     }
 

@@ -16,7 +16,8 @@
 //! - the write guard ([`guard`]): what an authorisation decision read, checked again
 //!   when its write is applied;
 //! - the state machine ([`StateMachine`], [`SnapshotBuilder`]): applies entries to the
-//!   group's [`crate::storage::Store`] through its machine, remembers results so a
+//!   group's [`crate::storage::Store`] through its machine (synced to disk a little
+//!   later, many applies at once: [`durable`]), remembers results so a
 //!   request applies once, and builds and installs snapshots;
 //! - the peer network ([`network`]): authenticated TCP between the nodes, one
 //!   connection per peer carrying every group's Raft RPCs, forwarded writes, read
@@ -33,6 +34,7 @@
 //! only once durable; a storage failure stops the node, a refusal is a result.
 
 pub mod admin;
+mod durable;
 mod error;
 mod group;
 pub mod guard;

@@ -2,8 +2,11 @@
 //! a group's [`Store`], for any [`Machine`].
 //!
 //! One call to `apply` is one [`crate::storage::WriteBatch`]: every command of the
-//! entries (applied by the machine), then the applied state (last applied log id and membership), then one
-//! durable commit, so the store and its applied marker never disagree. A refused
+//! entries (applied by the machine), then the applied state (last applied log id and
+//! membership), then one commit, so the store and its applied marker never disagree.
+//! That commit does not wait for the disk: [`Durable`] syncs applies a little later,
+//! many in one fsync, since the log already holds what a crash would make the node
+//! apply again. A refused
 //! command is a result, replicated like any other; a storage failure is returned to
 //! openraft, which stops the node before its replica can diverge.
 //!
@@ -28,22 +31,18 @@
 //! snapshot (openraft assumes so: it never installs a snapshot that is not newer than
 //! the current one).
 //!
-//! The last log id the store has applied durably is published on a watch channel
-//! ([`StateMachine::watch_applied`]) once each apply or install has committed; the log
-//! store purges behind it ([`super::LogStore::open_beside`]).
+//! The last log id the store has applied durably is published by its [`Durable`]
+//! ([`StateMachine::durable`]) once a sync or an install has made it so; the log store
+//! purges behind it ([`super::LogStore::open_beside`]).
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Seek, SeekFrom};
 use std::marker::PhantomData;
 use std::path::Path;
-use std::sync::Arc;
-
-use openraft::storage::RaftStateMachine;
-use openraft::{EntryPayload, ErrorSubject, ErrorVerb, OptionalSend, RaftSnapshotBuilder};
-use serde::{Deserialize, Serialize};
-use tokio::sync::watch;
+use std::sync::{Arc, Weak};
 
 use super::blocking;
+use super::durable::{Durable, keep_syncing};
 use super::error::Error;
 use super::machine::Machine;
 use super::snapshot::{Replace, SnapshotFile, SnapshotReader, SnapshotWriter, read_head};
@@ -52,6 +51,9 @@ use super::types::{
     SnapshotMeta, StoredMembership, from_bytes, to_bytes,
 };
 use crate::storage::{ReadSnapshot, Store, WriteBatch};
+use openraft::storage::RaftStateMachine;
+use openraft::{EntryPayload, ErrorSubject, ErrorVerb, OptionalSend, RaftSnapshotBuilder};
+use serde::{Deserialize, Serialize};
 
 /// How many log entries a request's result is remembered for. A write is retried
 /// within the replica's patience for a leader (five seconds), and by a client within
@@ -81,8 +83,11 @@ impl AppliedState {
 pub struct StateMachine<M> {
     store: Arc<Store>,
     applied: AppliedState,
-    /// The last log id applied durably: `applied.last_applied` once committed.
-    durable: watch::Sender<Option<LogId>>,
+    /// When applies reach the disk.
+    durable: Arc<Durable>,
+    /// Whether the task syncing applies runs (started by the first apply, in the
+    /// runtime).
+    syncing: bool,
     snapshots: Arc<SnapshotFile>,
     machine: PhantomData<fn() -> M>,
 }
@@ -103,23 +108,24 @@ impl<M: Machine> StateMachine<M> {
         let snapshots = Arc::new(SnapshotFile::open(data_dir)?);
         let applied = catch_up_with_snapshot(&store, &snapshots)?;
         Ok(StateMachine {
+            durable: Arc::new(Durable::new(Arc::clone(&store), applied.last_applied)),
+            syncing: false,
             store,
-            durable: watch::Sender::new(applied.last_applied),
             applied,
             snapshots,
             machine: PhantomData,
         })
     }
 
-    /// Watches the last log id this state machine has applied durably; the channel
-    /// closes when the state machine is dropped (openraft stopped).
-    pub fn watch_applied(&self) -> watch::Receiver<Option<LogId>> {
-        self.durable.subscribe()
+    /// When this state machine's applies reach the disk; held weakly, as it goes when
+    /// the state machine is dropped (openraft stopped).
+    pub fn durable(&self) -> Weak<Durable> {
+        Arc::downgrade(&self.durable)
     }
 
     /// Takes `applied` as the state after a durable commit.
     fn applied_durably(&mut self, applied: AppliedState) {
-        self.durable.send_replace(applied.last_applied);
+        self.durable.applied_durably(applied.last_applied);
         self.applied = applied;
     }
 }
@@ -146,7 +152,8 @@ fn catch_up_with_snapshot(store: &Store, snapshots: &SnapshotFile) -> Result<App
 /// outputs (one per request of its proposal).
 type Applied<M> = (AppliedState, Vec<Vec<<M as Machine>::Output>>);
 
-/// Applies `entries` to `store` in one durable batch, starting from `applied`.
+/// Applies `entries` to `store` in one batch, committed without waiting for the disk,
+/// starting from `applied`.
 fn apply_entries<M: Machine>(
     store: &Store,
     mut applied: AppliedState,
@@ -175,7 +182,7 @@ fn apply_entries<M: Machine>(
         responses.push(response);
     }
     batch.set_applied_state(&to_bytes(&applied, "applied state")?)?;
-    batch.commit()?;
+    batch.commit_unsynced()?;
     Ok((applied, responses))
 }
 
@@ -334,12 +341,19 @@ impl<M: Machine> RaftStateMachine<GroupConfig<M>> for StateMachine<M> {
         if entries.is_empty() {
             return Ok(Vec::new());
         }
+        if !self.syncing {
+            tokio::spawn(keep_syncing(Arc::downgrade(&self.durable)));
+            self.syncing = true;
+        }
         let store = Arc::clone(&self.store);
         let applied = self.applied.clone();
         let (applied, responses) = blocking(move || apply_entries::<M>(&store, applied, entries))
             .await
             .map_err(sm_error(ErrorVerb::Write))?;
-        self.applied_durably(applied);
+        self.durable
+            .applied_unsynced(applied.last_applied)
+            .map_err(sm_error(ErrorVerb::Write))?;
+        self.applied = applied;
         Ok(responses)
     }
 

@@ -8,7 +8,7 @@
 
 use std::collections::HashSet;
 
-use redb::{ReadableTable, Table, WriteTransaction};
+use redb::{Durability, ReadableTable, Table, WriteTransaction};
 use serde::{Deserialize, Serialize};
 
 use super::error::{Refusal, StorageError};
@@ -71,6 +71,15 @@ impl WriteBatch {
 
     /// Makes every write of the batch durable (fsync) and visible.
     pub fn commit(self) -> Result<(), StorageError> {
+        self.txn.commit()?;
+        Ok(())
+    }
+
+    /// Makes every write of the batch visible now, and durable with the next durable
+    /// commit or [`super::Store::sync`]: a crash before then loses the batch, and the
+    /// store opens as of its last durable commit.
+    pub fn commit_unsynced(mut self) -> Result<(), StorageError> {
+        self.txn.set_durability(Durability::None)?;
         self.txn.commit()?;
         Ok(())
     }

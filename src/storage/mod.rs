@@ -97,6 +97,12 @@ impl Store {
     pub fn write(&self) -> Result<WriteBatch, StorageError> {
         Ok(WriteBatch::new(self.db.begin_write()?))
     }
+
+    /// Makes every batch committed before it durable (one fsync), changing nothing.
+    pub fn sync(&self) -> Result<(), StorageError> {
+        self.db.begin_write()?.commit()?;
+        Ok(())
+    }
 }
 
 /// Records `expected` as the format version of a new file, or checks the one recorded.

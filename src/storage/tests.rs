@@ -403,7 +403,8 @@ fn format_version_mismatch_is_refused_with_a_clear_error() {
 const CRASH_DIR: &str = "HDL_STORAGE_CRASH_DIR";
 
 /// Runs only inside the child process of [`committed_write_survives_a_crash`]: commits
-/// one create, starts another without committing, then aborts the process at once
+/// one create, commits one unsynced and syncs it, commits another unsynced, starts a
+/// last without committing, then aborts the process at once
 /// (no destructors, no flush), as a power cut or SIGKILL would.
 #[test]
 #[ignore = "child process of committed_write_survives_a_crash"]
@@ -413,6 +414,21 @@ fn crash_child() {
     };
     let store = Store::open(&Path::new(&dir).join("handles.redb")).unwrap();
     create(&store, "10.1000/committed", vec![url(1, "https://kept/")]).unwrap();
+    let unsynced = |name: &str| {
+        let mut batch = store.write().unwrap();
+        batch
+            .create(
+                &handle(name),
+                vec![url(1, "https://u/")],
+                ExistingHandle::Refuse,
+            )
+            .unwrap();
+        batch.commit_unsynced().unwrap();
+    };
+    unsynced("10.1000/synced");
+    store.sync().unwrap();
+    unsynced("10.1000/unsynced");
+    assert!(get(&store, "10.1000/unsynced").is_some(), "visible at once");
     let mut batch = store.write().unwrap();
     batch
         .create(
@@ -446,6 +462,8 @@ fn committed_write_survives_a_crash() {
         vec![url(1, "https://kept/")]
     );
     assert_eq!(get(&store, "10.1000/pending"), None);
+    assert!(get(&store, "10.1000/synced").is_some());
+    assert_eq!(get(&store, "10.1000/unsynced"), None);
 }
 
 #[test]

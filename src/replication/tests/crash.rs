@@ -124,3 +124,19 @@ async fn a_store_behind_its_current_snapshot_is_brought_to_it_on_open() {
     let current = sm.get_current_snapshot().await.unwrap().unwrap();
     assert_eq!(current.meta, snapshot.meta);
 }
+
+#[tokio::test]
+async fn applies_reach_the_disk_without_an_install_and_a_purge_behind_them_goes_on() {
+    let (dir, store, mut log, sm) = follower_behind().await;
+    let durable = sm.durable().upgrade().unwrap().watch();
+    tokio::time::timeout(RELEASED, log.purge(log_id(1, 1, 3)))
+        .await
+        .expect("the purge ended")
+        .unwrap();
+    assert_eq!(*durable.borrow(), Some(log_id(1, 1, 3)));
+    drop((log, sm, store));
+    assert_eq!(
+        on_disk(&dir).await,
+        (Some(log_id(1, 1, 3)), Some(log_id(1, 1, 3)))
+    );
+}
