@@ -66,9 +66,7 @@ impl Durable {
     /// Asks for every apply so far to be made durable now rather than later; an
     /// error if a sync has failed (nothing will be made durable any more).
     pub fn hasten(&self) -> Result<(), Error> {
-        if let Some(reason) = lock(&self.failed).clone() {
-            return Err(Error::Sync(reason));
-        }
+        self.still_syncing()?;
         self.wanted.notify_one();
         Ok(())
     }
@@ -76,11 +74,17 @@ impl Durable {
     /// Records that a commit not yet synced applied the log up to `id`; an error if
     /// an earlier sync failed (the group must stop).
     pub fn applied_unsynced(&self, id: Option<LogId>) -> Result<(), Error> {
-        if let Some(reason) = lock(&self.failed).clone() {
-            return Err(Error::Sync(reason));
-        }
+        self.still_syncing()?;
         *lock(&self.unsynced) = id;
         Ok(())
+    }
+
+    /// An error naming the failed sync, once one has failed.
+    fn still_syncing(&self) -> Result<(), Error> {
+        match lock(&self.failed).clone() {
+            Some(reason) => Err(Error::Sync(reason)),
+            None => Ok(()),
+        }
     }
 
     /// Records that a durable commit applied the log up to `id` (and so made every
