@@ -93,16 +93,18 @@
 //! # --no-bootstrap) on nodes that will join a set with `hdl cluster init` or
 //! # `hdl cluster add-secondary`.
 //! bootstrap = true
-//! # Milliseconds between the primary's heartbeats. Default: 100.
-//! heartbeat_ms = 100
-//! # A secondary that hears no primary for a random time in this range (milliseconds)
-//! # stands for election. Defaults: 500 and 1000; the minimum must exceed the heartbeat.
-//! # openraft first lets the last primary's lease (the maximum) run out, so a primary
-//! # that dies is replaced after max + a time in [min, max] (1.5-2 s by default), and
-//! # 2 x max later when the first candidate's log was shorter than another's (under
-//! # write load). Lower both to fail over faster on a quiet, low-latency network.
-//! election_timeout_min_ms = 500
-//! election_timeout_max_ms = 1000
+//! # Milliseconds between the primary's heartbeats; a secondary also checks this
+//! # often whether it still hears the primary. Default: 50.
+//! heartbeat_ms = 50
+//! # The primary's lease is the maximum (milliseconds): a secondary that has not heard
+//! # the primary for that long asks the other voters (a canvass, as Raft's pre-vote);
+//! # when a quorum no longer hears it, the member with the furthest log stands for
+//! # election at once, so a primary that dies is replaced after about max + one
+//! # heartbeat. After standing, a member waits a random time in [min, max] before it
+//! # may stand again. Defaults: 150 and 250; the minimum must exceed the heartbeat.
+//! # Raise both on a network whose round trips or pauses approach the lease.
+//! election_timeout_min_ms = 150
+//! election_timeout_max_ms = 250
 //! # Build a snapshot of the store after this many log entries since the last one.
 //! # Default: 5000.
 //! snapshot_every = 5000
@@ -322,11 +324,13 @@ pub struct ClusterConfig {
     pub secret_file: Option<PathBuf>,
     /// Whether a node with an empty log forms a set of its own.
     pub bootstrap: bool,
-    /// Milliseconds between heartbeats.
+    /// Milliseconds between heartbeats (and between a secondary's checks that it
+    /// still hears the primary).
     pub heartbeat_ms: u64,
-    /// Least election timeout, in milliseconds.
+    /// Least back-off, in milliseconds, after a member stood for election.
     pub election_timeout_min_ms: u64,
-    /// Greatest election timeout, in milliseconds.
+    /// The primary's lease, in milliseconds: the silence after which a secondary
+    /// canvasses for an election; also the greatest back-off after standing.
     pub election_timeout_max_ms: u64,
     /// Entries applied between snapshots.
     pub snapshot_every: u64,
@@ -344,9 +348,9 @@ impl Default for ClusterConfig {
             peer_handshake_timeout_ms: 2000,
             secret_file: None,
             bootstrap: true,
-            heartbeat_ms: 100,
-            election_timeout_min_ms: 500,
-            election_timeout_max_ms: 1000,
+            heartbeat_ms: 50,
+            election_timeout_min_ms: 150,
+            election_timeout_max_ms: 250,
             snapshot_every: 5000,
             keep_after_snapshot: 1000,
             slot_count: DEFAULT_SLOT_COUNT,

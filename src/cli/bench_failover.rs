@@ -8,7 +8,7 @@
 //! probe create at once (to every member in turn until one acknowledges it), and
 //! records the time from the kill to that first acknowledged write; restarts the
 //! killed node on its data and waits until it has caught up before the next kill.
-//! Reports each kill, then the median and worst recovery and the resolution errors.
+//! Reports each kill, then the median, 90th percentile and worst recovery and the resolution errors.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -273,15 +273,20 @@ async fn resolve_until(
 fn summarise(rounds: &[Round]) {
     let mut times: Vec<Duration> = rounds.iter().map(|r| r.recovery).collect();
     times.sort_unstable();
-    let (Some(median), Some(worst)) = (times.get(times.len() / 2), times.last()) else {
+    let (Some(median), Some(p90), Some(worst)) = (
+        times.get(times.len() / 2),
+        times.get((times.len() * 9).div_ceil(10) - 1),
+        times.last(),
+    ) else {
         return;
     };
     let failed: u64 = rounds.iter().map(|r| r.failed).sum();
     let resolutions: u64 = rounds.iter().map(|r| r.resolutions).sum();
     println!(
-        "failover over {} kills: median {} ms, worst {} ms; {failed} of {resolutions} resolutions failed",
+        "failover over {} kills: median {} ms, p90 {} ms, worst {} ms; {failed} of {resolutions} resolutions failed",
         rounds.len(),
         median.as_millis(),
+        p90.as_millis(),
         worst.as_millis()
     );
 }

@@ -61,6 +61,11 @@ pub struct LocalSet {
     pub admin: ClusterAdmin,
 }
 
+/// How current a member's view is: its term, then whether it knows a leader in it.
+fn currency(status: &MemberStatus) -> (u64, bool) {
+    (status.term, status.leader.is_some())
+}
+
 impl LocalSet {
     /// Creates the data directory and the secret if needed and starts every node;
     /// prints `node <id> listening handle=… http=… peer=…` for each.
@@ -296,14 +301,24 @@ impl LocalSet {
         }
     }
 
-    /// The id of set 1's primary, asked of the running nodes in turn (bounded wait).
+    /// The id of set 1's primary (bounded wait): the leader named by the running node
+    /// in the highest term. A restarted ex-primary may still call itself primary in
+    /// its old term until it hears of the new one; the term tells who is current.
     pub async fn primary_id(&self) -> anyhow::Result<NodeId> {
         let deadline = Instant::now() + STARTUP;
         while Instant::now() < deadline {
+            let mut newest: Option<MemberStatus> = None;
             for peer in self.running_peers() {
-                if let Ok(Some(leader)) = self.set_status(peer).await.map(|s| s.leader) {
-                    return Ok(leader);
+                if let Ok(status) = self.set_status(peer).await
+                    && newest
+                        .as_ref()
+                        .is_none_or(|n| currency(&status) > currency(n))
+                {
+                    newest = Some(status);
                 }
+            }
+            if let Some(leader) = newest.and_then(|status| status.leader) {
+                return Ok(leader);
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }

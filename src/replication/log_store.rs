@@ -139,6 +139,12 @@ impl<M: Machine> LogStore<M> {
             .collect()
     }
 
+    /// The id of the last entry in the log (or of the last purged one, when a
+    /// snapshot covers all of it); `None` for a log that never held an entry.
+    pub async fn last_log_id(&self) -> Result<Option<LogId>, Error> {
+        Ok(self.state().await?.last_log_id)
+    }
+
     async fn state(&self) -> Result<LogState<GroupConfig<M>>, Error> {
         let log = Arc::clone(&self.log);
         let (last, purged) = blocking(move || Ok((log.last()?, log.last_purged()?))).await?;

@@ -34,6 +34,7 @@
 //! only once durable; a storage failure stops the node, a refusal is a result.
 
 pub mod admin;
+mod contact;
 mod durable;
 mod error;
 mod group;

@@ -16,7 +16,7 @@ const ADMIN_CLIENT_ID: NodeId = 0;
 
 /// How long a call keeps trying while the group elects a leader: the leader it was
 /// sent to is gone, or nobody knows a leader yet. An election takes a few election
-/// timeouts (`[cluster] election_timeout_max_ms`, 1 s by default).
+/// timeouts (`[cluster] election_timeout_max_ms`, 250 ms by default).
 const ELECTION_PATIENCE: Duration = Duration::from_secs(10);
 
 /// How long to wait before asking again during an election.

@@ -143,7 +143,13 @@ impl<M: Machine> Group<M> {
             },
             Target::Other(id, node) => {
                 let connection = self.inner.network.connection(id, &node);
-                match call.remote(&connection, left).await {
+                let answer = tokio::select! {
+                    answer = call.remote(&connection, left) => answer,
+                    () = self.await_leader_other_than(id) => {
+                        return Attempt::Retry(no_answer(left), None);
+                    }
+                };
+                match answer {
                     // The remote leader stopping is news of an election, not our failure.
                     Ok(Err(ForwardError::Fatal(fatal))) => {
                         Attempt::Retry(GroupError::Stopped(fatal), None)
@@ -166,6 +172,21 @@ impl<M: Machine> Group<M> {
                 None => Target::Unknown,
             },
             None => Target::Unknown,
+        }
+    }
+
+    /// Returns once this node knows of a leader other than `tried`: a call sent to a
+    /// leader that died unseen (its host gone, no connection refused) ends at the
+    /// election rather than at the deadline. A retry is safe: it carries the same
+    /// request id, and the state machine answers a request it applied once.
+    async fn await_leader_other_than(&self, tried: NodeId) {
+        let mut metrics = self.inner.raft.metrics();
+        let replaced = |m: &openraft::RaftMetrics<NodeId, Node>| {
+            m.current_leader.is_some_and(|leader| leader != tried)
+        };
+        if metrics.wait_for(replaced).await.is_err() {
+            // The group stopped: the call itself ends with that news.
+            std::future::pending::<()>().await;
         }
     }
 

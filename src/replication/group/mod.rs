@@ -16,6 +16,7 @@
 //! changes.
 
 mod admin_client;
+mod election;
 mod error;
 mod leader;
 
@@ -28,11 +29,13 @@ use std::time::Duration;
 
 use openraft::error::Fatal;
 use openraft::{Raft, SnapshotPolicy};
+use tokio::sync::oneshot;
 
 pub use admin_client::AdminClient;
 pub use error::GroupError;
 
 use super::admin::{self, Member, MemberStatus};
+use super::contact::LeaderContact;
 use super::machine::Machine;
 use super::network::{GroupEndpoint, GroupNetwork, Links, Registry};
 use super::proposer::Proposer;
@@ -61,9 +64,10 @@ pub struct GroupSettings {
     pub bootstrap: Bootstrap,
     /// Milliseconds between the leader's heartbeats.
     pub heartbeat_ms: u64,
-    /// Least milliseconds without a leader before a follower stands for election.
+    /// Least back-off, in milliseconds, after this node stood for election.
     pub election_min_ms: u64,
-    /// Most milliseconds without a leader before a follower stands for election.
+    /// The leader's lease in milliseconds: after that long without a leader, a
+    /// follower canvasses for an election ([`election`]); also the greatest back-off.
     pub election_max_ms: u64,
     /// Build a snapshot after this many entries applied since the last one.
     pub snapshot_every: u64,
@@ -114,6 +118,8 @@ struct Inner<M: Machine> {
     network: GroupNetwork<M>,
     registry: Arc<Registry>,
     next_request: AtomicU64,
+    /// Dropped with the group, which ends its election driver.
+    _elections: oneshot::Sender<()>,
 }
 
 impl<M: Machine> Group<M> {
@@ -135,15 +141,34 @@ impl<M: Machine> Group<M> {
         .await??;
         let network = GroupNetwork::new(host.links, group);
         let config = Arc::new(raft_config(settings).validate()?);
+        let log_reader = log.clone();
         let raft = Raft::new(settings.id, config, network.clone(), log, state_machine)
             .await
             .map_err(GroupError::Stopped)?;
         let proposer = Proposer::start(raft.clone());
-        let endpoint = GroupEndpoint::new(raft.clone(), proposer.clone(), host.me.clone());
+        let contact = Arc::new(LeaderContact::new(Duration::from_millis(
+            settings.election_max_ms,
+        )));
+        let endpoint = GroupEndpoint::new(
+            raft.clone(),
+            proposer.clone(),
+            Arc::clone(&contact),
+            log_reader.clone(),
+            host.me.clone(),
+        );
         host.registry.add_group(group, Arc::new(endpoint));
         if settings.bootstrap == Bootstrap::Alone {
             bootstrap(&raft, settings.id, &host.me).await?;
         }
+        let elections = election::Driver {
+            raft: raft.clone(),
+            log: log_reader,
+            network: network.clone(),
+            contact,
+            pace: election::Pace::of(settings),
+            id: settings.id,
+        }
+        .start();
         let next_request = AtomicU64::new(getrandom::u64().unwrap_or_default());
         let inner = Inner {
             group,
@@ -154,6 +179,7 @@ impl<M: Machine> Group<M> {
             network,
             registry: host.registry,
             next_request,
+            _elections: elections,
         };
         Ok(Group {
             inner: Arc::new(inner),
@@ -295,6 +321,8 @@ fn raft_config(settings: &GroupSettings) -> openraft::Config {
         election_timeout_max: settings.election_max_ms,
         snapshot_policy: SnapshotPolicy::LogsSinceLast(settings.snapshot_every),
         max_in_snapshot_log_to_keep: settings.keep_after_snapshot,
+        // The election driver calls elections ([`election`]), with pre-vote.
+        enable_elect: false,
         ..openraft::Config::default()
     }
 }

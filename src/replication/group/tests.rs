@@ -1,6 +1,6 @@
 //! Two groups of different machines in each of three nodes, sharing every node's peer
 //! port and links: both replicate, and both elect a new leader when the node leading
-//! them goes away.
+//! them goes away; a member cut off alone never raises the term over them.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -50,7 +50,7 @@ struct TestNode {
     set: Group<HandleSet>,
     counter: Group<Counter>,
     me: Node,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    stop: Option<oneshot::Sender<()>>,
     _dir: tempfile::TempDir,
 }
 
@@ -65,7 +65,7 @@ async fn start_node(id: NodeId) -> TestNode {
     };
     let registry = Arc::new(Registry::default());
     let dispatch: Arc<dyn Dispatch> = registry.clone();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let (stop, stopped) = oneshot::channel::<()>();
     let stopped = async move {
         let _ = stopped.await;
     };
@@ -136,6 +136,16 @@ async fn form(nodes: &[TestNode]) {
     }
 }
 
+/// Nodes 1 to 3, started and formed into both groups.
+async fn formed_nodes() -> Vec<TestNode> {
+    let mut nodes = Vec::new();
+    for id in 1..=3 {
+        nodes.push(start_node(id).await);
+    }
+    form(&nodes).await;
+    nodes
+}
+
 fn create(name: &str) -> HandleCommand {
     HandleCommand::Create {
         handle: Handle::parse(name).unwrap(),
@@ -146,11 +156,7 @@ fn create(name: &str) -> HandleCommand {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_groups_share_the_peer_port_and_both_elect_after_their_leader_goes() {
-    let mut nodes = Vec::new();
-    for id in 1..=3 {
-        nodes.push(start_node(id).await);
-    }
-    form(&nodes).await;
+    let mut nodes = formed_nodes().await;
     // Writes through a follower are forwarded to each group's leader.
     let follower = &nodes[2];
     assert_eq!(
@@ -196,13 +202,29 @@ async fn two_groups_share_the_peer_port_and_both_elect_after_their_leader_goes()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_member_cut_off_from_the_leader_never_raises_the_term_while_a_quorum_hears_it() {
+    let mut nodes = formed_nodes().await;
+    let leader = nodes[0].set.members().1.expect("the set has a leader");
+    let term = nodes[0].set.status().term;
+
+    // Nothing reaches the cut-off member any more; it can still ask the others.
+    let cut = nodes.iter_mut().find(|node| node.id != leader).unwrap();
+    drop(cut.stop.take());
+    // Its lease (600 ms) runs out many times over, and so does the fallback's four.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+
+    for node in &nodes {
+        let status = node.set.status();
+        assert_eq!(status.term, term, "node {} changed the term", node.id);
+    }
+    let leading = nodes.iter().find(|node| node.id == leader).unwrap();
+    assert_eq!(leading.set.members().1, Some(leader));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn writes_made_at_once_share_entries_and_each_gets_its_own_output() {
     const WRITES: u64 = 300;
-    let mut nodes = Vec::new();
-    for id in 1..=3 {
-        nodes.push(start_node(id).await);
-    }
-    form(&nodes).await;
+    let nodes = formed_nodes().await;
     let before = nodes[0].counter.watch().metrics.borrow().last_log_index;
 
     // Half through the leader, half forwarded by a follower, all at once.

@@ -22,6 +22,7 @@ use super::link::Links;
 use super::message::{self, Destination, ForwardError, GroupAnswer, GroupCall, Reply};
 use super::stream::PeerError;
 use crate::replication::admin::{AdminAnswer, AdminRequest};
+use crate::replication::contact::Standing;
 use crate::replication::machine::Machine;
 use crate::replication::{GroupConfig, GroupId, Node, NodeId, Request};
 
@@ -163,6 +164,15 @@ impl<M: Machine> GroupConnection<M> {
         match self.call(&GroupCall::ReadIndex, timeout).await {
             Ok(GroupAnswer::ReadIndex(answer)) => Ok(answer),
             Ok(other) => Err(mismatch("ReadIndex", &other)),
+            Err(failure) => Err(failure.into_peer_error()),
+        }
+    }
+
+    /// Asks the peer whether it still hears a leader and how far its log reaches.
+    pub async fn canvass(&self, timeout: Duration) -> Result<Standing, PeerError> {
+        match self.call(&GroupCall::Canvass, timeout).await {
+            Ok(GroupAnswer::Canvass(standing)) => Ok(standing),
+            Ok(other) => Err(mismatch("Canvass", &other)),
             Err(failure) => Err(failure.into_peer_error()),
         }
     }

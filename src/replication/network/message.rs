@@ -18,6 +18,7 @@ use thiserror::Error;
 
 use super::frame::FrameError;
 
+use crate::replication::contact::Standing;
 use crate::replication::machine::Machine;
 use crate::replication::{GroupConfig, GroupId, Node, NodeId, Request};
 
@@ -59,6 +60,9 @@ pub enum GroupCall<M: Machine> {
     Forward(Request<M::Command>),
     /// The log index a linearizable read must wait for, asked of the leader.
     ReadIndex,
+    /// Whether the receiver still hears a leader, and how far its log reaches: asked
+    /// by a member that no longer hears one before it stands for election.
+    Canvass,
 }
 
 /// The answer to a [`GroupCall`] of the same variant.
@@ -81,6 +85,8 @@ pub enum GroupAnswer<M: Machine> {
     /// The answer to [`GroupCall::ReadIndex`]: the leader's read index (`None` when
     /// its log is empty).
     ReadIndex(Result<Option<u64>, ForwardError>),
+    /// The answer to [`GroupCall::Canvass`].
+    Canvass(Standing),
 }
 
 impl<M: Machine> GroupCall<M> {
@@ -92,6 +98,7 @@ impl<M: Machine> GroupCall<M> {
             GroupCall::InstallSnapshot(_) => "InstallSnapshot",
             GroupCall::Forward(_) => "Forward",
             GroupCall::ReadIndex => "ReadIndex",
+            GroupCall::Canvass => "Canvass",
         }
     }
 
@@ -113,6 +120,7 @@ impl<M: Machine> GroupAnswer<M> {
             GroupAnswer::InstallSnapshot(_) => "InstallSnapshot",
             GroupAnswer::Forward(_) => "Forward",
             GroupAnswer::ReadIndex(_) => "ReadIndex",
+            GroupAnswer::Canvass(_) => "Canvass",
         }
     }
 }

@@ -7,14 +7,16 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, PoisonError, RwLock};
 
-use openraft::Raft;
+use openraft::raft::AppendEntriesResponse;
+use openraft::{Raft, ServerState};
 
 use super::listener::{Dispatch, DispatchFuture};
 use super::message::{self, Destination, ForwardError, GroupAnswer, GroupCall, Reply, fatal};
 use crate::replication::admin::{self, AdminRequest};
+use crate::replication::contact::{LeaderContact, Standing};
 use crate::replication::machine::Machine;
 use crate::replication::proposer::Proposer;
-use crate::replication::{GroupConfig, GroupId, Node, NodeId};
+use crate::replication::{GroupConfig, GroupId, LogStore, Node, NodeId};
 
 /// The answer body (after [`Reply::Answered`]) an endpoint gives, or why the request
 /// could not be read.
@@ -117,30 +119,62 @@ impl Dispatch for Registry {
 }
 
 /// One group of this node as its peers reach it: its Raft, the proposer of its
-/// writes, and this node's addresses.
+/// writes, when it last heard a leader, and this node's addresses.
 pub struct GroupEndpoint<M: Machine> {
     raft: Raft<GroupConfig<M>>,
     proposer: Proposer<M>,
+    contact: Arc<LeaderContact>,
+    log: LogStore<M>,
     me: Node,
 }
 
 impl<M: Machine> GroupEndpoint<M> {
     /// The endpoint answering with `raft`, the Raft of the node whose addresses are
-    /// `me`; forwarded writes go to `proposer`, with the node's own.
-    pub fn new(raft: Raft<GroupConfig<M>>, proposer: Proposer<M>, me: Node) -> GroupEndpoint<M> {
-        GroupEndpoint { raft, proposer, me }
+    /// `me`; forwarded writes go to `proposer`, with the node's own; a leader's calls
+    /// are stamped on `contact`; a canvass reads how far `log` reaches.
+    pub fn new(
+        raft: Raft<GroupConfig<M>>,
+        proposer: Proposer<M>,
+        contact: Arc<LeaderContact>,
+        log: LogStore<M>,
+        me: Node,
+    ) -> GroupEndpoint<M> {
+        GroupEndpoint {
+            raft,
+            proposer,
+            contact,
+            log,
+            me,
+        }
     }
 
     async fn carry_out(&self, call: GroupCall<M>) -> GroupAnswer<M> {
         let raft = &self.raft;
         match call {
             GroupCall::AppendEntries(rpc) => {
-                GroupAnswer::AppendEntries(raft.append_entries(rpc).await.map_err(fatal))
+                let answer = raft.append_entries(rpc).await;
+                if let Ok(response) = &answer
+                    && !matches!(response, AppendEntriesResponse::HigherVote(_))
+                {
+                    self.contact.heard();
+                }
+                GroupAnswer::AppendEntries(answer.map_err(fatal))
             }
-            GroupCall::Vote(rpc) => GroupAnswer::Vote(raft.vote(rpc).await.map_err(fatal)),
+            GroupCall::Vote(rpc) => {
+                let answer = raft.vote(rpc).await;
+                if answer.as_ref().is_ok_and(|response| response.vote_granted) {
+                    self.contact.heard();
+                }
+                GroupAnswer::Vote(answer.map_err(fatal))
+            }
             GroupCall::InstallSnapshot(rpc) => {
-                GroupAnswer::InstallSnapshot(raft.install_snapshot(rpc).await)
+                let answer = raft.install_snapshot(rpc).await;
+                if answer.is_ok() {
+                    self.contact.heard();
+                }
+                GroupAnswer::InstallSnapshot(answer)
             }
+            GroupCall::Canvass => GroupAnswer::Canvass(self.standing().await),
             GroupCall::Forward(request) => {
                 GroupAnswer::Forward(self.proposer.propose(request).await)
             }
@@ -150,6 +184,19 @@ impl<M: Machine> GroupEndpoint<M> {
                     .map(|(read, _applied)| read.map(|log_id| log_id.index))
                     .map_err(ForwardError::from),
             ),
+        }
+    }
+}
+
+impl<M: Machine> GroupEndpoint<M> {
+    /// Whether this node hears a leader (or is one), and its last log id.
+    async fn standing(&self) -> Standing {
+        let leading = self.raft.metrics().borrow().state == ServerState::Leader;
+        // An unreadable log reaches nowhere: the asker is then the better candidate.
+        let last_log = self.log.last_log_id().await.ok().flatten();
+        Standing {
+            hears_leader: leading || self.contact.hears_leader(),
+            last_log,
         }
     }
 }

@@ -19,6 +19,7 @@ use super::message;
 use super::stream::PeerStream;
 use super::*;
 use crate::names::Handle;
+use crate::replication::contact::LeaderContact;
 use crate::replication::proposer::Proposer;
 use crate::replication::{
     GroupConfig, GroupId, HandleCommand, HandleSet, LogStore, Node, NodeId, Proposal, Request,
@@ -89,6 +90,7 @@ async fn start_node(id: NodeId, secret: ClusterSecret) -> TestNode {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(Store::open(&dir.path().join("handles.redb")).unwrap());
     let log = LogStore::<HandleSet>::open(dir.path()).unwrap();
+    let log_reader = log.clone();
     let sm = StateMachine::<HandleSet>::open(Arc::clone(&store), dir.path()).unwrap();
     let network = GroupNetwork::new(Links::new(id, secret.clone()), SET);
     let raft = Raft::new(id, raft_config(), network, log, sm)
@@ -106,6 +108,8 @@ async fn start_node(id: NodeId, secret: ClusterSecret) -> TestNode {
         Arc::new(GroupEndpoint::new(
             raft.clone(),
             Proposer::start(raft.clone()),
+            Arc::new(LeaderContact::new(Duration::from_millis(600))),
+            log_reader,
             node.clone(),
         )),
     );
