@@ -4,7 +4,8 @@
 //! Multi-datagram requests are reassembled per (peer, request id); partial requests
 //! are bounded in number and octets, in all and per source address (whose datagrams
 //! anyone can forge, so the totals are what bounds memory), and dropped after
-//! [`REASSEMBLY_TIMEOUT`]. Each complete
+//! [`REASSEMBLY_TIMEOUT`]. A resolution that can be answered without waiting (most:
+//! a store read) is answered in the receiving loop, with no task; every other complete
 //! request is answered on its own task, so a slow write never holds up resolution;
 //! resolutions are answered in room of their own ([`MAX_IN_FLIGHT`]), apart from
 //! every other request ([`MAX_OTHERS_IN_FLIGHT`]), so a flood of costly requests (key
@@ -29,14 +30,16 @@
 //! answers is not budgeted.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsFd;
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::sync::Arc;
+use std::task::{Context, Waker};
 use std::time::{Duration, Instant};
 
 use tokio::net::UdpSocket;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::{debug, info, warn};
 
 use crate::codec::{ENVELOPE_LEN, Envelope, MAX_DATAGRAM_LEN, MessageFlags, OpCode, Reassembler};
@@ -147,13 +150,15 @@ struct Receiver {
 }
 
 impl Receiver {
-    /// Takes one datagram from `peer`: once it completes a request, answers it on a
-    /// task of its own (or at once with "server busy" when too many are in flight).
+    /// Takes one datagram from `peer`: once it completes a request, answers it here
+    /// or on a task of its own (or at once with "server busy" when too many are in
+    /// flight).
     async fn take(&mut self, peer: SocketAddr, datagram: &[u8]) {
         let Some(request) = self.partial.take(peer, datagram) else {
             return;
         };
-        let room = if is_resolution(&request) {
+        let resolution = is_resolution(&request);
+        let room = if resolution {
             &self.in_flight
         } else {
             &self.others_in_flight
@@ -164,26 +169,54 @@ impl Receiver {
             send_datagrams(&self.socket, peer, busy.unwrap_or_default()).await;
             return;
         };
-        let socket = Arc::clone(&self.socket);
-        let responder = self.responder.clone();
-        let limit = self.limits.answer_max_octets;
-        tokio::spawn(async move {
-            let caller = Caller::anonymous(peer.ip());
-            let reply = responder.respond(caller, &request).await;
-            let datagrams = match datagrams_within(reply, limit).await {
-                Some(datagrams) => datagrams,
-                None => {
-                    debug!(%peer, limit, "answer too large for UDP; telling the client to use TCP");
-                    let refusal = responder.too_large(&request, limit).await;
-                    datagrams_within(refusal, usize::MAX)
-                        .await
-                        .unwrap_or_default()
-                }
-            };
-            send_datagrams(&socket, peer, datagrams).await;
-            drop(permit);
-        });
+        let mut answering = Box::pin(answer(
+            Arc::clone(&self.socket),
+            self.responder.clone(),
+            self.limits.answer_max_octets,
+            peer,
+            request,
+            permit,
+        ));
+        // A resolution most often reads the store and sends its answer without
+        // waiting: answered here, it costs no task. Anything else (a key check may
+        // take a core for milliseconds), or a resolution that must wait (a fresh
+        // read), is answered on a task of its own.
+        if !(resolution && ready_at_once(&mut answering)) {
+            tokio::spawn(answering);
+        }
     }
+}
+
+/// Answers `request` from `peer` and sends the answer, holding `permit` meanwhile.
+async fn answer(
+    socket: Arc<UdpSocket>,
+    responder: Responder,
+    limit: usize,
+    peer: SocketAddr,
+    request: Vec<u8>,
+    permit: OwnedSemaphorePermit,
+) {
+    let caller = Caller::anonymous(peer.ip());
+    let reply = responder.respond(caller, &request).await;
+    let datagrams = match datagrams_within(reply, limit).await {
+        Some(datagrams) => datagrams,
+        None => {
+            debug!(%peer, limit, "answer too large for UDP; telling the client to use TCP");
+            let refusal = responder.too_large(&request, limit).await;
+            datagrams_within(refusal, usize::MAX)
+                .await
+                .unwrap_or_default()
+        }
+    };
+    send_datagrams(&socket, peer, datagrams).await;
+    drop(permit);
+}
+
+/// Polls `future` once; whether it finished. One that did not is polled again, with
+/// a real waker, by the task it is then given to.
+fn ready_at_once(future: &mut Pin<Box<impl Future<Output = ()>>>) -> bool {
+    let mut context = Context::from_waker(Waker::noop());
+    future.as_mut().poll(&mut context).is_ready()
 }
 
 /// Whether the complete message `request` asks for a resolution or site information
