@@ -168,8 +168,14 @@ impl<M: Machine> GroupEndpoint<M> {
                 GroupAnswer::Vote(answer.map_err(fatal))
             }
             GroupCall::InstallSnapshot(rpc) => {
+                let sender = rpc.vote;
                 let answer = raft.install_snapshot(rpc).await;
-                if answer.is_ok() {
+                // A chunk is answered with the receiver's vote: the sender's, unless
+                // the sender is a deposed leader.
+                if answer
+                    .as_ref()
+                    .is_ok_and(|response| response.vote == sender)
+                {
                     self.contact.heard();
                 }
                 GroupAnswer::InstallSnapshot(answer)
