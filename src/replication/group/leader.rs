@@ -117,7 +117,9 @@ impl<M: Machine> Group<M> {
             }
             hint = next.filter(|(id, _)| *id != self.inner.id);
             if hint.is_none() {
-                self.await_other_leader(tried, deadline).await;
+                // Waits at most a step: no news only means asking again.
+                let step = RETRY_STEP.min(deadline.saturating_duration_since(Instant::now()));
+                let _news = tokio::time::timeout(step, self.leader_other_than(tried)).await;
             }
         }
     }
@@ -143,9 +145,13 @@ impl<M: Machine> Group<M> {
             },
             Target::Other(id, node) => {
                 let connection = self.inner.network.connection(id, &node);
+                // A leader that died unseen (its host gone, no connection refused)
+                // is given up at the election, not at the deadline. The retry is
+                // safe: it carries the same request id, and the state machine
+                // answers a request it applied once.
                 let answer = tokio::select! {
                     answer = call.remote(&connection, left) => answer,
-                    () = self.await_leader_other_than(id) => {
+                    () = self.leader_other_than(Some(id)) => {
                         return Attempt::Retry(no_answer(left), None);
                     }
                 };
@@ -175,35 +181,17 @@ impl<M: Machine> Group<M> {
         }
     }
 
-    /// Returns once this node knows of a leader other than `tried`: a call sent to a
-    /// leader that died unseen (its host gone, no connection refused) ends at the
-    /// election rather than at the deadline. A retry is safe: it carries the same
-    /// request id, and the state machine answers a request it applied once.
-    async fn await_leader_other_than(&self, tried: NodeId) {
+    /// Returns once this node knows of a leader other than `tried` (of any leader for
+    /// `None`); never once the group has stopped, when the caller's own call ends with
+    /// that news.
+    async fn leader_other_than(&self, tried: Option<NodeId>) {
         let mut metrics = self.inner.raft.metrics();
         let replaced = |m: &openraft::RaftMetrics<NodeId, Node>| {
-            m.current_leader.is_some_and(|leader| leader != tried)
+            m.current_leader.is_some() && m.current_leader != tried
         };
         if metrics.wait_for(replaced).await.is_err() {
-            // The group stopped: the call itself ends with that news.
             std::future::pending::<()>().await;
         }
-    }
-
-    /// Waits (at most [`RETRY_STEP`], never past `deadline`) until this node knows of
-    /// a leader other than `tried`.
-    async fn await_other_leader(&self, tried: Option<NodeId>, deadline: Instant) {
-        let left = deadline.saturating_duration_since(Instant::now());
-        // A timeout only means there is no news: the caller tries again either way.
-        let _news = self
-            .inner
-            .raft
-            .wait(Some(RETRY_STEP.min(left)))
-            .metrics(
-                |m| m.current_leader.is_some() && m.current_leader != tried,
-                "a new leader",
-            )
-            .await;
     }
 }
 

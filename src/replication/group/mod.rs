@@ -219,8 +219,7 @@ impl<M: Machine> Group<M> {
     /// call: asks the leader for its read index (confirming its leadership with a
     /// quorum) and waits until this node has applied it.
     pub async fn ensure_fresh_read(&self) -> Result<(), GroupError> {
-        // Boxed: most reads are not fresh, and a resolution's future stays small.
-        let Some(index) = Box::pin(self.at_leader(&ReadIndex)).await? else {
+        let Some(index) = self.at_leader(&ReadIndex).await? else {
             return Ok(());
         };
         let waited = LEADER_PATIENCE;

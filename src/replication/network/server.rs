@@ -192,9 +192,7 @@ impl<M: Machine> GroupEndpoint<M> {
             ),
         }
     }
-}
 
-impl<M: Machine> GroupEndpoint<M> {
     /// Whether this node hears a leader (or is one), and its last log id.
     async fn standing(&self) -> Standing {
         let leading = self.raft.metrics().borrow().state == ServerState::Leader;
