@@ -24,7 +24,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{MutexGuard, PoisonError};
 use std::time::Instant;
 
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::Request;
 use axum::http::uri::Authority;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
@@ -113,28 +113,24 @@ impl Credentials {
 /// Puts the request's [`Caller`] and [`RequestSession`] into its extensions, or
 /// answers 401.
 pub async fn authenticate(
-    State(state): State<HttpState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    state: &HttpState,
+    channel: Channel,
+    peer: SocketAddr,
     mut request: Request,
     next: Next,
 ) -> Response {
-    let channel = request
-        .extensions()
-        .get::<Channel>()
-        .copied()
-        .unwrap_or(Channel::Http);
-    let honoured = honoured(&state, peer, channel);
+    let honoured = honoured(state, peer, channel);
     let header = request.headers().get(header::AUTHORIZATION).cloned();
     let now = Instant::now();
     let credentials = match header {
         None => Credentials::plain(Caller::anonymous(peer.ip())),
-        Some(_) if !honoured => return insecure(&state, &request),
-        Some(value) => match credentials(&state, &value, peer, now).await {
+        Some(_) if !honoured => return insecure(state, &request),
+        Some(value) => match credentials(state, &value, peer, now).await {
             Ok(credentials) => credentials,
             Err(refusal @ (CredentialRefusal::Busy | CredentialRefusal::Guessing(_))) => {
                 return refused(&refusal);
             }
-            Err(refusal) => return unauthorised(&state, &refusal, Some(peer.ip())),
+            Err(refusal) => return unauthorised(state, &refusal, Some(peer.ip())),
         },
     };
     request.extensions_mut().insert(credentials.caller);
@@ -146,7 +142,7 @@ pub async fn authenticate(
     if response.status() == StatusCode::UNAUTHORIZED {
         let honoured_from = honoured.then_some(peer.ip());
         challenge(
-            &state,
+            state,
             response.headers_mut(),
             session.as_ref(),
             honoured_from,

@@ -35,20 +35,24 @@ mod session_api;
 pub mod sessions;
 mod tls;
 
+use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::extract::{Request, State};
+use axum::ServiceExt as _;
+use axum::body::{Body, Bytes, HttpBody};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::{get, post};
-use axum::{Extension, Router};
+use axum::{BoxError, Router};
 use thiserror::Error;
 use tokio::net::TcpListener;
+use tower::{Service, ServiceBuilder};
 use tower_http::cors::CorsLayer;
 use tower_http::timeout::TimeoutLayer;
 
@@ -171,11 +175,13 @@ impl HttpListeners {
     ) -> std::io::Result<()> {
         let timeouts = limits::Timeouts::of(&self.config);
         let bounded = |channel| {
-            router(state.clone(), channel)
+            ServiceBuilder::new()
                 .layer(TimeoutLayer::with_status_code(
                     StatusCode::REQUEST_TIMEOUT,
                     timeouts.request,
                 ))
+                .map_request(with_axum_body)
+                .service(router(state.clone(), channel))
                 .into_make_service_with_connect_info::<SocketAddr>()
         };
         let handle = axum_server::Handle::new();
@@ -228,9 +234,21 @@ fn read_headers_within(
         .header_read_timeout(timeout);
 }
 
-/// Every route of a listener on `channel`; anything else is a proxy reference.
-pub fn router(state: HttpState, channel: Channel) -> Router {
-    Router::new()
+/// Every route of a listener on `channel` (anything else is a proxy reference),
+/// behind what every request passes once: CORS, then [`edge`].
+pub fn router(
+    state: HttpState,
+    channel: Channel,
+) -> impl Service<
+    Request,
+    Response = Response,
+    Error = Infallible,
+    Future = impl Future<Output = Result<Response, Infallible>> + Send + 'static,
+> + Clone
++ Send
++ Sync
++ 'static {
+    let routes = Router::new()
         .route("/", get(pages::front))
         .route("/status", get(pages::status))
         .route("/metrics", get(pages::metrics))
@@ -249,23 +267,49 @@ pub fn router(state: HttpState, channel: Channel) -> Router {
             get(api::get).put(api::put).delete(api::delete),
         )
         .fallback(proxy::resolve)
-        .layer(middleware::from_fn_with_state(
-            state.clone(),
-            auth::authenticate,
-        ))
-        .layer(Extension(channel))
-        .layer(middleware::from_fn_with_state(state.clone(), record))
+        .with_state(state.clone());
+    // Layered around the whole router, not route by route (`Router::layer`), so a
+    // request clones no boxed route on its way in.
+    ServiceBuilder::new()
         .layer(CorsLayer::permissive().allow_credentials(false))
-        .with_state(state)
+        .layer(middleware::from_fn_with_state(
+            Edge { state, channel },
+            edge,
+        ))
+        .service(routes)
 }
 
-/// Counts every answer in the metrics, by route kind and HTTP status.
-async fn record(State(state): State<HttpState>, request: Request, next: Next) -> Response {
+/// A request as the server reads it, with the body type the router takes.
+fn with_axum_body<B>(request: axum::http::Request<B>) -> Request
+where
+    B: HttpBody<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    request.map(Body::new)
+}
+
+/// What [`edge`] knows of its listener.
+#[derive(Clone)]
+struct Edge {
+    state: HttpState,
+    channel: Channel,
+}
+
+/// Authenticates the request ([`auth::authenticate`], which puts its caller in its
+/// extensions, with the listener's [`Channel`]) and counts its answer in the metrics,
+/// by route kind and HTTP status.
+async fn edge(
+    State(edge): State<Edge>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     let started = Instant::now();
     let op = operation_label(request.method().as_str(), request.uri().path());
-    let response = next.run(request).await;
+    request.extensions_mut().insert(edge.channel);
+    let response = auth::authenticate(&edge.state, edge.channel, peer, request, next).await;
     let status = u32::from(response.status().as_u16());
-    state
+    edge.state
         .metrics
         .record(Protocol::Http, op, status, started.elapsed());
     response

@@ -185,7 +185,7 @@ impl NodeEndpoint {
                 }
             }
             NodeCall::ClusterMap => match self.sets.map().map() {
-                Ok(map) => NodeAnswer::ClusterMap(map),
+                Ok(map) => NodeAnswer::ClusterMap(Arc::unwrap_or_clone(map)),
                 Err(error) => NodeAnswer::Failed(error.to_string()),
             },
             NodeCall::JoinSet { set } => match self.sets.join(set).await {

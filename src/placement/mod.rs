@@ -31,7 +31,7 @@ pub use mover::{MoveError, Mover, PAGE_LEN, SetAccess, SlotCommand};
 pub use plan::rebalance;
 
 use crate::replication::{Group, GroupError, GroupHost, GroupId, GroupSettings, HandleSet, SetId};
-use crate::storage::{StorageError, Store};
+use crate::storage::{Kept, StorageError, Store};
 
 /// How long [`MapGroup::follow`] waits before it checks a set again without news.
 pub const FOLLOW_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
@@ -44,6 +44,9 @@ pub const MAP_STORE_FILE: &str = "map.redb";
 pub struct MapGroup {
     group: Group<MapMachine>,
     store: Arc<Store>,
+    /// Every request routes by the map, and decoding it cost as much as the rest of
+    /// a resolution: it is decoded once per change.
+    decoded: Arc<Kept<ClusterMap>>,
 }
 
 impl MapGroup {
@@ -59,12 +62,16 @@ impl MapGroup {
             .map_err(|error| GroupError::Storage(error.into()))?;
         let store = Arc::new(store);
         let group = Group::start(settings, GroupId::Map, Arc::clone(&store), dir, host).await?;
-        Ok(MapGroup { group, store })
+        Ok(MapGroup {
+            group,
+            store,
+            decoded: Arc::default(),
+        })
     }
 
     /// The map as this member has applied it (it may trail the group's leader).
-    pub fn map(&self) -> Result<ClusterMap, StorageError> {
-        machine::read_map(&self.store.read()?)
+    pub fn map(&self) -> Result<Arc<ClusterMap>, StorageError> {
+        self.decoded.get(&*self.store.read()?, machine::read_map)
     }
 
     /// Has the metadata group apply `command`; returns once it is committed and

@@ -21,6 +21,7 @@
 //! frozen, current), by B after (a member of B that has not applied the end of the
 //! import yet says so, and the router asks again).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -185,13 +186,13 @@ impl<A: SetAccess> Mover<A> {
     /// Takes every move of the map as far as it goes now, one after another.
     async fn step_all(&self) -> Result<(), MoveError> {
         let map = self.read_map()?;
-        for (slot, migration) in map.migrations {
-            self.finish(slot, migration).await?;
+        for (slot, migration) in &map.migrations {
+            self.finish(*slot, migration.clone()).await?;
         }
         Ok(())
     }
 
-    fn read_map(&self) -> Result<ClusterMap, MoveError> {
+    fn read_map(&self) -> Result<Arc<ClusterMap>, MoveError> {
         self.map
             .map()
             .map_err(|error| MoveError::Map(error.to_string()))

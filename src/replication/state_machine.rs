@@ -136,7 +136,7 @@ impl<M: Machine> StateMachine<M> {
 /// The store's applied state, after installing the current snapshot when it covers
 /// more of the log than the store does.
 fn catch_up_with_snapshot(store: &Store, snapshots: &SnapshotFile) -> Result<AppliedState, Error> {
-    let applied = AppliedState::read(&store.read()?)?;
+    let applied = AppliedState::read(&*store.read()?)?;
     let Some((meta, mut data)) = snapshots.load()? else {
         return Ok(applied);
     };

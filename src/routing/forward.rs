@@ -58,7 +58,7 @@ impl Forwarder {
     }
 
     /// The cluster map as this node has applied it.
-    pub(super) fn map(&self) -> Result<ClusterMap, Error> {
+    pub(super) fn map(&self) -> Result<Arc<ClusterMap>, Error> {
         Ok(self.map.map()?)
     }
 

@@ -185,7 +185,7 @@ impl Service {
         let Some(id) = id else {
             return Ok(None);
         };
-        let recalled = crate::replication::recall::<HandleSet>(&self.store.read()?, id);
+        let recalled = crate::replication::recall::<HandleSet>(&*self.store.read()?, id);
         Ok(recalled.map_err(GroupError::Storage)?)
     }
 
@@ -198,14 +198,14 @@ impl Service {
         operation: &Operation,
     ) -> Result<HandleCommand, Error> {
         if let Some(handle) = operation.handle() {
-            held_here(&self.store.read()?, handle)?;
+            held_here(&*self.store.read()?, handle)?;
         }
         self.check_size(operation)?;
         let target = operation.routing_handle()?;
         let records = self
             .authorised(|records| authorise::operation(&self.policy, records, caller, operation))
             .await?;
-        let basis = records.basis(&self.store.read()?, &target, &operation.touched_indexes())?;
+        let basis = records.basis(&*self.store.read()?, &target, &operation.touched_indexes())?;
         let prepared = operation.clone().prepare(unix_now())?;
         Ok(operation::guarded_command(prepared, basis))
     }
@@ -257,7 +257,7 @@ impl Handler for Service {
         if freshness == Freshness::Authoritative {
             self.replica.ensure_fresh_read().await?;
         }
-        held_here(&self.store.read()?, handle)?;
+        held_here(&*self.store.read()?, handle)?;
         self.authorised(|records| authorise::reading(&self.policy, records, caller, handle))
             .await?;
         let read = self.store.read()?;
@@ -315,7 +315,7 @@ impl Handler for Service {
         let store = Arc::clone(&self.store);
         let (prefix, after) = (prefix.to_owned(), after.cloned());
         let listing = tokio::task::spawn_blocking(move || {
-            list_answered(&store.read()?, &prefix, after, limit)
+            list_answered(&*store.read()?, &prefix, after, limit)
         });
         listing.await.map_err(|_panicked| Error::Busy)?
     }

@@ -7,10 +7,12 @@
 //! is a constant, so every replica refuses the same writes.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use redb::{Durability, ReadableTable, Table, WriteTransaction};
 use serde::{Deserialize, Serialize};
 
+use super::commits::Commits;
 use super::error::{Refusal, StorageError};
 use super::read::{decode_handle, decode_prefix};
 use super::slot_index::{index_handle, unindex_handle};
@@ -49,6 +51,7 @@ pub enum ExistingValue {
 /// A set of writes that become visible and durable together on [`WriteBatch::commit`].
 pub struct WriteBatch {
     txn: WriteTransaction,
+    commits: Arc<Commits>,
 }
 
 impl std::fmt::Debug for WriteBatch {
@@ -60,8 +63,8 @@ impl std::fmt::Debug for WriteBatch {
 type HandlesTable<'txn> = Table<'txn, &'static str, &'static [u8]>;
 
 impl WriteBatch {
-    pub(super) fn new(txn: WriteTransaction) -> Self {
-        WriteBatch { txn }
+    pub(super) fn new(txn: WriteTransaction, commits: Arc<Commits>) -> Self {
+        WriteBatch { txn, commits }
     }
 
     /// The transaction under the batch, for the other writers of this module.
@@ -71,7 +74,8 @@ impl WriteBatch {
 
     /// Makes every write of the batch durable (fsync) and visible.
     pub fn commit(self) -> Result<(), StorageError> {
-        self.txn.commit()?;
+        let WriteBatch { txn, commits } = self;
+        commits.around(|| txn.commit())?;
         Ok(())
     }
 
@@ -80,8 +84,7 @@ impl WriteBatch {
     /// store opens as of its last durable commit.
     pub fn commit_unsynced(mut self) -> Result<(), StorageError> {
         self.txn.set_durability(Durability::None)?;
-        self.txn.commit()?;
-        Ok(())
+        self.commit()
     }
 
     /// Drops every write of the batch.

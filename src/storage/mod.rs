@@ -21,6 +21,7 @@
 
 mod applied;
 mod batch;
+mod commits;
 mod documents;
 mod error;
 mod image;
@@ -33,11 +34,14 @@ mod slots;
 pub mod tables;
 
 use std::path::Path;
+use std::sync::Arc;
 
-use redb::{Database, ReadableDatabase, ReadableTable, TableHandle, WriteTransaction};
+use redb::{Database, ReadableTable, TableHandle, WriteTransaction};
 
 pub use applied::Applied;
 pub use batch::{CreateOutcome, ExistingHandle, ExistingValue, WriteBatch};
+use commits::Commits;
+pub use commits::Kept;
 pub use error::{Refusal, StorageError};
 pub use image::{ImageImport, ImageRecord, RecentResult};
 pub use journal::{JournalEntry, JournalRecord};
@@ -51,6 +55,7 @@ pub use tables::{HandleRecord, PrefixRecord};
 #[derive(Debug)]
 pub struct Store {
     db: Database,
+    commits: Arc<Commits>,
 }
 
 impl Store {
@@ -58,7 +63,10 @@ impl Store {
     /// format version recorded in it.
     pub fn open(path: &Path) -> Result<Store, StorageError> {
         let db = Database::create(path)?;
-        let store = Store { db };
+        let store = Store {
+            db,
+            commits: Arc::default(),
+        };
         store.check_format_version()?;
         Ok(store)
     }
@@ -88,14 +96,18 @@ impl Store {
         Ok(())
     }
 
-    /// A consistent, read-only view of the store as of now.
-    pub fn read(&self) -> Result<ReadSnapshot, StorageError> {
-        Ok(ReadSnapshot::new(self.db.begin_read()?))
+    /// A consistent, read-only view of the store as of now (shared with the other
+    /// readers until the next commit).
+    pub fn read(&self) -> Result<Arc<ReadSnapshot>, StorageError> {
+        self.commits.snapshot(&self.db)
     }
 
     /// Starts a batch of writes; nothing is visible or durable until it is committed.
     pub fn write(&self) -> Result<WriteBatch, StorageError> {
-        Ok(WriteBatch::new(self.db.begin_write()?))
+        Ok(WriteBatch::new(
+            self.db.begin_write()?,
+            Arc::clone(&self.commits),
+        ))
     }
 
     /// Makes every batch committed before it durable (one fsync), changing nothing.

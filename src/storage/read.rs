@@ -1,10 +1,15 @@
 //! Reads from one consistent snapshot of the store.
+//!
+//! A snapshot opens the tables every resolution reads once, on first use, since it
+//! serves every reader until the store's next commit.
 
 use std::ops::Bound;
+use std::sync::OnceLock;
 
 use redb::{ReadOnlyTable, ReadTransaction, ReadableTable, ReadableTableMetadata};
 
 use super::error::StorageError;
+use super::slots::SlotTables;
 use super::tables::{self, HandleRecord, PrefixRecord};
 use crate::names::{Handle, fold_key};
 use crate::values::ValueSelection;
@@ -12,7 +17,15 @@ use crate::values::ValueSelection;
 /// A read-only, consistent view of the store: later writes are not seen.
 pub struct ReadSnapshot {
     txn: ReadTransaction,
+    /// The store's commit count the snapshot is exactly the store at; `None` when a
+    /// commit ran while it was opened.
+    pub(super) version: Option<u64>,
+    handles: OnceLock<HandlesTable>,
+    /// The slot states table and the slice, for the slot checks of every read.
+    pub(super) slots: OnceLock<SlotTables>,
 }
+
+type HandlesTable = ReadOnlyTable<&'static str, &'static [u8]>;
 
 impl std::fmt::Debug for ReadSnapshot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -21,8 +34,13 @@ impl std::fmt::Debug for ReadSnapshot {
 }
 
 impl ReadSnapshot {
-    pub(super) fn new(txn: ReadTransaction) -> Self {
-        ReadSnapshot { txn }
+    pub(super) fn new(txn: ReadTransaction, version: Option<u64>) -> Self {
+        ReadSnapshot {
+            txn,
+            version,
+            handles: OnceLock::new(),
+            slots: OnceLock::new(),
+        }
     }
 
     /// The transaction under the snapshot, for the other readers of this module.
@@ -30,8 +48,12 @@ impl ReadSnapshot {
         &self.txn
     }
 
-    fn handles(&self) -> Result<ReadOnlyTable<&'static str, &'static [u8]>, StorageError> {
-        Ok(self.txn.open_table(tables::HANDLES)?)
+    fn handles(&self) -> Result<&HandlesTable, StorageError> {
+        if let Some(table) = self.handles.get() {
+            return Ok(table);
+        }
+        let table = self.txn.open_table(tables::HANDLES)?;
+        Ok(self.handles.get_or_init(|| table))
     }
 
     /// The record of `handle`, with only the values `selection` picks, in stored order;

@@ -6,7 +6,7 @@
 //! [`crate::codec`]): the store computes a handle's slot to keep its slot index
 //! ([`super::slot_index`]); which slots it holds is what its replica set's log said.
 
-use redb::{ReadableTable, ReadableTableMetadata, WriteTransaction};
+use redb::{ReadOnlyTable, ReadableTable, ReadableTableMetadata, WriteTransaction};
 use serde::{Deserialize, Serialize};
 
 use super::batch::WriteBatch;
@@ -91,17 +91,31 @@ pub enum Slice {
     Ring(u32),
 }
 
+/// What a snapshot reads to tell whether it holds a slot, opened once per snapshot.
+pub(super) struct SlotTables {
+    slice: Slice,
+    states: ReadOnlyTable<u32, u8>,
+}
+
 impl ReadSnapshot {
+    fn slot_tables(&self) -> Result<&SlotTables, StorageError> {
+        if let Some(tables) = self.slots.get() {
+            return Ok(tables);
+        }
+        let meta = self.txn().open_table(META)?;
+        let slice = slice_of(meta.get(SLOT_COUNT_KEY)?.map(|count| count.value()))?;
+        let states = self.txn().open_table(SLOT_STATES)?;
+        Ok(self.slots.get_or_init(|| SlotTables { slice, states }))
+    }
+
     /// Which slots the store holds.
     pub fn slice(&self) -> Result<Slice, StorageError> {
-        let meta = self.txn().open_table(META)?;
-        let found = meta.get(SLOT_COUNT_KEY)?.map(|count| count.value());
-        slice_of(found)
+        Ok(self.slot_tables()?.slice)
     }
 
     /// The state of `slot`, or `None` when the store does not hold it.
     pub fn slot_state(&self, slot: Slot) -> Result<Option<SlotState>, StorageError> {
-        let table = self.txn().open_table(SLOT_STATES)?;
+        let table = &self.slot_tables()?.states;
         let found = table.get(slot.0)?.map(|state| state.value());
         found.map(|byte| state_of(slot, byte)).transpose()
     }

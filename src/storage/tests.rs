@@ -505,3 +505,56 @@ fn add_with_replace_refuses_what_add_refuses() {
         ]
     );
 }
+
+#[test]
+fn a_kept_value_is_read_again_after_each_commit_and_only_then() {
+    let (_dir, store) = temp_store();
+    let kept = Kept::default();
+    let reads = std::cell::Cell::new(0);
+    let count = |store: &Store| {
+        kept.get(&store.read().unwrap(), |read| {
+            reads.set(reads.get() + 1);
+            Ok(read
+                .get(&handle("10.1/a"), &ValueSelection::all())?
+                .is_some())
+        })
+        .unwrap()
+    };
+    assert!(!*count(&store));
+    assert!(!*count(&store));
+    assert_eq!(reads.get(), 1);
+
+    create(&store, "10.1/a", vec![url(1, "https://a/")]).unwrap();
+    assert!(*count(&store));
+    assert_eq!(reads.get(), 2);
+
+    let mut batch = store.write().unwrap();
+    batch.delete(&handle("10.1/a")).unwrap();
+    batch.abort().unwrap();
+    assert!(*count(&store));
+    assert_eq!(reads.get(), 2);
+
+    let mut batch = store.write().unwrap();
+    batch.delete(&handle("10.1/a")).unwrap();
+    batch.commit_unsynced().unwrap();
+    assert!(!*count(&store));
+    assert_eq!(reads.get(), 3);
+}
+
+#[test]
+fn readers_share_a_snapshot_until_a_commit_and_then_see_it() {
+    let (_dir, store) = temp_store();
+    let first = store.read().unwrap();
+    assert!(Arc::ptr_eq(&first, &store.read().unwrap()));
+
+    create(&store, "10.1/a", vec![url(1, "https://a/")]).unwrap();
+    let second = store.read().unwrap();
+    assert!(!Arc::ptr_eq(&first, &second));
+    assert!(second.contains(&handle("10.1/a")).unwrap());
+    assert!(!first.contains(&handle("10.1/a")).unwrap());
+
+    let mut batch = store.write().unwrap();
+    batch.delete(&handle("10.1/a")).unwrap();
+    batch.abort().unwrap();
+    assert!(Arc::ptr_eq(&second, &store.read().unwrap()));
+}
