@@ -2,7 +2,8 @@
 //! and server administrators (digest §6.1, §6.4; Handle.Net reference §1.7).
 //!
 //! Owns [`Identity`], [`Operation`] with its required [`AdminPermissions`],
-//! [`prefix_admin_handle`] and [`authorise`]. Depends on [`crate::names`] and
+//! [`prefix_admin_handle`], [`authorise`] and [`admin_record`] (the one reading of an
+//! HS_ADMIN value, shared with the values page). Depends on [`crate::names`] and
 //! [`crate::values`]; handle values come from the caller and a lookup closure.
 //!
 //! The J9 rules followed (J9 `HandleServer.authenticateUser`, `adminHasPermission`,
@@ -195,7 +196,7 @@ pub fn authorise(
 }
 
 /// The HS_ADMIN record of `value`, if it is one and decodes.
-fn admin_record(value: &HandleValue) -> Option<AdminRecord> {
+pub fn admin_record(value: &HandleValue) -> Option<AdminRecord> {
     (value.known_type() == Some(KnownType::HsAdmin))
         .then(|| AdminRecord::decode(&value.data).ok())
         .flatten()

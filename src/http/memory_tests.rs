@@ -5,6 +5,7 @@
 use axum::http::HeaderMap;
 
 use crate::service::memory::MemoryHandler;
+use crate::values::{AdminPermissions, AdminRecord, Permissions};
 
 use super::*;
 
@@ -203,6 +204,68 @@ async fn the_proxy_redirects_to_the_url_and_a_missing_handle_is_a_404_page() {
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert!(!headers.contains_key(header::LOCATION));
     assert!(page.contains("10.1000/none"), "{page}");
+}
+
+/// A handle with a web URL, a `javascript:` URL, markup, an HS_ADMIN and a value only
+/// the public may write, all stamped at 2024-01-01T00:00:00Z.
+fn page_values() -> Vec<HandleValue> {
+    let admin = AdminRecord {
+        permissions: AdminPermissions::ADD_HANDLE
+            .with(AdminPermissions::READ_VALUE)
+            .with(AdminPermissions::LIST_HANDLES),
+        admin_handle: "0.NA/10.1000".into(),
+        admin_index: 300,
+        legacy_padding: false,
+    };
+    let values = [
+        HandleValue::new(1, "URL", "https://example.org/a?b=1&c=2"),
+        HandleValue::new(2, "URL", "javascript:alert(1)"),
+        HandleValue::new(3, "DESC", r#"<script>alert("x")</script>"#),
+        HandleValue::new(100, "HS_ADMIN", admin.encode()),
+        HandleValue {
+            permissions: Permissions::PUBLIC_READ.with(Permissions::PUBLIC_WRITE),
+            ..HandleValue::new(4, "EMAIL", "a@example.org")
+        },
+    ];
+    values
+        .into_iter()
+        .map(|value| HandleValue {
+            timestamp: 1_704_067_200,
+            ..value
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_values_page_links_web_urls_only_and_shows_when_who_and_what() {
+    let (handler, state) = in_memory();
+    handler.insert("10.1000/page", page_values());
+    let (status, _, page) = raw(&state, "GET", "/10.1000/page?noredirect", None, "").await;
+    assert_eq!(status, StatusCode::OK);
+    let link = "<a href=\"https://example.org/a?b=1&amp;c=2\" rel=\"noopener\">\
+                https://example.org/a?b=1&amp;c=2</a>";
+    assert!(page.contains(link), "{page}");
+    assert_eq!(page.matches("rel=\"noopener\"").count(), 1, "{page}");
+    assert!(!page.contains("href=\"javascript"), "{page}");
+    assert!(page.contains("javascript:alert(1)"), "{page}");
+    assert!(
+        page.contains("&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;"),
+        "{page}"
+    );
+    assert!(!page.contains("<script"), "{page}");
+    assert_eq!(page.matches("2024-01-01T00:00:00Z").count(), 5, "{page}");
+    assert!(
+        page.contains("admin read, admin write, public read"),
+        "{page}"
+    );
+    assert!(
+        page.contains("<td>public read, public write</td>"),
+        "{page}"
+    );
+    assert!(page.contains("<td class=\"when\">86400 s</td>"), "{page}");
+    let admin = "administrator: 0.NA/10.1000 (index 300)\n\
+                 permissions: add handle, read value, list handles";
+    assert!(page.contains(admin), "{page}");
 }
 
 #[tokio::test]

@@ -27,7 +27,7 @@ pub mod structured;
 use thiserror::Error;
 
 pub use parse::{ValuesBody, parse_body, parse_value};
-pub use render::{data_json, resolution_json, value_json};
+pub use render::{data_json, resolution_json, timestamp, value_json};
 
 /// Why incoming value JSON could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]

@@ -114,7 +114,7 @@ pub(super) const PERMISSION_BITS: [Permissions; 4] = [
 ];
 
 /// Seconds since the epoch as RFC 3339 UTC, e.g. `2024-01-01T00:00:00Z`.
-fn timestamp(seconds: u32) -> String {
+pub fn timestamp(seconds: u32) -> String {
     let time = UNIX_EPOCH + Duration::from_secs(u64::from(seconds));
     humantime::format_rfc3339_seconds(time).to_string()
 }
