@@ -211,7 +211,7 @@ impl Drop for SourceSlot {
     }
 }
 
-async fn connection(
+pub(super) async fn connection(
     mut stream: TcpStream,
     peer: SocketAddr,
     responder: Responder,
@@ -232,14 +232,16 @@ async fn connection(
         };
         match frame {
             Ok(len) => {
-                let reply = responder.respond(caller.clone(), &buffer[..len]).await;
+                // Boxed: the answer's future would make the connection's, moved
+                // into its task at every accept, several times larger.
+                let reply = Box::pin(responder.respond(caller.clone(), &buffer[..len])).await;
                 write_reply(&mut stream, reply, timeout).await?;
                 buffer.drain(..len);
                 reading.answered = true;
                 reading.deadline = Instant::now() + timeout;
             }
             Err(envelope_bytes) => {
-                let reply = responder.respond(caller.clone(), &envelope_bytes).await;
+                let reply = Box::pin(responder.respond(caller.clone(), &envelope_bytes)).await;
                 write_reply(&mut stream, reply, timeout).await?;
                 return stream.shutdown().await;
             }

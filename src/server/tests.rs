@@ -369,3 +369,23 @@ async fn answering_a_datagram_is_a_small_future() {
     let size = size_of_val(&answering);
     assert!(size <= 8 * 1024, "{size} octets");
 }
+
+#[tokio::test]
+async fn serving_a_connection_is_a_small_future() {
+    // Each accepted connection's future is moved into a task of its own (and, before,
+    // into the drain's bound): the answers it awaits are boxed so that moving it
+    // stays cheap (with one request per connection, as J9 clients send, copying it was
+    // 5 % of the server's CPU).
+    let (_dir, responder) = responder().await;
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let client = tokio::net::TcpStream::connect(listener.local_addr().unwrap());
+    let ((stream, peer), _client) =
+        tokio::join!(async { listener.accept().await.unwrap() }, async {
+            client.await.unwrap()
+        });
+    let (_start, draining) = drain::channel();
+    let serving = tcp::connection(stream, peer, responder, Duration::from_secs(5), draining);
+    // 6,272 octets before the boxing; 3,128 after.
+    let size = size_of_val(&serving);
+    assert!(size <= 4 * 1024, "{size} octets");
+}
