@@ -243,19 +243,23 @@ pub struct Listening {
     pub https: Option<SocketAddr>,
 }
 
-/// A loopback address, `127.0.0.1:PORT`, whose port is below Linux's ephemeral range
-/// (32768 up) and free for TCP and UDP now: for a member that will be restarted on
-/// its ports. An ephemeral port (`:0`) may be handed to another test's client socket
-/// while the member is down; these never are. Each is handed out once per process.
+/// A loopback address, `127.0.0.1:PORT`, whose port lies outside this machine's
+/// ephemeral range (`ip_local_port_range`) and is free for TCP and UDP now: for a
+/// member that will be restarted on its ports. An ephemeral port (`:0`) may be handed
+/// to another test's client socket while the member is down; these never are. Each is
+/// handed out once per process. Another program may still take it before the member
+/// binds it: a first start retries on fresh addresses ([`is_address_taken`]).
 pub fn stable_address() -> String {
     static HANDED_OUT: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
     let mut handed_out = HANDED_OUT
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let ephemeral = ephemeral_ports();
     for _attempt in 0..1000 {
-        let port: u16 = rand::random_range(20_000..32_000);
+        let port: u16 = rand::random_range(10_000..65_000);
         let address = SocketAddr::from(([127, 0, 0, 1], port));
-        let free = !handed_out.contains(&port)
+        let free = !ephemeral.contains(&port)
+            && !handed_out.contains(&port)
             && std::net::TcpListener::bind(address).is_ok()
             && std::net::UdpSocket::bind(address).is_ok();
         if free {
@@ -263,22 +267,40 @@ pub fn stable_address() -> String {
             return address.to_string();
         }
     }
-    panic!("no free stable port in 1000 draws")
+    panic!("no free stable port in 1000 draws (ephemeral ports: {ephemeral:?})")
+}
+
+/// The kernel's range of ephemeral ports (Linux's default when it cannot be read).
+fn ephemeral_ports() -> std::ops::RangeInclusive<u16> {
+    let configured = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|text| {
+            let mut bounds = text.split_whitespace().map(|bound| bound.parse::<u16>());
+            Some(bounds.next()?.ok()?..=bounds.next()?.ok()?)
+        });
+    configured.unwrap_or(32_768..=60_999)
+}
+
+/// Whether a server failed to start because another program held one of its
+/// addresses (the message [`try_spawn_serve_through`] returns).
+pub fn is_address_taken(failure: &str) -> bool {
+    failure.contains("Address already in use")
 }
 
 /// Starts `hdl serve` with `args`, its stderr in the file `stderr`, and waits (within
 /// [`STARTUP`]) for its announcement; the child is the caller's to kill and reap.
 pub fn spawn_serve(args: &[OsString], stderr: &Path) -> (Child, Listening) {
-    spawn_serve_through(&[], args, stderr)
+    try_spawn_serve_through(&[], args, stderr).unwrap_or_else(|failure| panic!("{failure}"))
 }
 
 /// [`spawn_serve`] through the command `through` (such as `ip netns exec NAME`), which
-/// must exec `hdl` in its own place: the child's pid is then `hdl`'s.
-pub fn spawn_serve_through(
+/// must exec `hdl` in its own place: the child's pid is then `hdl`'s. Says why the
+/// server did not start (its stderr included); the failed child is killed and reaped.
+pub fn try_spawn_serve_through(
     through: &[OsString],
     args: &[OsString],
     stderr: &Path,
-) -> (Child, Listening) {
+) -> Result<(Child, Listening), String> {
     let log = File::create(stderr).expect("stderr file");
     let hdl = OsString::from(env!("CARGO_BIN_EXE_hdl"));
     let (program, before) = match through.split_first() {
@@ -311,12 +333,12 @@ pub fn spawn_serve_through(
         }
     });
     match await_listening(&announced) {
-        Ok(listening) => (child, listening),
+        Ok(listening) => Ok((child, listening)),
         Err(error) => {
             let _ = child.kill();
             let _ = child.wait();
             let log = std::fs::read_to_string(stderr).unwrap_or_default();
-            panic!("hdl serve did not start ({error}): {log}");
+            Err(format!("hdl serve did not start ({error}): {log}"))
         }
     }
 }

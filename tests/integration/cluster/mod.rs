@@ -35,7 +35,8 @@ use serde_json::Value;
 use tempfile::TempDir;
 
 use crate::harness::{
-    ADMIN_SECRET, Listening, admin_credentials, spawn_serve_through, stable_address,
+    ADMIN_SECRET, Listening, admin_credentials, is_address_taken, stable_address,
+    try_spawn_serve_through,
 };
 use crate::raw;
 use netns::Lab;
@@ -127,12 +128,11 @@ impl Set {
     /// Starts members 1 to `size` and forms them into the set, as [`Set::form`].
     fn form_members(&mut self, size: u64) {
         for id in 1..=size {
-            let (handle, peer) = match &self.lab {
+            let member = match &self.lab {
                 // Each member has a namespace, and so ports, of its own.
-                Some(lab) => (lab.socket(id, 2641), lab.socket(id, 2651)),
-                None => (stable_address(), stable_address()),
+                Some(lab) => self.spawn(id, &lab.socket(id, 2641), &lab.socket(id, 2651)),
+                None => self.spawn_new(id),
             };
-            let member = self.spawn(id, &handle, &peer);
             self.members.push(member);
         }
         let first = self.members[0].listening.peer.to_string();
@@ -189,7 +189,29 @@ impl Set {
         std::fs::read_to_string(path).expect("stderr file")
     }
 
+    /// Starts new member `id` on loopback, on stable addresses of its own: drawn again
+    /// (a few times) when another program took one between the draw and the bind.
+    fn spawn_new(&self, id: u64) -> Member {
+        const DRAWS: usize = 5;
+        let mut failures = Vec::new();
+        for _ in 0..DRAWS {
+            match self.try_spawn(id, &stable_address(), &stable_address()) {
+                Ok(member) => return member,
+                Err(failure) if is_address_taken(&failure) => failures.push(failure),
+                Err(failure) => panic!("{failure}"),
+            }
+        }
+        panic!("member {id}'s addresses were taken {DRAWS} times: {failures:#?}")
+    }
+
+    /// Starts member `id` on `handle` and `peer`, which it must get.
     fn spawn(&self, id: u64, handle: &str, peer: &str) -> Member {
+        self.try_spawn(id, handle, peer)
+            .unwrap_or_else(|failure| panic!("{failure}"))
+    }
+
+    /// Starts member `id` on `handle` and `peer`, or says why it did not start.
+    fn try_spawn(&self, id: u64, handle: &str, peer: &str) -> Result<Member, String> {
         let path = |name: &str| self.dir.path().join(name);
         let args: Vec<OsString> = vec![
             "--config".into(),
@@ -208,12 +230,13 @@ impl Set {
         ];
         let through = self.lab.as_ref().map(|lab| lab.exec_in(Some(id)));
         let stderr = path(&format!("stderr-{id}"));
-        let (child, listening) = spawn_serve_through(&through.unwrap_or_default(), &args, &stderr);
-        Member {
+        let (child, listening) =
+            try_spawn_serve_through(&through.unwrap_or_default(), &args, &stderr)?;
+        Ok(Member {
             id,
             child: Some(child),
             listening,
-        }
+        })
     }
 
     /// SIGKILLs member `index` (if running) and starts it again on its data and ports.

@@ -18,7 +18,6 @@ use hdl::codec::{ResponseCode, server_index};
 use hdl::values::{InterfaceProtocol, SiteInfo};
 
 use super::{Member, Set, create, receive, resolve_at, url};
-use crate::harness::stable_address;
 
 /// The longest a resharding may take in these tests.
 const RESHARD_WAIT: Duration = Duration::from_secs(240);
@@ -67,7 +66,7 @@ impl Cluster {
         let mut positions = Vec::new();
         let mut nodes = Vec::new();
         for id in next_id..next_id + size {
-            let member = self.set.spawn(id, &stable_address(), &stable_address());
+            let member = self.set.spawn_new(id);
             let l = member.listening;
             nodes.push(format!("{id}:{}:{}:{}", l.handle, l.peer, l.http));
             positions.push(self.set.members.len());
