@@ -94,6 +94,10 @@ struct ResolveBench {
     /// rather than as fast as answers come.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
     rate: Option<u32>,
+    /// Over TCP, open a connection for each request (as J9 clients do) rather than
+    /// keep connections for the next request.
+    #[arg(long)]
+    connection_per_request: bool,
     /// The server's process id: report its CPU time per answer over the run.
     #[arg(long)]
     server_pid: Option<u32>,
@@ -121,7 +125,10 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
 }
 
 async fn resolve_bench(bench: &ResolveBench) -> anyhow::Result<()> {
-    let client = Arc::new(with_credentials(client(&bench.server).await?, &bench.auth)?);
+    let client = client(&bench.server)
+        .await?
+        .with_connection_per_request(bench.connection_per_request);
+    let client = Arc::new(with_credentials(client, &bench.auth)?);
     let hits = Arc::new(names(&bench.prefix, "bench", bench.handles)?);
     let misses = Arc::new(names(&bench.prefix, "absent", bench.handles)?);
     let existed = seed(&client, &hits, bench.concurrency).await?;

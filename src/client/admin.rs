@@ -70,6 +70,18 @@ pub enum AdminRequest {
 }
 
 impl AdminRequest {
+    /// The handle the request changes; `None` for a mint, whose handle the server picks.
+    pub fn handle(&self) -> Option<&Handle> {
+        match self {
+            AdminRequest::Create { handle, .. }
+            | AdminRequest::Delete { handle }
+            | AdminRequest::AddValues { handle, .. }
+            | AdminRequest::ModifyValues { handle, .. }
+            | AdminRequest::RemoveValues { handle, .. } => Some(handle),
+            AdminRequest::Mint { .. } => None,
+        }
+    }
+
     /// The request body and its OpFlags: J9's defaults, plus OW for a create that
     /// replaces and MINT for a mint.
     pub fn into_wire(self) -> (Request, OpFlags) {

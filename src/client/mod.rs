@@ -33,6 +33,7 @@ mod certified;
 mod credentials;
 mod error;
 mod message;
+mod pool;
 mod session;
 mod tcp;
 mod udp;
@@ -50,6 +51,7 @@ pub use credentials::{AnswerError, Credentials, Key};
 pub use error::{AttemptError, ClientError, Mismatch, describe};
 
 use message::{Answer, Outgoing, Problem};
+use pool::Pool;
 use session::SessionSlot;
 use tcp::Connection;
 
@@ -108,6 +110,9 @@ pub struct ClientConfig {
     /// How long one TCP exchange may take, connecting included; for a listing, how
     /// long each message may take. Default: 10 s.
     pub tcp_timeout: Duration,
+    /// Whether a TCP connection is kept for the next request to its server
+    /// ([`pool`]); false: one connection per request, as J9 clients open. Default: true.
+    pub keep_connections: bool,
 }
 
 impl Default for ClientConfig {
@@ -115,6 +120,7 @@ impl Default for ClientConfig {
         ClientConfig {
             udp_waits: [500, 1000, 1500].map(Duration::from_millis).to_vec(),
             tcp_timeout: Duration::from_secs(10),
+            keep_connections: true,
         }
     }
 }
@@ -135,6 +141,8 @@ pub struct Client {
     config: ClientConfig,
     credentials: Option<Arc<Credentials>>,
     session: Option<Arc<SessionSlot>>,
+    /// Connections kept for the next TCP request, shared by the client's clones.
+    pool: Arc<Pool>,
 }
 
 impl Client {
@@ -150,6 +158,7 @@ impl Client {
             config,
             credentials: None,
             session: None,
+            pool: Arc::default(),
         }
     }
 
@@ -170,6 +179,13 @@ impl Client {
             session: Some(Arc::new(SessionSlot::default())),
             ..self
         }
+    }
+
+    /// This client, opening a TCP connection for each request when `per_request`
+    /// (see [`ClientConfig::keep_connections`]).
+    pub fn with_connection_per_request(mut self, per_request: bool) -> Self {
+        self.config.keep_connections &= !per_request;
+        self
     }
 
     /// The servers, in the order they are asked.
@@ -338,8 +354,10 @@ impl Client {
             .await
     }
 
-    /// One request to one server over a new TCP connection, answering a challenge
-    /// with `credentials`, within the TCP timeout.
+    /// One request to one server over TCP, answering a challenge with
+    /// `credentials`, within the TCP timeout: on a kept connection to it if one is
+    /// open, else (or when the server closed that one before reading the request) on
+    /// a new one, which is kept after for the next request.
     async fn tcp_exchange(
         &self,
         server: SocketAddr,
@@ -347,8 +365,24 @@ impl Client {
         credentials: Option<&Credentials>,
     ) -> Result<Message, AttemptError> {
         let exchange = async {
+            let kept = self.config.keep_connections.then(|| self.pool.take(server));
+            if let Some(mut kept) = kept.flatten() {
+                match tcp::request(&mut kept, outgoing.clone(), credentials).await {
+                    Ok((message, _)) => {
+                        self.pool.keep(kept);
+                        return Ok(message);
+                    }
+                    // Closed as the request went out: the server took nothing
+                    // from it (a server answers what it has read before closing).
+                    Err(AttemptError::Closed { .. } | AttemptError::Io { .. }) => {}
+                    Err(error) => return Err(error),
+                }
+            }
             let mut connection = Connection::open(server).await?;
             let (message, _) = tcp::request(&mut connection, outgoing, credentials).await?;
+            if self.config.keep_connections {
+                self.pool.keep(connection);
+            }
             Ok(message)
         };
         timeout(self.config.tcp_timeout, exchange)
@@ -554,6 +588,7 @@ mod tests {
         let config = ClientConfig {
             udp_waits: vec![Duration::from_millis(20), Duration::from_millis(20)],
             tcp_timeout: Duration::from_secs(5),
+            ..ClientConfig::default()
         };
         let client = Client::with_config(vec![silent.local_addr().unwrap()], config);
         let handle = Handle::parse("TEST/1").unwrap();

@@ -8,6 +8,12 @@
 //! sent in the session, the client answers on the same connection, and the session
 //! is the answerer's from then on. A request the server refuses with a session error (500–505: lost, expired, or
 //! refused MAC) makes the client open a new session and send it again, once.
+//!
+//! A session has one pending challenge at a time (its answer names the session), so
+//! requests sent at once in a new session would each be challenged and all but the
+//! last challenge forgotten: until the session is proven (a request in it was
+//! carried out or refused for what it asked, not for who asked), its requests go one
+//! at a time; after that, any number at once.
 
 use std::net::SocketAddr;
 use std::sync::{Mutex, PoisonError};
@@ -21,29 +27,36 @@ use crate::codec::{Message, OpFlags, Request, Response, ResponseCode, SessionSet
 
 /// The session a client holds, if any.
 #[derive(Debug, Default)]
-pub struct SessionSlot(Mutex<Option<OpenSession>>);
+pub struct SessionSlot {
+    session: Mutex<Option<OpenSession>>,
+    /// Held by the request that may be challenged, while the session is unproven.
+    unproven: tokio::sync::Mutex<()>,
+}
 
-/// An authenticated session with one server.
+/// A session with one server.
 #[derive(Debug)]
 struct OpenSession {
     server: SocketAddr,
     id: u32,
     key: SessionKey,
     counter: u32,
+    /// Whether the server has admitted a request in it as the administrator's.
+    proven: bool,
 }
 
 impl SessionSlot {
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<OpenSession>> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+        self.session.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The next message of the session, signed; `None` without a session.
+    /// The next message of the session, signed, with the server and the session's
+    /// id; `None` without a session.
     fn next_message(
         &self,
         request: &Request,
         flags: OpFlags,
         request_id: u32,
-    ) -> Result<Option<(SocketAddr, Outgoing)>, ClientError> {
+    ) -> Result<Option<(SocketAddr, u32, Outgoing)>, ClientError> {
         let mut slot = self.lock();
         let Some(session) = slot.as_mut() else {
             return Ok(None);
@@ -56,13 +69,42 @@ impl SessionSlot {
             unix_now(),
             (&session.key, session.counter),
         )?;
-        Ok(Some((session.server, outgoing)))
+        Ok(Some((session.server, session.id, outgoing)))
+    }
+
+    /// Whether a session is held and proven.
+    fn is_proven(&self) -> bool {
+        self.lock().as_ref().is_some_and(|session| session.proven)
+    }
+
+    /// Notes that session `id`, if still held, is proven.
+    fn prove(&self, id: u32) {
+        if let Some(session) = self.lock().as_mut().filter(|session| session.id == id) {
+            session.proven = true;
+        }
+    }
+
+    /// Waits until this request may be sent: at once in a proven session; otherwise
+    /// when no other request of the session may be being challenged (the guard).
+    async fn admit(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+        if self.is_proven() {
+            return None;
+        }
+        let guard = self.unproven.lock().await;
+        (!self.is_proven()).then_some(guard)
     }
 }
 
 /// Whether `code` says the session is gone or refused the message.
 fn is_session_error(code: ResponseCode) -> bool {
     code.to_u32() >= ResponseCode::SessionTimeout.to_u32()
+}
+
+/// Whether an administrative request answered `code` in a session was admitted as
+/// the administrator's: carried out, or refused for what it asked (after the
+/// challenge, which the server sends before looking at the request).
+fn proves_session(code: ResponseCode) -> bool {
+    matches!(code.to_u32(), 1 | 100..=303 | 400 | 401)
 }
 
 impl Client {
@@ -105,6 +147,7 @@ impl Client {
                         id,
                         key,
                         counter: 0,
+                        proven: false,
                     });
                     return Ok(());
                 }
@@ -134,7 +177,8 @@ impl Client {
     ) -> Result<Response, ClientError> {
         let mut refused = None;
         for _ in 0..2 {
-            let (server, outgoing) = match slot.next_message(request, flags, request_id)? {
+            let _challengeable = slot.admit().await;
+            let (server, id, outgoing) = match slot.next_message(request, flags, request_id)? {
                 Some(next) => next,
                 None => {
                     self.open_session().await?;
@@ -147,6 +191,9 @@ impl Client {
                 .await
                 .map_err(|error| no_answer(Some((1, error))))?;
             let code = message.header.response_code;
+            if proves_session(code) {
+                slot.prove(id);
+            }
             if !is_session_error(code) {
                 return Answer::of(message).map(|answer| answer.response);
             }

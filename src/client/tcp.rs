@@ -1,5 +1,6 @@
-//! Requests over TCP (digest §1.4): one request per connection, answered by one
-//! message or, for lists, by a series of messages with CN set on all but the last.
+//! Requests over TCP (digest §1.4), answered by one message or, for lists, by a
+//! series of messages with CN set on all but the last; a connection may carry one
+//! request after another ([`super::pool`]).
 //!
 //! Owns [`Connection`], which frames the octets it reads with `codec::next_frame`.
 //! Bounded: a frame announcing more than `MAX_MESSAGE_LEN` octets is refused from its
@@ -43,6 +44,20 @@ impl Connection {
             stream,
             buffer: Vec::new(),
         })
+    }
+
+    /// The server it is connected to.
+    pub fn server(&self) -> SocketAddr {
+        self.server
+    }
+
+    /// Whether nothing is left unread on the connection and the server has not
+    /// closed it: it can carry another request.
+    pub fn is_idle_and_open(&self) -> bool {
+        let mut probe = [0; 1];
+        self.buffer.is_empty()
+            && matches!(self.stream.try_read(&mut probe),
+                Err(error) if error.kind() == std::io::ErrorKind::WouldBlock)
     }
 
     /// Writes a whole message.

@@ -259,3 +259,93 @@ fn batch_runs_every_line_in_one_session_and_names_the_bad_one() {
     assert!(runtime.block_on(exists(&server, "ADMIN/b1")));
     assert!(!runtime.block_on(exists(&server, "ADMIN/b2")));
 }
+
+/// The highest log index a member reports in `/metrics`.
+async fn last_log_index(server: &Server) -> u64 {
+    let text = server.metrics().await;
+    text.lines()
+        .filter(|line| line.starts_with("hdl_raft_last_log_index"))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
+        .max()
+        .unwrap_or(0)
+}
+
+#[test]
+fn batch_pipelines_its_lines_in_one_session_and_keeps_each_handles_order() {
+    const HANDLES: usize = 150;
+    let server = Server::start();
+    let dir = tempfile::tempdir().expect("dir");
+    let file = dir.path().join("commands");
+    // Each handle's lines follow one another, so a window of 64 holds several lines
+    // of one handle: each must wait for the one before it.
+    let text: String = (0..HANDLES)
+        .map(|n| {
+            format!(
+                "create ADMIN/p{n} --value 1:URL:https://example.org/{n}\n\
+                 add ADMIN/p{n} --value 2:EMAIL:a{n}@example.org\n\
+                 modify ADMIN/p{n} --value 2:EMAIL:b{n}@example.org\n"
+            )
+        })
+        .collect();
+    std::fs::write(&file, text).expect("batch file");
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let (challenges, entries) = runtime.block_on(async {
+        (
+            challenges_sent(&server).await,
+            last_log_index(&server).await,
+        )
+    });
+    let output = Command::new(env!("CARGO_BIN_EXE_hdl"))
+        .arg("batch")
+        .arg(&file)
+        .args(["--server", &server.server_arg(), "--window", "64"])
+        .args(ADMIN_ARGS)
+        .output()
+        .expect("hdl batch");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let reported: Vec<usize> = stdout
+        .lines()
+        .filter_map(|line| line.strip_prefix("line ")?.split(':').next()?.parse().ok())
+        .collect();
+    assert_eq!(
+        reported,
+        (1..=3 * HANDLES).collect::<Vec<_>>(),
+        "in file order"
+    );
+    runtime.block_on(async {
+        assert_eq!(
+            challenges_sent(&server).await - challenges,
+            1,
+            "one challenge"
+        );
+        let written = last_log_index(&server).await - entries;
+        assert!(
+            written < 3 * HANDLES as u64,
+            "{} writes went into {written} log entries: none shared an entry",
+            3 * HANDLES
+        );
+        for n in [0, HANDLES / 2, HANDLES - 1] {
+            let resolution = server
+                .anonymous_client()
+                .resolve(
+                    &handle(&format!("ADMIN/p{n}")),
+                    &ValueSelection::all(),
+                    Transport::Tcp,
+                )
+                .await
+                .expect("resolve");
+            let email = resolution.values.iter().find(|value| value.index.0 == 2);
+            assert_eq!(
+                email.map(|value| value.data.as_slice()),
+                Some(format!("b{n}@example.org").as_bytes()),
+                "ADMIN/p{n}: {:?}",
+                resolution.values
+            );
+        }
+    });
+}

@@ -277,6 +277,7 @@ async fn hdls_client_reads_a_handle_too_large_for_udp_by_turning_to_tcp_at_once(
     let patient = ClientConfig {
         udp_waits: vec![Duration::from_secs(30)],
         tcp_timeout: Duration::from_secs(30),
+        ..ClientConfig::default()
     };
     let client = Client::with_config(vec![server.address()], patient);
     let started = Instant::now();
