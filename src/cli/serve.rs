@@ -1,6 +1,9 @@
 //! `hdl serve`: runs one node, a member of its replica set, until SIGINT or SIGTERM.
 //!
 //! Parses the arguments and the configuration file; [`hdl::node::Node`] does the rest.
+//! A node that forms a set of itself (no `--no-bootstrap`) with no administrator given
+//! makes one in a new data directory ([`super::default_admin`]) and prints, after its
+//! `listening` line, the options that authenticate as it.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -12,6 +15,8 @@ use hdl::auth::Identity;
 use hdl::config::Config;
 use hdl::node::{Addresses, FirstAdmin, Node, Settings};
 use tokio::signal::unix::{SignalKind, signal};
+
+use super::admin_arg::DataDir;
 
 /// Arguments of `hdl serve`.
 #[derive(Debug, Args)]
@@ -57,13 +62,22 @@ pub struct ServeArgs {
 /// Loads the configuration, starts the node, announces its addresses and serves until
 /// SIGINT or SIGTERM, then drains and stops (see [`hdl::node`]).
 pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
+    let config = load_config(args)?;
+    // A node that forms its own set may make its administrator; one that waits to
+    // be joined gets it from `hdl cluster init`.
+    let data_dir = config.cluster.bootstrap.then_some(DataDir {
+        path: &config.data_dir,
+        allow_shared: config.allow_shared_data_dir,
+    });
+    let admin = args.admin.administrator(data_dir)?;
+    let first_admin = admin.as_ref().map(|admin| FirstAdmin {
+        admin: admin.bootstrap.admin.clone(),
+        prefixes: admin.bootstrap.prefixes.clone(),
+    });
     let settings = Settings {
-        config: load_config(args)?,
+        config,
         server_admins: args.server_admins.clone(),
-        first_admin: args.admin.bootstrap()?.map(|bootstrap| FirstAdmin {
-            admin: bootstrap.admin,
-            prefixes: bootstrap.prefixes,
-        }),
+        first_admin,
         server_key: args.server_key.clone(),
     };
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
@@ -75,6 +89,9 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
             () = &mut shutdown => return Ok(()),
         };
         announce(node.addresses())?;
+        if let Some(admin) = &admin {
+            admin.print_options()?;
+        }
         node.run(shutdown).await?;
         Ok(())
     })

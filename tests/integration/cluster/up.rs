@@ -1,9 +1,13 @@
 //! `hdl cluster up` end to end: the shipped `cluster/local.toml` on a temporary
 //! directory and a free base port, a write through one node read on another, and
-//! SIGTERM to the launcher stopping and reaping every node it started.
+//! SIGTERM to the launcher stopping and reaping every node it started; with no
+//! administrator given (and a lone `hdl serve` likewise), the one made in the new data
+//! directory, whose printed options administer the set.
 
+use std::ffi::OsString;
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpListener, UdpSocket};
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -15,8 +19,8 @@ use rustix::process::{Pid, Signal, kill_process, test_kill_process};
 use serde_json::Value;
 use tempfile::TempDir;
 
-use super::{Member, WAIT, assert_resolves, create};
-use crate::harness::{ADMIN_SECRET, Listening};
+use super::{MAX_POLLS, Member, WAIT, assert_resolves, create};
+use crate::harness::{ADMIN_SECRET, Listening, spawn_serve};
 
 /// Base ports tried before giving up; each try is a fresh random one.
 const TRIES: usize = 5;
@@ -29,6 +33,8 @@ struct Launcher {
     child: Child,
     lines: mpsc::Receiver<String>,
     nodes: Vec<(u64, Listening)>,
+    /// The words of each `administrator: ` line, as a shell splits them.
+    administrator: Vec<Vec<String>>,
 }
 
 impl Drop for Launcher {
@@ -47,6 +53,13 @@ impl Launcher {
 
     /// Starts `hdl cluster up cluster/<name>` on `dir` with `base_port`.
     fn start_file(name: &str, dir: &Path, base_port: u16) -> Option<Launcher> {
+        let admin = ["--admin-secret-file", ADMIN_SECRET, "--prefix", "ADMIN"];
+        Launcher::start_with(name, dir, base_port, &admin)
+    }
+
+    /// Starts `hdl cluster up cluster/<name>` on `dir` with `base_port` and the
+    /// bootstrap options `admin`.
+    fn start_with(name: &str, dir: &Path, base_port: u16, admin: &[&str]) -> Option<Launcher> {
         let file = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("cluster")
             .join(name);
@@ -56,7 +69,7 @@ impl Launcher {
             .arg("--data-dir")
             .arg(dir)
             .args(["--base-port", &base_port.to_string()])
-            .args(["--admin-secret-file", ADMIN_SECRET, "--prefix", "ADMIN"])
+            .args(admin)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .spawn()
@@ -74,6 +87,7 @@ impl Launcher {
             child,
             lines,
             nodes: Vec::new(),
+            administrator: Vec::new(),
         };
         launcher.await_ready().then_some(launcher)
     }
@@ -86,7 +100,12 @@ impl Launcher {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.lines.recv_timeout(left) {
                 Ok(line) if line.starts_with("ready primary=") => return true,
-                Ok(line) => self.nodes.extend(parse_node_line(&line)),
+                Ok(line) => {
+                    self.nodes.extend(parse_node_line(&line));
+                    let options = line.strip_prefix("administrator: ");
+                    let words = options.map(|options| shlex::split(options).expect("words"));
+                    self.administrator.extend(words);
+                }
                 Err(mpsc::RecvTimeoutError::Disconnected) => return false,
                 Err(mpsc::RecvTimeoutError::Timeout) => panic!("hdl cluster up not ready"),
             }
@@ -215,6 +234,123 @@ fn cluster_up_forms_a_set_and_stops_every_node_on_sigterm() {
             "node pid {pid:?} still exists"
         );
     }
+}
+
+/// Runs `hdl <args> <more>`.
+fn hdl(args: &[&str], more: &[String]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_hdl"))
+        .args(args)
+        .args(more)
+        .output()
+        .expect("run hdl")
+}
+
+/// Creates `name` (a URL value) at `server` with the client options `auth`, and waits
+/// (within [`WAIT`]) until `reader`, which may be a secondary yet to apply it, resolves
+/// it.
+fn create_and_resolve(name: &str, server: SocketAddr, reader: SocketAddr, auth: &[String]) {
+    let url = format!("https://example.org/{name}");
+    let value = format!("1:URL:{url}");
+    let (server, reader) = (server.to_string(), reader.to_string());
+    let created = hdl(
+        &["create", name, "--value", &value, "--server", &server],
+        auth,
+    );
+    let said = String::from_utf8_lossy(&created.stderr);
+    assert!(created.status.success(), "hdl create {name}: {said}");
+    let deadline = Instant::now() + WAIT;
+    for _ in 0..MAX_POLLS {
+        let resolved = hdl(&["resolve", name, "--server", &reader, "--json"], &[]);
+        let json: Value = serde_json::from_slice(&resolved.stdout).unwrap_or(Value::Null);
+        if json["values"][0]["data"]["value"] == url.as_str() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{name} does not resolve: {json}");
+        thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("{name} does not resolve at {reader}");
+}
+
+fn mode(path: &Path) -> u32 {
+    std::fs::metadata(path)
+        .expect("exists")
+        .permissions()
+        .mode()
+        & 0o777
+}
+
+#[test]
+fn cluster_up_with_no_administrator_makes_one_and_keeps_it_on_a_restart() {
+    let dir = TempDir::new().expect("temporary directory");
+    let data = dir.path().join("set");
+    let (launcher, base_port) = (0..TRIES)
+        .find_map(|_| {
+            let base_port = free_base_port();
+            Launcher::start_with("local.toml", &data, base_port, &[]).map(|l| (l, base_port))
+        })
+        .expect("hdl cluster up started on one of the base ports");
+    let key_file = data.join("admin.pem");
+    let expected = [
+        "--auth",
+        "300:0.NA/ADMIN",
+        "--key",
+        &key_file.to_string_lossy(),
+    ];
+    assert_eq!(launcher.administrator, [expected.map(String::from)]);
+    assert_eq!(mode(&key_file), 0o600);
+    let key = std::fs::read(&key_file).expect("key file");
+    let options = launcher.administrator[0].clone();
+    let (node_2, node_3) = (launcher.member(2), launcher.member(3));
+    create_and_resolve(
+        "ADMIN/quick",
+        node_2.listening.handle,
+        node_3.listening.handle,
+        &options,
+    );
+    drop(launcher);
+
+    // Started again on the same data, it makes nothing new and says the same.
+    let launcher = Launcher::start_with("local.toml", &data, base_port, &[])
+        .expect("hdl cluster up restarted on the same ports");
+    assert_eq!(launcher.administrator, [expected.map(String::from)]);
+    assert_eq!(std::fs::read(&key_file).expect("key file"), key);
+    let (node_1, node_3) = (launcher.member(1), launcher.member(3));
+    create_and_resolve(
+        "ADMIN/again",
+        node_1.listening.handle,
+        node_3.listening.handle,
+        &options,
+    );
+}
+
+#[test]
+fn a_lone_serve_with_no_administrator_makes_one_in_its_new_data_directory() {
+    let dir = TempDir::new().expect("temporary directory");
+    let data = dir.path().join("data");
+    let args: Vec<OsString> = vec![
+        "--data-dir".into(),
+        data.clone().into(),
+        "--listen".into(),
+        "127.0.0.1:0".into(),
+        "--peer".into(),
+        "127.0.0.1:0".into(),
+    ];
+    let (child, listening) = spawn_serve(&args, &dir.path().join("stderr"));
+    let _node = Member {
+        id: 1,
+        child: Some(child),
+        listening,
+    };
+    let key_file = data.join("admin.pem");
+    assert_eq!(mode(&key_file), 0o600);
+    let auth = [
+        "--auth",
+        "300:0.NA/ADMIN",
+        "--key",
+        &key_file.to_string_lossy(),
+    ];
+    let auth = auth.map(String::from);
+    create_and_resolve("ADMIN/lone", listening.handle, listening.handle, &auth);
 }
 
 /// Each set of a status report: its id, its member ids, the slots it owns and the
