@@ -2,7 +2,8 @@
 //! directory and a free base port, a write through one node read on another, and
 //! SIGTERM to the launcher stopping and reaping every node it started; with no
 //! administrator given (and a lone `hdl serve` likewise), the one made in the new data
-//! directory, whose printed options administer the set.
+//! directory, whose printed options administer the set; SIGKILL to the launcher
+//! taking its nodes with it.
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader};
@@ -39,7 +40,10 @@ struct Launcher {
 
 impl Drop for Launcher {
     fn drop(&mut self) {
-        let _ = kill_process(Pid::from_child(&self.child), Signal::TERM);
+        // Only while it runs: the pid of one reaped already may be another's now.
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = kill_process(Pid::from_child(&self.child), Signal::TERM);
+        }
         let _ = self.child.wait();
     }
 }
@@ -351,6 +355,106 @@ fn a_lone_serve_with_no_administrator_makes_one_in_its_new_data_directory() {
     ];
     let auth = auth.map(String::from);
     create_and_resolve("ADMIN/lone", listening.handle, listening.handle, &auth);
+}
+
+/// Whether process `pid` runs: it exists and is not a zombie awaiting its reaper.
+fn is_running(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // `pid (comm) state …`, where comm may hold anything, `)` included.
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().next());
+    !matches!(state, None | Some("Z" | "X"))
+}
+
+/// What is left of `pids` and their listeners at `addresses` after waiting (within
+/// [`WAIT`]) for them to go: the processes still running and the addresses still held.
+/// A process whose first thread is a zombie may still be closing its sockets in others.
+fn left_after_wait(pids: &[i32], addresses: &[SocketAddr]) -> (Vec<i32>, Vec<SocketAddr>) {
+    let left = || {
+        let running = pids.iter().copied().filter(|pid| is_running(*pid));
+        let held = addresses.iter().copied();
+        let held = held.filter(|address| TcpListener::bind(address).is_err());
+        (running.collect::<Vec<_>>(), held.collect::<Vec<_>>())
+    };
+    let deadline = Instant::now() + WAIT;
+    for _ in 0..MAX_POLLS {
+        let (running, held) = left();
+        if (running.is_empty() && held.is_empty()) || Instant::now() >= deadline {
+            return (running, held);
+        }
+        thread::sleep(std::time::Duration::from_millis(20));
+    }
+    left()
+}
+
+#[test]
+fn the_nodes_of_a_sigkilled_cluster_up_exit_and_free_their_ports() {
+    let dir = TempDir::new().expect("temporary directory");
+    let mut launcher = (0..TRIES)
+        .find_map(|_| Launcher::start(dir.path(), free_base_port()))
+        .expect("hdl cluster up started on one of the base ports");
+    let pids = node_pids(dir.path(), launcher.member(1).listening.peer);
+    assert_eq!(pids.len(), 3);
+    let addresses: Vec<SocketAddr> = launcher
+        .nodes
+        .iter()
+        .flat_map(|(_, node)| [node.handle, node.peer, node.http])
+        .collect();
+
+    launcher.child.kill().expect("SIGKILL hdl cluster up");
+    launcher.child.wait().expect("reap hdl cluster up");
+    let (outlived, held) = left_after_wait(&pids, &addresses);
+    for pid in &outlived {
+        // So that a failure leaves no orphan behind: these are the launcher's nodes.
+        let _ = kill_process(Pid::from_raw(*pid).expect("a positive pid"), Signal::KILL);
+    }
+    assert!(
+        outlived.is_empty(),
+        "nodes {outlived:?} outlived their launcher"
+    );
+    assert!(held.is_empty(), "{held:?} still held");
+}
+
+#[test]
+fn a_node_whose_launcher_is_gone_before_it_asked_to_end_with_it_does_not_start() {
+    let dir = TempDir::new().expect("temporary directory");
+    // Process 1 is not its parent: as if its launcher had ended and it had been
+    // handed to init before asking to end with it.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hdl"))
+        .args(["serve", "--exit-with-parent", "1", "--data-dir"])
+        .arg(dir.path().join("data"))
+        .args(["--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"])
+        .args(["--peer", "127.0.0.1:0", "--no-bootstrap"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn hdl serve");
+    let deadline = Instant::now() + WAIT;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break Some(status);
+        }
+        if Instant::now() >= deadline {
+            break None;
+        }
+        thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let _ = child.kill();
+    let output = child.wait_with_output().expect("reap hdl serve");
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(status.is_some_and(|s| !s.success()), "it started: {said}");
+    assert!(
+        said.contains("process 1 is not this one's parent"),
+        "{said}"
+    );
+    assert!(
+        !dir.path().join("data").exists(),
+        "it made its data directory"
+    );
 }
 
 /// Each set of a status report: its id, its member ids, the slots it owns and the
