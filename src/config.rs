@@ -681,4 +681,29 @@ mod tests {
         let error = Config::from_toml("[handle]\nlisten_addr = \"127.0.0.1:1\"\n").unwrap_err();
         assert!(error.to_string().contains("listen_addr"), "{error}");
     }
+
+    #[test]
+    fn the_three_host_example_is_one_set_of_three_members_in_var_lib_hdl() {
+        let files = [
+            include_str!("../cluster/three-hosts/node-1.toml"),
+            include_str!("../cluster/three-hosts/node-2.toml"),
+            include_str!("../cluster/three-hosts/node-3.toml"),
+        ];
+        for (id, text) in (1..).zip(files) {
+            let config = Config::from_toml(text).unwrap();
+            let host: IpAddr = format!("192.0.2.1{id}").parse().unwrap();
+            assert_eq!(config.cluster.node_id, id);
+            assert_eq!(config.handle.listen, SocketAddr::new(host, 2641));
+            assert_eq!(config.cluster.peer_listen, SocketAddr::new(host, 2651));
+            assert!(!config.cluster.bootstrap, "node {id} waits to be joined");
+            assert_eq!(config.data_dir, PathBuf::from("/var/lib/hdl"));
+            let secret = config.secret_path();
+            assert_eq!(secret, PathBuf::from("/etc/hdl/cluster.secret"));
+        }
+        // The unit runs them from where they are installed, their data_dir its
+        // StateDirectory.
+        let unit = include_str!("../cluster/hdl.service");
+        assert!(unit.contains("ExecStart=/usr/local/bin/hdl serve --config /etc/hdl/hdl.toml\n"));
+        assert!(unit.contains("StateDirectory=hdl\n"));
+    }
 }

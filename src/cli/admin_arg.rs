@@ -1,7 +1,8 @@
 //! The authentication options: `--auth INDEX:HANDLE` with `--key FILE.pem` or
 //! `--secret-file FILE` for the client commands, and `--admin-key` or
 //! `--admin-secret-file` with `--prefix` for the bootstrap administrator of
-//! `hdl serve` and `hdl cluster init`.
+//! `hdl serve`, `hdl cluster init` and `hdl cluster up` (`serve` and `up` make one for
+//! a new data directory when none is given: [`super::default_admin`]).
 //!
 //! A secret file holds the HS_SECKEY octets; one trailing newline is dropped, so
 //! `echo s3cret > FILE` works. A key file is a PEM RSA private key (PKCS#8 or PKCS#1),
@@ -16,6 +17,8 @@ use clap::Args;
 use hdl::auth::{Identity, SecretKey, SigningKey};
 use hdl::client::{Credentials, Key};
 use hdl::service::bootstrap::BootstrapAdmin;
+
+use super::default_admin;
 
 /// Parses `INDEX:HANDLE` (a clap value parser).
 pub fn parse_identity(text: &str) -> Result<Identity, String> {
@@ -83,15 +86,48 @@ impl AuthArgs {
 pub struct BootstrapArgs {
     /// On a new store, create `0.NA/<prefix>` for each --prefix with this PEM key's
     /// public half as HS_PUBKEY at index 300 and an HS_ADMIN granting everything to
-    /// `300:0.NA/<prefix>`.
+    /// `300:0.NA/<prefix>`. Without it or --admin-secret-file, `hdl serve` and
+    /// `hdl cluster up` make a key in a new data directory (`admin.pem`) and use it.
     #[arg(long, value_name = "FILE.pem", conflicts_with = "admin_secret_file")]
     admin_key: Option<PathBuf>,
     /// As --admin-key, with the secret in this file as HS_SECKEY.
     #[arg(long, value_name = "FILE")]
     admin_secret_file: Option<PathBuf>,
-    /// A prefix the bootstrap administrator administers (repeatable).
+    /// A prefix the bootstrap administrator administers (repeatable); `hdl serve` and
+    /// `hdl cluster up` default to `ADMIN` for the key they make.
     #[arg(long = "prefix", value_name = "PREFIX")]
     prefixes: Vec<String>,
+}
+
+/// Where the administrator of a new set may be made when none is given.
+#[derive(Debug, Clone, Copy)]
+pub struct DataDir<'a> {
+    /// The directory (the node's, or that of the set `hdl cluster up` runs).
+    pub path: &'a Path,
+    /// Whether other users may enter it (`allow_shared_data_dir`).
+    pub allow_shared: bool,
+}
+
+/// The bootstrap administrator and, when it is the one of the data directory, its
+/// key file.
+#[derive(Debug)]
+pub struct Administrator {
+    /// What to bootstrap.
+    pub bootstrap: Bootstrap,
+    /// The key file of the administrator of the data directory; `None` for one given.
+    pub key_file: Option<PathBuf>,
+}
+
+impl Administrator {
+    /// Prints the options that authenticate a client command as the administrator of
+    /// the data directory ([`default_admin::print_options`]); nothing for one given,
+    /// whose key its operator knows.
+    pub fn print_options(&self) -> anyhow::Result<()> {
+        match &self.key_file {
+            Some(file) => default_admin::print_options(file, &self.bootstrap.prefixes),
+            None => Ok(()),
+        }
+    }
 }
 
 /// What to bootstrap.
@@ -118,6 +154,38 @@ impl BootstrapArgs {
         Ok(Some(Bootstrap {
             admin,
             prefixes: self.prefixes.clone(),
+        }))
+    }
+
+    /// The administrator given or, when none is and `data_dir` is named, that of
+    /// `data_dir` (made when it is new, for the prefixes given or `ADMIN`; see
+    /// [`default_admin`]); `None` when there is neither.
+    pub fn administrator(
+        &self,
+        data_dir: Option<DataDir<'_>>,
+    ) -> anyhow::Result<Option<Administrator>> {
+        let given = self.admin_key.is_some() || self.admin_secret_file.is_some();
+        let Some(dir) = data_dir.filter(|_| !given) else {
+            let bootstrap = self.bootstrap()?;
+            return Ok(bootstrap.map(|bootstrap| Administrator {
+                bootstrap,
+                key_file: None,
+            }));
+        };
+        let Some((key_file, key)) = default_admin::load_or_make(dir.path, dir.allow_shared)? else {
+            return Ok(None);
+        };
+        let prefixes = if self.prefixes.is_empty() {
+            vec![default_admin::DEFAULT_PREFIX.to_owned()]
+        } else {
+            self.prefixes.clone()
+        };
+        Ok(Some(Administrator {
+            bootstrap: Bootstrap {
+                admin: BootstrapAdmin::PublicKey(key.public_key().encode()),
+                prefixes,
+            },
+            key_file: Some(key_file),
         }))
     }
 }

@@ -5,8 +5,12 @@
 //! Prints one `node <id> listening handle=… peer=…` line per node as it starts, then
 //! `ready primary=<id>` (set 1's primary) once every set is formed (or found formed,
 //! on a restart over the same data directory), the ring is made and every store
-//! sliced to it, and every member of every set has caught up. On SIGINT or SIGTERM it stops only
-//! its own children: SIGTERM, then SIGKILL after [`GRACE`], and reaps them.
+//! sliced to it, and every member of every set has caught up. Before `ready`, when no
+//! administrator is given, it prints the options that authenticate as the one of the
+//! data directory (made on a new one: [`super::default_admin`]):
+//! `administrator: --auth 300:0.NA/ADMIN --key <data_dir>/admin.pem`. On SIGINT or
+//! SIGTERM it stops only its own children: SIGTERM, then SIGKILL after [`GRACE`], and
+//! reaps them.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -16,6 +20,7 @@ use clap::Args;
 use hdl::cluster_file::ClusterFile;
 use tokio::signal::unix::{SignalKind, signal};
 
+use super::admin_arg::DataDir;
 use super::local_set::LocalSet;
 
 /// How long the nodes have to stop after SIGTERM before they are SIGKILLed.
@@ -36,7 +41,8 @@ pub struct UpArgs {
     /// The port the nodes' ports are offsets from; overrides the file's `base_port`.
     #[arg(long)]
     base_port: Option<u16>,
-    /// The bootstrap administrator, created when the set is new.
+    /// The bootstrap administrator, created when the set is new; without
+    /// --admin-key or --admin-secret-file, that of the data directory.
     #[command(flatten)]
     admin: super::admin_arg::BootstrapArgs,
 }
@@ -62,7 +68,12 @@ pub fn load(
 /// Starts the set, forms it if needed, and runs until a signal.
 pub async fn up(args: &UpArgs) -> anyhow::Result<()> {
     let file = load(&args.file, args.data_dir.as_ref(), args.base_port)?;
-    let bootstrap = args.admin.bootstrap()?;
+    let data_dir = DataDir {
+        path: &file.data_dir,
+        // Only the nodes' own directories inside it must be private.
+        allow_shared: true,
+    };
+    let admin = args.admin.administrator(Some(data_dir))?;
     let mut interrupt = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
     let mut terminate = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
     let mut stop = async move || {
@@ -76,11 +87,14 @@ pub async fn up(args: &UpArgs) -> anyhow::Result<()> {
         () = stop() => return Ok(()),
     };
     let formed = tokio::select! {
-        formed = set.form(bootstrap.as_ref()) => Some(formed),
+        formed = set.form(admin.as_ref().map(|admin| &admin.bootstrap)) => Some(formed),
         () = stop() => None,
     };
     let outcome = match formed {
         Some(Ok(primary)) => {
+            if let Some(admin) = &admin {
+                admin.print_options()?;
+            }
             println!("ready primary={primary}");
             stop().await;
             Ok(())

@@ -2,12 +2,13 @@
 //!
 //! Writes the private key as PEM with mode 0600 (refusing to overwrite a file) and
 //! prints the public half as a `--value` for `hdl create` or `hdl add`:
-//! `300:HS_PUBKEY:<hex of the HS_PUBKEY data>`.
+//! `300:HS_PUBKEY:<hex of the HS_PUBKEY data>`. [`write_new_key`] is also how
+//! `hdl cluster up` and `hdl serve` make the administrator of a new data directory.
 
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::Args;
@@ -27,26 +28,33 @@ pub struct KeygenArgs {
 
 /// Generates the key, writes it and prints the HS_PUBKEY value.
 pub fn run(args: &KeygenArgs) -> anyhow::Result<()> {
-    let key = SigningKey::generate().context("cannot generate a key")?;
-    let pem = key.to_pem().context("cannot encode the key")?;
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&args.out)
-        .with_context(|| format!("cannot create {}", args.out.display()))?;
-    file.write_all(pem.as_bytes())
-        .with_context(|| format!("cannot write {}", args.out.display()))?;
+    let key = write_new_key(&args.out)?;
     let hex: String = key
         .public_key()
         .encode()
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect();
-    eprintln!(
-        "wrote a {GENERATED_KEY_BITS}-bit RSA private key to {}",
-        args.out.display()
-    );
     println!("{}:HS_PUBKEY:{hex}", args.index);
     Ok(())
+}
+
+/// Generates an RSA key and writes it to `path` as PEM with mode 0600, refusing to
+/// overwrite a file; says so on stderr.
+pub fn write_new_key(path: &Path) -> anyhow::Result<SigningKey> {
+    let key = SigningKey::generate().context("cannot generate a key")?;
+    let pem = key.to_pem().context("cannot encode the key")?;
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("cannot create {}", path.display()))?;
+    file.write_all(pem.as_bytes())
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    eprintln!(
+        "wrote a {GENERATED_KEY_BITS}-bit RSA private key to {}",
+        path.display()
+    );
+    Ok(key)
 }

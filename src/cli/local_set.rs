@@ -2,8 +2,14 @@
 //! file describes: what `hdl cluster up` and `hdl bench failover` run.
 //!
 //! Every node is this very binary (`std::env::current_exe()`) run as `hdl serve
-//! --no-bootstrap`, with its stderr appended to `<data_dir>/node-<id>.log`; it is
-//! ready once it prints its `listening` line. Each set is formed through the library's
+//! --no-bootstrap --exit-with-parent <launcher pid>`, with its stderr appended to
+//! `<data_dir>/node-<id>.log`; it is ready once it prints its `listening` line. The
+//! kernel SIGKILLs a node when the launcher dies, by SIGKILL too (`PR_SET_PDEATHSIG`,
+//! which a node asks for itself and which refuses a launcher gone before it asked):
+//! no orphan holds the set's ports. The signal follows the launcher's *thread* that
+//! started the node, so nodes are started only from the runtime's own threads (the
+//! main thread in `block_on`, or a worker), which live as long as the launcher; never
+//! from `spawn_blocking`, whose idle threads end. Each set is formed through the library's
 //! [`AdminClient`] (its nodes told to join it, init on its first node, then each other
 //! node added as a learner and made a voter; set 1 first, since its members are the
 //! metadata group's voters) only where that has not happened yet, so a restart reuses
@@ -139,6 +145,8 @@ impl LocalSet {
             "--secret-file".into(),
             self.file.secret_path().into(),
             "--no-bootstrap".into(),
+            "--exit-with-parent".into(),
+            std::process::id().to_string().into(),
         ];
         if let Some(config) = &self.file.node_config {
             args.extend(["--config".into(), config.clone().into()]);

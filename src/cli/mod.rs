@@ -21,6 +21,7 @@ mod cluster_status;
 mod cluster_up;
 mod connect;
 mod create;
+mod default_admin;
 mod delete;
 mod keygen;
 mod list;

@@ -1,17 +1,25 @@
 //! `hdl serve`: runs one node, a member of its replica set, until SIGINT or SIGTERM.
 //!
 //! Parses the arguments and the configuration file; [`hdl::node::Node`] does the rest.
+//! A node that forms a set of itself (no `--no-bootstrap`) with no administrator given
+//! makes one in a new data directory ([`super::default_admin`]) and prints, after its
+//! `listening` line, the options that authenticate as it. With `--exit-with-parent`
+//! it ends when the process that started it does (what `hdl cluster up` asks of its
+//! nodes).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::pin::pin;
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 use clap::Args;
 use hdl::auth::Identity;
 use hdl::config::Config;
 use hdl::node::{Addresses, FirstAdmin, Node, Settings};
+use rustix::process::{Pid, Signal, getppid, set_parent_process_death_signal};
 use tokio::signal::unix::{SignalKind, signal};
+
+use super::admin_arg::DataDir;
 
 /// Arguments of `hdl serve`.
 #[derive(Debug, Args)]
@@ -52,18 +60,35 @@ pub struct ServeArgs {
     /// certified answers; default `<data-dir>/server_key.pem`, made on first start.
     #[arg(long, value_name = "FILE.pem")]
     server_key: Option<PathBuf>,
+    /// End (SIGKILL) when the process PID, this one's parent, ends; refuse to start
+    /// when PID is not its parent (it has ended already). `hdl cluster up` passes its
+    /// own pid, so that its nodes never outlive it. Linux only.
+    #[arg(long, value_name = "PID")]
+    exit_with_parent: Option<u32>,
 }
 
 /// Loads the configuration, starts the node, announces its addresses and serves until
 /// SIGINT or SIGTERM, then drains and stops (see [`hdl::node`]).
 pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
+    if let Some(parent) = args.exit_with_parent {
+        exit_with_parent(parent)?;
+    }
+    let config = load_config(args)?;
+    // A node that forms its own set may make its administrator; one that waits to
+    // be joined gets it from `hdl cluster init`.
+    let data_dir = config.cluster.bootstrap.then_some(DataDir {
+        path: &config.data_dir,
+        allow_shared: config.allow_shared_data_dir,
+    });
+    let admin = args.admin.administrator(data_dir)?;
+    let first_admin = admin.as_ref().map(|admin| FirstAdmin {
+        admin: admin.bootstrap.admin.clone(),
+        prefixes: admin.bootstrap.prefixes.clone(),
+    });
     let settings = Settings {
-        config: load_config(args)?,
+        config,
         server_admins: args.server_admins.clone(),
-        first_admin: args.admin.bootstrap()?.map(|bootstrap| FirstAdmin {
-            admin: bootstrap.admin,
-            prefixes: bootstrap.prefixes,
-        }),
+        first_admin,
         server_key: args.server_key.clone(),
     };
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
@@ -75,6 +100,9 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
             () = &mut shutdown => return Ok(()),
         };
         announce(node.addresses())?;
+        if let Some(admin) = &admin {
+            admin.print_options()?;
+        }
         node.run(shutdown).await?;
         Ok(())
     })
@@ -106,6 +134,19 @@ fn load_config(args: &ServeArgs) -> anyhow::Result<Config> {
     }
     cluster.bootstrap &= !args.no_bootstrap;
     Ok(config)
+}
+
+/// Has the kernel SIGKILL this process when its parent `parent` ends (Linux's
+/// `PR_SET_PDEATHSIG`), then checks that `parent` still is its parent: had it ended
+/// before the request, this process would have a new parent and never get the signal.
+fn exit_with_parent(parent: u32) -> anyhow::Result<()> {
+    set_parent_process_death_signal(Some(Signal::KILL))
+        .context("cannot ask to end with the parent process")?;
+    let expected = i32::try_from(parent).ok().and_then(Pid::from_raw);
+    if getppid() != expected || expected.is_none() {
+        bail!("process {parent} is not this one's parent (it has ended): not starting");
+    }
+    Ok(())
 }
 
 /// Prints the one line that says the node is up:

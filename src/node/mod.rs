@@ -26,7 +26,7 @@
 //! [`Addresses`] and hands [`Node::run`] the SIGINT/SIGTERM future.
 
 pub mod calls;
-mod data_dir;
+pub mod data_dir;
 mod error;
 pub mod forward;
 pub mod groups;

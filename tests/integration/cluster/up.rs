@@ -1,9 +1,14 @@
 //! `hdl cluster up` end to end: the shipped `cluster/local.toml` on a temporary
 //! directory and a free base port, a write through one node read on another, and
-//! SIGTERM to the launcher stopping and reaping every node it started.
+//! SIGTERM to the launcher stopping and reaping every node it started; with no
+//! administrator given (and a lone `hdl serve` likewise), the one made in the new data
+//! directory, whose printed options administer the set; SIGKILL to the launcher
+//! taking its nodes with it.
 
+use std::ffi::OsString;
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpListener, UdpSocket};
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -15,8 +20,8 @@ use rustix::process::{Pid, Signal, kill_process, test_kill_process};
 use serde_json::Value;
 use tempfile::TempDir;
 
-use super::{Member, WAIT, assert_resolves, create};
-use crate::harness::{ADMIN_SECRET, Listening};
+use super::{MAX_POLLS, Member, WAIT, assert_resolves, create};
+use crate::harness::{ADMIN_SECRET, Listening, spawn_serve};
 
 /// Base ports tried before giving up; each try is a fresh random one.
 const TRIES: usize = 5;
@@ -29,11 +34,16 @@ struct Launcher {
     child: Child,
     lines: mpsc::Receiver<String>,
     nodes: Vec<(u64, Listening)>,
+    /// The words of each `administrator: ` line, as a shell splits them.
+    administrator: Vec<Vec<String>>,
 }
 
 impl Drop for Launcher {
     fn drop(&mut self) {
-        let _ = kill_process(Pid::from_child(&self.child), Signal::TERM);
+        // Only while it runs: the pid of one reaped already may be another's now.
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = kill_process(Pid::from_child(&self.child), Signal::TERM);
+        }
         let _ = self.child.wait();
     }
 }
@@ -47,6 +57,13 @@ impl Launcher {
 
     /// Starts `hdl cluster up cluster/<name>` on `dir` with `base_port`.
     fn start_file(name: &str, dir: &Path, base_port: u16) -> Option<Launcher> {
+        let admin = ["--admin-secret-file", ADMIN_SECRET, "--prefix", "ADMIN"];
+        Launcher::start_with(name, dir, base_port, &admin)
+    }
+
+    /// Starts `hdl cluster up cluster/<name>` on `dir` with `base_port` and the
+    /// bootstrap options `admin`.
+    fn start_with(name: &str, dir: &Path, base_port: u16, admin: &[&str]) -> Option<Launcher> {
         let file = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("cluster")
             .join(name);
@@ -56,7 +73,7 @@ impl Launcher {
             .arg("--data-dir")
             .arg(dir)
             .args(["--base-port", &base_port.to_string()])
-            .args(["--admin-secret-file", ADMIN_SECRET, "--prefix", "ADMIN"])
+            .args(admin)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .spawn()
@@ -74,6 +91,7 @@ impl Launcher {
             child,
             lines,
             nodes: Vec::new(),
+            administrator: Vec::new(),
         };
         launcher.await_ready().then_some(launcher)
     }
@@ -86,7 +104,12 @@ impl Launcher {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.lines.recv_timeout(left) {
                 Ok(line) if line.starts_with("ready primary=") => return true,
-                Ok(line) => self.nodes.extend(parse_node_line(&line)),
+                Ok(line) => {
+                    self.nodes.extend(parse_node_line(&line));
+                    let options = line.strip_prefix("administrator: ");
+                    let words = options.map(|options| shlex::split(options).expect("words"));
+                    self.administrator.extend(words);
+                }
                 Err(mpsc::RecvTimeoutError::Disconnected) => return false,
                 Err(mpsc::RecvTimeoutError::Timeout) => panic!("hdl cluster up not ready"),
             }
@@ -215,6 +238,223 @@ fn cluster_up_forms_a_set_and_stops_every_node_on_sigterm() {
             "node pid {pid:?} still exists"
         );
     }
+}
+
+/// Runs `hdl <args> <more>`.
+fn hdl(args: &[&str], more: &[String]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_hdl"))
+        .args(args)
+        .args(more)
+        .output()
+        .expect("run hdl")
+}
+
+/// Creates `name` (a URL value) at `server` with the client options `auth`, and waits
+/// (within [`WAIT`]) until `reader`, which may be a secondary yet to apply it, resolves
+/// it.
+fn create_and_resolve(name: &str, server: SocketAddr, reader: SocketAddr, auth: &[String]) {
+    let url = format!("https://example.org/{name}");
+    let value = format!("1:URL:{url}");
+    let (server, reader) = (server.to_string(), reader.to_string());
+    let created = hdl(
+        &["create", name, "--value", &value, "--server", &server],
+        auth,
+    );
+    let said = String::from_utf8_lossy(&created.stderr);
+    assert!(created.status.success(), "hdl create {name}: {said}");
+    let deadline = Instant::now() + WAIT;
+    for _ in 0..MAX_POLLS {
+        let resolved = hdl(&["resolve", name, "--server", &reader, "--json"], &[]);
+        let json: Value = serde_json::from_slice(&resolved.stdout).unwrap_or(Value::Null);
+        if json["values"][0]["data"]["value"] == url.as_str() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{name} does not resolve: {json}");
+        thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("{name} does not resolve at {reader}");
+}
+
+fn mode(path: &Path) -> u32 {
+    std::fs::metadata(path)
+        .expect("exists")
+        .permissions()
+        .mode()
+        & 0o777
+}
+
+#[test]
+fn cluster_up_with_no_administrator_makes_one_and_keeps_it_on_a_restart() {
+    let dir = TempDir::new().expect("temporary directory");
+    let data = dir.path().join("set");
+    let (launcher, base_port) = (0..TRIES)
+        .find_map(|_| {
+            let base_port = free_base_port();
+            Launcher::start_with("local.toml", &data, base_port, &[]).map(|l| (l, base_port))
+        })
+        .expect("hdl cluster up started on one of the base ports");
+    let key_file = data.join("admin.pem");
+    let expected = [
+        "--auth",
+        "300:0.NA/ADMIN",
+        "--key",
+        &key_file.to_string_lossy(),
+    ];
+    assert_eq!(launcher.administrator, [expected.map(String::from)]);
+    assert_eq!(mode(&key_file), 0o600);
+    let key = std::fs::read(&key_file).expect("key file");
+    let options = launcher.administrator[0].clone();
+    let (node_2, node_3) = (launcher.member(2), launcher.member(3));
+    create_and_resolve(
+        "ADMIN/quick",
+        node_2.listening.handle,
+        node_3.listening.handle,
+        &options,
+    );
+    drop(launcher);
+
+    // Started again on the same data, it makes nothing new and says the same.
+    let launcher = Launcher::start_with("local.toml", &data, base_port, &[])
+        .expect("hdl cluster up restarted on the same ports");
+    assert_eq!(launcher.administrator, [expected.map(String::from)]);
+    assert_eq!(std::fs::read(&key_file).expect("key file"), key);
+    let (node_1, node_3) = (launcher.member(1), launcher.member(3));
+    create_and_resolve(
+        "ADMIN/again",
+        node_1.listening.handle,
+        node_3.listening.handle,
+        &options,
+    );
+}
+
+#[test]
+fn a_lone_serve_with_no_administrator_makes_one_in_its_new_data_directory() {
+    let dir = TempDir::new().expect("temporary directory");
+    let data = dir.path().join("data");
+    let args: Vec<OsString> = vec![
+        "--data-dir".into(),
+        data.clone().into(),
+        "--listen".into(),
+        "127.0.0.1:0".into(),
+        "--peer".into(),
+        "127.0.0.1:0".into(),
+    ];
+    let (child, listening) = spawn_serve(&args, &dir.path().join("stderr"));
+    let _node = Member {
+        id: 1,
+        child: Some(child),
+        listening,
+    };
+    let key_file = data.join("admin.pem");
+    assert_eq!(mode(&key_file), 0o600);
+    let auth = [
+        "--auth",
+        "300:0.NA/ADMIN",
+        "--key",
+        &key_file.to_string_lossy(),
+    ];
+    let auth = auth.map(String::from);
+    create_and_resolve("ADMIN/lone", listening.handle, listening.handle, &auth);
+}
+
+/// Whether process `pid` runs: it exists and is not a zombie awaiting its reaper.
+fn is_running(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // `pid (comm) state …`, where comm may hold anything, `)` included.
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().next());
+    !matches!(state, None | Some("Z" | "X"))
+}
+
+/// What is left of `pids` and their listeners at `addresses` after waiting (within
+/// [`WAIT`]) for them to go: the processes still running and the addresses still held.
+/// A process whose first thread is a zombie may still be closing its sockets in others.
+fn left_after_wait(pids: &[i32], addresses: &[SocketAddr]) -> (Vec<i32>, Vec<SocketAddr>) {
+    let left = || {
+        let running = pids.iter().copied().filter(|pid| is_running(*pid));
+        let held = addresses.iter().copied();
+        let held = held.filter(|address| TcpListener::bind(address).is_err());
+        (running.collect::<Vec<_>>(), held.collect::<Vec<_>>())
+    };
+    let deadline = Instant::now() + WAIT;
+    for _ in 0..MAX_POLLS {
+        let (running, held) = left();
+        if (running.is_empty() && held.is_empty()) || Instant::now() >= deadline {
+            return (running, held);
+        }
+        thread::sleep(std::time::Duration::from_millis(20));
+    }
+    left()
+}
+
+#[test]
+fn the_nodes_of_a_sigkilled_cluster_up_exit_and_free_their_ports() {
+    let dir = TempDir::new().expect("temporary directory");
+    let mut launcher = (0..TRIES)
+        .find_map(|_| Launcher::start(dir.path(), free_base_port()))
+        .expect("hdl cluster up started on one of the base ports");
+    let pids = node_pids(dir.path(), launcher.member(1).listening.peer);
+    assert_eq!(pids.len(), 3);
+    let addresses: Vec<SocketAddr> = launcher
+        .nodes
+        .iter()
+        .flat_map(|(_, node)| [node.handle, node.peer, node.http])
+        .collect();
+
+    launcher.child.kill().expect("SIGKILL hdl cluster up");
+    launcher.child.wait().expect("reap hdl cluster up");
+    let (outlived, held) = left_after_wait(&pids, &addresses);
+    for pid in &outlived {
+        // So that a failure leaves no orphan behind: these are the launcher's nodes.
+        let _ = kill_process(Pid::from_raw(*pid).expect("a positive pid"), Signal::KILL);
+    }
+    assert!(
+        outlived.is_empty(),
+        "nodes {outlived:?} outlived their launcher"
+    );
+    assert!(held.is_empty(), "{held:?} still held");
+}
+
+#[test]
+fn a_node_whose_launcher_is_gone_before_it_asked_to_end_with_it_does_not_start() {
+    let dir = TempDir::new().expect("temporary directory");
+    // Process 1 is not its parent: as if its launcher had ended and it had been
+    // handed to init before asking to end with it.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hdl"))
+        .args(["serve", "--exit-with-parent", "1", "--data-dir"])
+        .arg(dir.path().join("data"))
+        .args(["--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"])
+        .args(["--peer", "127.0.0.1:0", "--no-bootstrap"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn hdl serve");
+    let deadline = Instant::now() + WAIT;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break Some(status);
+        }
+        if Instant::now() >= deadline {
+            break None;
+        }
+        thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let _ = child.kill();
+    let output = child.wait_with_output().expect("reap hdl serve");
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(status.is_some_and(|s| !s.success()), "it started: {said}");
+    assert!(
+        said.contains("process 1 is not this one's parent"),
+        "{said}"
+    );
+    assert!(
+        !dir.path().join("data").exists(),
+        "it made its data directory"
+    );
 }
 
 /// Each set of a status report: its id, its member ids, the slots it owns and the
