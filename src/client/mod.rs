@@ -366,24 +366,33 @@ impl Client {
     ) -> Result<Message, AttemptError> {
         let exchange = async {
             let kept = self.config.keep_connections.then(|| self.pool.take(server));
+            let mut lost = None;
             if let Some(mut kept) = kept.flatten() {
                 match tcp::request(&mut kept, outgoing.clone(), credentials).await {
                     Ok((message, _)) => {
                         self.pool.keep(kept);
                         return Ok(message);
                     }
-                    // Closed as the request went out: the server took nothing
-                    // from it (a server answers what it has read before closing).
-                    Err(AttemptError::Closed { .. } | AttemptError::Io { .. }) => {}
+                    // Closed under the request: usually closed idle before it came,
+                    // but the server may have died after carrying it out.
+                    Err(error @ (AttemptError::Closed { .. } | AttemptError::Io { .. })) => {
+                        lost = Some(error);
+                    }
                     Err(error) => return Err(error),
                 }
             }
-            let mut connection = Connection::open(server).await?;
-            let (message, _) = tcp::request(&mut connection, outgoing, credentials).await?;
-            if self.config.keep_connections {
-                self.pool.keep(connection);
-            }
-            Ok(message)
+            let fresh = async {
+                let mut connection = Connection::open(server).await?;
+                let (message, _) = tcp::request(&mut connection, outgoing, credentials).await?;
+                if self.config.keep_connections {
+                    self.pool.keep(connection);
+                }
+                Ok(message)
+            };
+            // A request sent on a kept connection that then failed may have been
+            // carried out: if the new connection fails too, that is the error (never
+            // "not delivered"), so a write is not taken for one that never happened.
+            fresh.await.map_err(|error| lost.unwrap_or(error))
         };
         timeout(self.config.tcp_timeout, exchange)
             .await
