@@ -365,29 +365,20 @@ impl Client {
         credentials: Option<&Credentials>,
     ) -> Result<Message, AttemptError> {
         let exchange = async {
-            let kept = self.config.keep_connections.then(|| self.pool.take(server));
             let mut lost = None;
-            if let Some(mut kept) = kept.flatten() {
-                match tcp::request(&mut kept, outgoing.clone(), credentials).await {
-                    Ok((message, _)) => {
-                        self.pool.keep(kept);
-                        return Ok(message);
-                    }
+            if let Some(kept) = self.kept_connection(server) {
+                match self.exchange_on(kept, outgoing.clone(), credentials).await {
                     // Closed under the request: usually closed idle before it came,
                     // but the server may have died after carrying it out.
                     Err(error @ (AttemptError::Closed { .. } | AttemptError::Io { .. })) => {
                         lost = Some(error);
                     }
-                    Err(error) => return Err(error),
+                    answered => return answered,
                 }
             }
             let fresh = async {
-                let mut connection = Connection::open(server).await?;
-                let (message, _) = tcp::request(&mut connection, outgoing, credentials).await?;
-                if self.config.keep_connections {
-                    self.pool.keep(connection);
-                }
-                Ok(message)
+                let connection = Connection::open(server).await?;
+                self.exchange_on(connection, outgoing, credentials).await
             };
             // A request sent on a kept connection that then failed may have been
             // carried out: if the new connection fails too, that is the error (never
@@ -400,6 +391,31 @@ impl Client {
                 server,
                 transport: Transport::Tcp,
             }))
+    }
+
+    /// An open connection to `server` kept from an earlier request, when connections
+    /// are kept.
+    fn kept_connection(&self, server: SocketAddr) -> Option<Connection> {
+        self.config
+            .keep_connections
+            .then(|| self.pool.take(server))
+            .flatten()
+    }
+
+    /// One request on `connection`, answering a challenge with `credentials`; the
+    /// connection is kept for the next request after a whole answer, when
+    /// connections are kept.
+    async fn exchange_on(
+        &self,
+        mut connection: Connection,
+        outgoing: Outgoing,
+        credentials: Option<&Credentials>,
+    ) -> Result<Message, AttemptError> {
+        let (message, _) = tcp::request(&mut connection, outgoing, credentials).await?;
+        if self.config.keep_connections {
+            self.pool.keep(connection);
+        }
+        Ok(message)
     }
 
     /// One list request to one server: the outer error means "try the next server",

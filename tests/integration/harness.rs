@@ -287,6 +287,19 @@ pub fn is_address_taken(failure: &str) -> bool {
     failure.contains("Address already in use")
 }
 
+/// The arguments of a lone `hdl serve` on `data`, every address on a free loopback
+/// port (it forms set 1 alone; no administrator given).
+pub fn lone_node_args(data: &Path) -> Vec<OsString> {
+    vec![
+        "--data-dir".into(),
+        data.into(),
+        "--listen".into(),
+        "127.0.0.1:0".into(),
+        "--peer".into(),
+        "127.0.0.1:0".into(),
+    ]
+}
+
 /// Starts `hdl serve` with `args`, its stderr in the file `stderr`, and waits (within
 /// [`STARTUP`]) for its announcement; the child is the caller's to kill and reap.
 pub fn spawn_serve(args: &[OsString], stderr: &Path) -> (Child, Listening) {

@@ -22,7 +22,8 @@ use hdl::names::Handle;
 use hdl::values::{HandleValue, SiteInfo, ValueSelection};
 
 use crate::harness::{
-    ADMIN_KEY, ADMIN_SECRET, ADMIN_SECRET_TEXT, Listening, Server, admin_credentials, spawn_serve,
+    ADMIN_KEY, ADMIN_SECRET, ADMIN_SECRET_TEXT, Listening, Server, admin_credentials,
+    lone_node_args, spawn_serve,
 };
 use crate::raw;
 
@@ -164,14 +165,7 @@ async fn the_key_file_is_made_once_and_kept() {
     let dir = tempfile::tempdir().expect("temporary directory");
     let data = dir.path().join("data");
     let key_file = data.join("server_key.pem");
-    let args: Vec<OsString> = vec![
-        "--data-dir".into(),
-        data.clone().into(),
-        "--listen".into(),
-        "127.0.0.1:0".into(),
-        "--peer".into(),
-        "127.0.0.1:0".into(),
-    ];
+    let args = lone_node_args(&data);
     let first = Node::spawn(&args, &dir.path().join("stderr-1"));
     let mode = std::fs::metadata(&key_file)
         .expect("key file")
@@ -399,19 +393,14 @@ async fn each_member_of_a_set_signs_with_its_own_key_listed_in_hs_site() {
     std::fs::write(&secret, format!("{}\n", "5a".repeat(32))).expect("secret file");
     let members: Vec<Node> = (1..=2)
         .map(|id| {
-            let args: Vec<OsString> = vec![
-                "--data-dir".into(),
-                dir.path().join(format!("data-{id}")).into(),
-                "--listen".into(),
-                "127.0.0.1:0".into(),
-                "--peer".into(),
-                "127.0.0.1:0".into(),
+            let mut args = lone_node_args(&dir.path().join(format!("data-{id}")));
+            args.extend([
                 "--node-id".into(),
                 id.to_string().into(),
                 "--secret-file".into(),
                 secret.clone().into(),
                 "--no-bootstrap".into(),
-            ];
+            ]);
             Node::spawn(&args, &dir.path().join(format!("stderr-{id}")))
         })
         .collect();

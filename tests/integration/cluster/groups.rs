@@ -93,27 +93,12 @@ fn both_groups_elect_and_keep_going_after_a_member_is_killed() {
 /// its set's.
 #[test]
 fn a_lone_node_makes_a_ring_of_its_one_set() {
-    use std::ffi::OsString;
     use std::time::Instant;
-
-    use crate::harness::spawn_serve;
 
     let dir = tempfile::tempdir().expect("temporary directory");
     let data = dir.path().join("data");
-    let args: Vec<OsString> = vec![
-        "--data-dir".into(),
-        data.clone().into(),
-        "--listen".into(),
-        "127.0.0.1:0".into(),
-        "--peer".into(),
-        "127.0.0.1:0".into(),
-    ];
-    let (child, listening) = spawn_serve(&args, &dir.path().join("stderr"));
-    let _member = super::Member {
-        id: 1,
-        child: Some(child),
-        listening,
-    };
+    let member = super::Member::start_lone(dir.path());
+    let listening = member.listening;
     let deadline = Instant::now() + super::WAIT;
     loop {
         let output = std::process::Command::new(env!("CARGO_BIN_EXE_hdl"))

@@ -35,8 +35,8 @@ use serde_json::Value;
 use tempfile::TempDir;
 
 use crate::harness::{
-    ADMIN_SECRET, Listening, admin_credentials, is_address_taken, stable_address,
-    try_spawn_serve_through,
+    ADMIN_SECRET, Listening, admin_credentials, is_address_taken, lone_node_args, spawn_serve,
+    stable_address, try_spawn_serve_through,
 };
 use crate::raw;
 use netns::Lab;
@@ -59,6 +59,19 @@ struct Member {
     id: u64,
     child: Option<Child>,
     listening: Listening,
+}
+
+impl Member {
+    /// A lone `hdl serve` on `<dir>/data` ([`lone_node_args`]), its stderr in `dir`.
+    fn start_lone(dir: &std::path::Path) -> Member {
+        let args = lone_node_args(&dir.join("data"));
+        let (child, listening) = spawn_serve(&args, &dir.join("stderr"));
+        Member {
+            id: 1,
+            child: Some(child),
+            listening,
+        }
+    }
 }
 
 impl Drop for Member {

@@ -5,7 +5,6 @@
 //! directory, whose printed options administer the set; SIGKILL to the launcher
 //! taking its nodes with it.
 
-use std::ffi::OsString;
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::os::unix::fs::PermissionsExt;
@@ -21,7 +20,7 @@ use serde_json::Value;
 use tempfile::TempDir;
 
 use super::{MAX_POLLS, Member, WAIT, assert_resolves, create};
-use crate::harness::{ADMIN_SECRET, Listening, spawn_serve};
+use crate::harness::{ADMIN_SECRET, Listening};
 
 /// Base ports tried before giving up; each try is a fresh random one.
 const TRIES: usize = 5;
@@ -331,20 +330,8 @@ fn cluster_up_with_no_administrator_makes_one_and_keeps_it_on_a_restart() {
 fn a_lone_serve_with_no_administrator_makes_one_in_its_new_data_directory() {
     let dir = TempDir::new().expect("temporary directory");
     let data = dir.path().join("data");
-    let args: Vec<OsString> = vec![
-        "--data-dir".into(),
-        data.clone().into(),
-        "--listen".into(),
-        "127.0.0.1:0".into(),
-        "--peer".into(),
-        "127.0.0.1:0".into(),
-    ];
-    let (child, listening) = spawn_serve(&args, &dir.path().join("stderr"));
-    let _node = Member {
-        id: 1,
-        child: Some(child),
-        listening,
-    };
+    let node = Member::start_lone(dir.path());
+    let listening = node.listening;
     let key_file = data.join("admin.pem");
     assert_eq!(mode(&key_file), 0o600);
     let auth = [
