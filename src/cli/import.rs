@@ -237,8 +237,7 @@ pub(super) async fn send_items(
                 send_puts(
                     link,
                     puts,
-                    existing,
-                    timestamps,
+                    (existing, timestamps),
                     &mut flight,
                     summary,
                     &mut progress,
@@ -405,8 +404,7 @@ fn operation_of(op: BatchOp) -> Operation {
 async fn send_puts(
     link: &Arc<BulkLink>,
     puts: Vec<Put>,
-    existing: ExistingHandle,
-    timestamps: Timestamps,
+    (existing, timestamps): (ExistingHandle, Timestamps),
     flight: &mut JoinSet<anyhow::Result<(Vec<Put>, ImportReport)>>,
     summary: &mut Summary,
     progress: &mut Progress,
