@@ -1,6 +1,6 @@
 //! `hdl bench`: load tests. `hdl bench resolve`, a resolution load test against a
 //! running server, is here; `bench_http`, `bench_write`, `bench_auth`,
-//! `bench_failover` and `bench_chaos` hold the others.
+//! `bench_failover`, `bench_chaos` and `bench_import` hold the others.
 //!
 //! Seeds `--handles` handles `<prefix>/bench/<n>` (one URL value each) with admin
 //! creates over TCP, skipping those that exist; then `--concurrency` tasks resolve for
@@ -66,6 +66,9 @@ enum BenchCommand {
     /// Torture: SIGKILL members of a local set under writes and reads, then check
     /// that nothing acknowledged was lost and the history is linearizable.
     Chaos(super::bench_chaos::ChaosBench),
+    /// `hdl import` into a fresh local set: handles per second, and again when every
+    /// handle is there already.
+    Import(super::bench_import::ImportBench),
 }
 
 /// Arguments of `hdl bench resolve`.
@@ -120,6 +123,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
             BenchCommand::AuthWrite(bench) => super::bench_auth::run(bench).await,
             BenchCommand::Failover(bench) => super::bench_failover::run(bench).await,
             BenchCommand::Chaos(bench) => super::bench_chaos::run(bench).await,
+            BenchCommand::Import(bench) => super::bench_import::run(bench).await,
         }
     })
 }

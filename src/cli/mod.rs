@@ -14,7 +14,9 @@ mod bench_close;
 mod bench_cpu;
 mod bench_failover;
 mod bench_http;
+mod bench_import;
 mod bench_write;
+mod bulk_link;
 mod cluster;
 mod cluster_calls;
 mod cluster_status;
@@ -23,6 +25,9 @@ mod connect;
 mod create;
 mod default_admin;
 mod delete;
+mod export;
+mod genericbatch;
+mod import;
 mod keygen;
 mod list;
 mod local_set;
@@ -72,6 +77,12 @@ enum Command {
     /// Run administrative commands from a file, one a line, in one authenticated
     /// session.
     Batch(batch::BatchArgs),
+    /// Write every handle of a running cluster (or of one prefix) as JSON Lines, from
+    /// one snapshot of each replica set.
+    Export(export::ExportArgs),
+    /// Bulk-load handles (hdl export's JSON Lines, or a GenericBatch file) through
+    /// each replica set's log; running it again changes nothing.
+    Import(import::ImportArgs),
     /// Generate an administrator's RSA key pair: the private key to a PEM file, the
     /// HS_PUBKEY value to stdout.
     Keygen(keygen::KeygenArgs),
@@ -97,6 +108,8 @@ pub fn run() -> ExitCode {
         Command::Remove(args) => remove::run(&args),
         Command::List(args) => list::run(&args),
         Command::Batch(args) => batch::run(&args),
+        Command::Export(args) => export::run(&args),
+        Command::Import(args) => import::run(&args),
         Command::Keygen(args) => keygen::run(&args),
         Command::Bench(args) => bench::run(&args),
         Command::Cluster(args) => cluster::run(&args),

@@ -68,7 +68,7 @@ fn decode_hex(text: &str) -> Option<Vec<u8>> {
 }
 
 /// Encodes `INDEX:PERMISSIONS:HANDLE` as an HS_ADMIN record.
-fn admin_data(text: &str) -> Result<Vec<u8>, String> {
+pub(super) fn admin_data(text: &str) -> Result<Vec<u8>, String> {
     let mut parts = text.splitn(3, ':');
     let (Some(index), Some(permissions), Some(handle)) = (parts.next(), parts.next(), parts.next())
     else {

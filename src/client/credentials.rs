@@ -10,7 +10,7 @@ use crate::auth::{
     AuthError, AuthType, ChallengeAnswer, ChallengeBody, Identity, SecretKey, SigningKey,
     answer_formats_version, answer_secret, sign_public,
 };
-use crate::codec::{AuthAnswer, Body, Message, Response};
+use crate::codec::{AuthAnswer, Body, Message, ProtocolVersion, Response};
 
 /// The key an administrator proves their identity with.
 #[derive(Debug, Clone)]
@@ -57,17 +57,25 @@ impl Credentials {
             nonce: nonce.clone(),
         };
         let version = answer_formats_version(&challenge.envelope);
+        Ok(self.answer_body(&body, version)?.to_wire())
+    }
+
+    /// The answer to the challenge `body` in the answer formats of `version`.
+    pub fn answer_body(
+        &self,
+        body: &ChallengeBody,
+        version: ProtocolVersion,
+    ) -> Result<ChallengeAnswer, AuthError> {
         let (auth_type, answer) = match &self.key {
-            Key::Public(key) => (AuthType::PublicKey, sign_public(&body, version, key)?),
-            Key::Secret(secret) => (AuthType::SecretKey, answer_secret(&body, version, secret)?),
+            Key::Public(key) => (AuthType::PublicKey, sign_public(body, version, key)?),
+            Key::Secret(secret) => (AuthType::SecretKey, answer_secret(body, version, secret)?),
         };
-        let answer = ChallengeAnswer {
+        Ok(ChallengeAnswer {
             auth_type,
             key_handle: self.identity.handle.clone(),
             key_index: self.identity.index,
             answer,
-        };
-        Ok(answer.to_wire())
+        })
     }
 }
 

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use super::bulk::{BulkAnswer, BulkCall, BulkDesk};
 use super::moves::{MoveAnswer, MoveCall, answer_move};
 use super::set::SetHost;
 use crate::placement::{ClusterMap, MapCommand, MapRefusal};
@@ -70,6 +71,9 @@ pub enum NodeCall {
     Forward(ForwardCall),
     /// The node's server key (the public half), which signs its certified answers.
     ServerKey,
+    /// A call of `hdl import` or `hdl export` (module [`super::bulk`]). Last, so the
+    /// variants before it keep their postcard tags.
+    Bulk(BulkCall),
 }
 
 /// The answer to a [`NodeCall`].
@@ -114,9 +118,11 @@ pub enum NodeAnswer {
     Forwarded(ForwardAnswer),
     /// The node could not carry the call out.
     Failed(String),
-    /// The node's server key, HS_PUBKEY data (digest §6.5). Last, so the variants
-    /// before it keep their postcard tags.
+    /// The node's server key, HS_PUBKEY data (digest §6.5). Appended, so the
+    /// variants before it keep their postcard tags.
     ServerKey(Vec<u8>),
+    /// The answer to a [`NodeCall::Bulk`]. Last, for the same reason.
+    Bulk(BulkAnswer),
 }
 
 /// A node's replica set and what its store holds, as [`NodeCall::SetInfo`] answers.
@@ -162,13 +168,18 @@ pub async fn call_node(
 pub struct NodeEndpoint {
     sets: Arc<SetHost>,
     server_key: Vec<u8>,
+    bulk: BulkDesk,
 }
 
 impl NodeEndpoint {
     /// The endpoint of the node whose set and metadata group `sets` holds and whose
     /// server key is `server_key` (HS_PUBKEY data).
     pub fn new(sets: Arc<SetHost>, server_key: Vec<u8>) -> NodeEndpoint {
-        NodeEndpoint { sets, server_key }
+        NodeEndpoint {
+            sets,
+            server_key,
+            bulk: BulkDesk::default(),
+        }
     }
 
     async fn carry_out(&self, call: NodeCall) -> NodeAnswer {
@@ -213,6 +224,9 @@ impl NodeEndpoint {
                 None => NodeAnswer::Failed(NO_SET.to_owned()),
             },
             NodeCall::ServerKey => NodeAnswer::ServerKey(self.server_key.clone()),
+            NodeCall::Bulk(call) => {
+                NodeAnswer::Bulk(self.bulk.answer(self.sets.local(), call).await)
+            }
         }
     }
 

@@ -25,6 +25,7 @@
 //! (`hdl serve`) only reads arguments and the configuration, prints the
 //! [`Addresses`] and hands [`Node::run`] the SIGINT/SIGTERM future.
 
+pub mod bulk;
 pub mod calls;
 pub mod data_dir;
 mod error;

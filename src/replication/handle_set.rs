@@ -10,8 +10,9 @@
 //! The command is a log format, read back for as long as a log or a node's disk holds
 //! it: version 1 is the first seven variants below, in this order and with these
 //! fields, as the first hdl wrote them; their encoding is pinned by a test. Version 2
-//! appended the slot commands, version 3 [`HandleCommand::Guarded`]. A later change to a command is a new variant appended
-//! after them, never an edit.
+//! appended the slot commands, version 3 [`HandleCommand::Guarded`], version 4
+//! [`HandleCommand::PutHandles`] (bulk import). A later change to a command is a new
+//! variant appended after them, never an edit.
 //!
 //! Once the store is sliced into a ring's slots, a change to a handle whose slot the
 //! set does not take writes for (another set owns it, or it is changing hands) is
@@ -26,8 +27,8 @@ use super::guard::Basis;
 use super::machine::Machine;
 use crate::names::Handle;
 use crate::storage::{
-    Applied, ExistingHandle, ExistingValue, Refusal, Slice, Slot, SlotState, StorageError,
-    WriteBatch, slot_of,
+    Applied, ExistingHandle, ExistingValue, HandlePut, ImportTally, Refusal, Sameness, Slice, Slot,
+    SlotState, StorageError, WriteBatch, slot_of,
 };
 use crate::values::{HandleValue, ValueIndex};
 
@@ -147,6 +148,17 @@ pub enum HandleCommand {
         /// The write.
         command: Box<HandleCommand>,
     },
+    /// Whole handles, written as given, timestamps kept (a bulk import): each created,
+    /// left unchanged when it holds these very values, and replaced or left as it is
+    /// when it holds others, as its [`crate::storage::PutMode`] says. Refused whole with
+    /// [`Refusal::NotHere`] when the set does not take writes for one of their slots
+    /// (version 4).
+    PutHandles {
+        /// The handles.
+        puts: Vec<HandlePut>,
+        /// When an existing handle's values count as the same as a put's.
+        sameness: Sameness,
+    },
 }
 
 /// Refuses a change to `handle` when the store is sliced and the set does not take
@@ -182,7 +194,8 @@ impl HandleCommand {
             | HandleCommand::BeginImport { .. }
             | HandleCommand::PutRecords { .. }
             | HandleCommand::AcceptSlot { .. }
-            | HandleCommand::Guarded { .. } => None,
+            | HandleCommand::Guarded { .. }
+            | HandleCommand::PutHandles { .. } => None,
         }
     }
 }
@@ -299,8 +312,54 @@ fn change(batch: &mut WriteBatch, command: HandleCommand) -> Result<Applied, Sto
                 move_slot(batch, slot, &from, |_| SlotState::Owned)
             }
             guarded @ HandleCommand::Guarded { .. } => carry_out(batch, guarded),
+            HandleCommand::PutHandles { puts, sameness } => put_handles(batch, &puts, sameness),
         }
     }
+}
+
+/// Writes whole handles, once the set takes writes for every one's slot (each
+/// written one journalled when its slot is exporting); what they came to.
+fn put_handles(
+    batch: &mut WriteBatch,
+    puts: &[HandlePut],
+    sameness: Sameness,
+) -> Result<Applied, StorageError> {
+    let journals = journal_slots(batch, puts)?;
+    let outcomes = batch.put_handles(puts, sameness)?;
+    let mut tally = ImportTally::default();
+    for ((put, journal), outcome) in puts.iter().zip(journals).zip(outcomes) {
+        tally.count(outcome);
+        if let (Some(slot), true) = (journal, outcome.wrote()) {
+            batch.journal_change(slot, put.handle.key())?;
+        }
+    }
+    Ok(Applied::Imported(tally))
+}
+
+/// For each put, the slot to journal its change in (see [`check_writable`]), the
+/// slots' states read once each; [`Refusal::NotHere`] when one does not take writes.
+fn journal_slots(
+    batch: &WriteBatch,
+    puts: &[HandlePut],
+) -> Result<Vec<Option<Slot>>, StorageError> {
+    let Slice::Ring(count) = batch.slice()? else {
+        return Ok(vec![None; puts.len()]);
+    };
+    let mut states = std::collections::HashMap::new();
+    let mut journals = Vec::with_capacity(puts.len());
+    for put in puts {
+        let slot = slot_of(put.handle.key(), count);
+        let state = match states.get(&slot) {
+            Some(state) => *state,
+            None => *states.entry(slot).or_insert(batch.slot_state(slot)?),
+        };
+        journals.push(match state {
+            Some(SlotState::Exporting) => Some(slot),
+            Some(state) if state.takes_writes() => None,
+            _ => return Err(Refusal::NotHere(slot).into()),
+        });
+    }
+    Ok(journals)
 }
 
 /// Moves `slot` from one of the states `from` to `to(state)`; a slot in another state

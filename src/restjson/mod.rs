@@ -18,14 +18,18 @@
 //! `data` is refused, as in the reference server.
 //!
 //! Pure: depends on [`crate::values`] only; no I/O, no clock (the server stamps
-//! timestamps, so an incoming `timestamp` is ignored).
+//! timestamps, so an incoming `timestamp` is ignored), except in the lines of an
+//! export file ([`export_json`], [`parse_export`]), which keep every value's
+//! timestamp and octets.
 
+mod export;
 mod parse;
 mod render;
 pub mod structured;
 
 use thiserror::Error;
 
+pub use export::{export_json, parse_export};
 pub use parse::{ValuesBody, parse_body, parse_value};
 pub use render::{data_json, resolution_json, timestamp, value_json};
 

@@ -5,7 +5,6 @@ use base64::engine::general_purpose::STANDARD;
 use serde_json::{Map, Value};
 
 use super::JsonError;
-use super::render::PERMISSION_BITS;
 use super::structured::{parse_key, parse_site, parse_vlist};
 use crate::values::{
     AdminPermissions, AdminRecord, HandleValue, Permissions, Ttl, ValueIndex, ValueReference,
@@ -87,7 +86,7 @@ pub fn parse_value(json: &Value) -> Result<HandleValue, JsonError> {
 }
 
 /// The octets of a `data` field: a bare string, or `{"format","value"}`.
-fn parse_data(json: &Value) -> Result<Vec<u8>, JsonError> {
+pub(super) fn parse_data(json: &Value) -> Result<Vec<u8>, JsonError> {
     const WHAT: &str = "data";
     let data = match json {
         Value::String(text) => return Ok(text.clone().into_bytes()),
@@ -131,16 +130,7 @@ fn parse_admin(json: &Value) -> Result<Vec<u8>, JsonError> {
 fn parse_permissions(bits: &str) -> Result<Permissions, JsonError> {
     let expected =
         "four characters of 0 and 1 (admin read, admin write, public read, public write)";
-    if bits.len() != PERMISSION_BITS.len() {
-        return Err(invalid("value", "permissions", expected));
-    }
-    bits.bytes()
-        .zip(PERMISSION_BITS)
-        .try_fold(Permissions::from_bits(0), |acc, (c, bit)| match c {
-            b'1' => Ok(acc.with(bit)),
-            b'0' => Ok(acc),
-            _ => Err(invalid("value", "permissions", expected)),
-        })
+    Permissions::from_bit_string(bits).ok_or_else(|| invalid("value", "permissions", expected))
 }
 
 fn parse_references(list: &[Value]) -> Result<Vec<ValueReference>, JsonError> {

@@ -98,20 +98,12 @@ fn is_site(known: KnownType) -> bool {
 }
 
 /// The four permission bits, admin read first.
-fn permission_bits(permissions: Permissions) -> String {
-    PERMISSION_BITS
+pub(super) fn permission_bits(permissions: Permissions) -> String {
+    Permissions::WRITTEN_ORDER
         .iter()
         .map(|bit| if permissions.contains(*bit) { '1' } else { '0' })
         .collect()
 }
-
-/// The permission bits in the order of their JSON string.
-pub(super) const PERMISSION_BITS: [Permissions; 4] = [
-    Permissions::ADMIN_READ,
-    Permissions::ADMIN_WRITE,
-    Permissions::PUBLIC_READ,
-    Permissions::PUBLIC_WRITE,
-];
 
 /// Seconds since the epoch as RFC 3339 UTC, e.g. `2024-01-01T00:00:00Z`.
 pub fn timestamp(seconds: u32) -> String {

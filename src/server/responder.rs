@@ -525,7 +525,7 @@ impl Responder {
             .administer_request(&caller, operation, request)
             .await?;
         Ok(match (applied, created) {
-            (Applied::Done, _) | (_, None) => Done::Plain,
+            (Applied::Done | Applied::Imported(_), _) | (_, None) => Done::Plain,
             (Applied::Created, Some(handle)) => Done::Created(handle, OpFlags::NONE),
             (Applied::Replaced, Some(handle)) => Done::Created(handle, OpFlags::OW),
         })

@@ -13,6 +13,8 @@
 //!   replaces a taken index (OverwriteWhenExists) is a modification of that value;
 //! * listing and counting → `LIST_HANDLES` on the prefix handle; reading non-public
 //!   values → `READ_VALUE`; listing prefixes → server administrators only;
+//! * a bulk import is a create per handle, a bulk export a listing per prefix and a
+//!   read of the non-public values per handle;
 //! * homing and unhoming a prefix → server administrators only.
 //!
 //! An anonymous caller is [`Error::AuthenticationNeeded`] before anything is read.
@@ -120,6 +122,18 @@ pub fn reading(
 ) -> Result<(), Error> {
     let check = Checker::of(policy, records, caller)?;
     check.on_target(handle, |_| vec![Act::ReadValue])
+}
+
+/// Checks that `caller` may read the non-public values of a handle holding `values`
+/// (READ_VALUE, governed by its own HS_ADMIN values).
+pub fn reading_values(
+    policy: &AuthPolicy,
+    records: &Records,
+    caller: &Caller,
+    values: &[HandleValue],
+) -> Result<(), Error> {
+    let check = Checker::of(policy, records, caller)?;
+    check.on_handle(values, Act::ReadValue)
 }
 
 /// Checks that `caller` is a server administrator.

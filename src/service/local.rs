@@ -40,15 +40,15 @@ pub const AUTHORISATION_ATTEMPTS: u32 = 3;
 #[derive(Debug, Clone)]
 pub struct Service {
     pub(super) store: Arc<Store>,
-    replica: Group<HandleSet>,
-    policy: Arc<AuthPolicy>,
+    pub(super) replica: Group<HandleSet>,
+    pub(super) policy: Arc<AuthPolicy>,
     site: Arc<SiteConfig>,
     pub(super) resolver: Option<Arc<Resolver>>,
     pub(super) verifier: Verifier,
     pub(super) records: Option<Arc<dyn RecordSource>>,
     member_keys: Arc<site::MemberKeys>,
     /// The most octets a handle's values may take after a write.
-    max_handle_octets: usize,
+    pub(super) max_handle_octets: usize,
 }
 
 impl Service {

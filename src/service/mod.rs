@@ -6,7 +6,8 @@
 //! (which values an anonymous resolution may see, value validation, server-assigned
 //! timestamps, who may administer: an authenticated administrator whom the target
 //! handle, its prefix handle or the server configuration allows the exact change,
-//! module `authorise`), the HS_SITE a node describes itself with ([`site`]: its set,
+//! module `authorise`), bulk import and export of whole handles (module `bulk`), the
+//! HS_SITE a node describes itself with ([`site`]: its set,
 //! or one site per rank over the ring of slots), and the one table from [`Error`] to
 //! RFC 3652 response codes ([`Error::response_code`]).
 //!
@@ -34,6 +35,7 @@
 
 mod authorise;
 pub mod bootstrap;
+mod bulk;
 mod codes;
 mod error;
 mod handler;
@@ -53,6 +55,10 @@ use std::net::IpAddr;
 use serde::{Deserialize, Serialize};
 
 pub use authorise::AuthPolicy;
+pub use bulk::{
+    ExportCursor, ExportError, ExportPage, ImportBatch, ImportProblem, ImportReport,
+    SESSION_VERSION, Timestamps, session_challenge, session_challenge_body,
+};
 pub use codes::authentication_code;
 pub use error::Error;
 pub use handler::{Handler, KeyAgreement};
@@ -63,7 +69,7 @@ pub use records::{MAX_FETCHED, RecordSource, held_here};
 pub use status::{Role, Status, StatusMember};
 pub use verifier::{forgive_key_checks, measure_key_checks};
 
-pub use crate::storage::{Applied, HandleRecord, PrefixRecord, Refusal};
+pub use crate::storage::{Applied, HandleRecord, ImportTally, PrefixRecord, Refusal};
 
 use crate::auth::Identity;
 use crate::values::{HandleValue, Permissions};

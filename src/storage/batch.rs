@@ -241,7 +241,7 @@ impl WriteBatch {
         })
     }
 
-    fn update_prefix(
+    pub(super) fn update_prefix(
         &mut self,
         prefix: &str,
         change: impl FnOnce(&mut PrefixRecord),
@@ -281,7 +281,7 @@ fn find(record: &HandleRecord, index: ValueIndex) -> Option<usize> {
 }
 
 /// A handle's values take at most [`MAX_VALUE_LIST_LEN`] octets.
-fn check_size(values: &[HandleValue]) -> Result<(), Refusal> {
+pub(super) fn check_size(values: &[HandleValue]) -> Result<(), Refusal> {
     let octets = value_list_len(values);
     if octets > MAX_VALUE_LIST_LEN {
         return Err(Refusal::TooLarge {
@@ -293,7 +293,7 @@ fn check_size(values: &[HandleValue]) -> Result<(), Refusal> {
 }
 
 /// Indexes of a value list: positive and unique.
-fn check_indexes(values: &[HandleValue]) -> Result<(), Refusal> {
+pub fn check_indexes(values: &[HandleValue]) -> Result<(), Refusal> {
     check_index_list(values.iter().map(|v| v.index))
 }
 

@@ -16,11 +16,14 @@
 //! For replication the store also keeps, without interpreting them, the applied state
 //! of the replicated state machine ([`WriteBatch::set_applied_state`], committed with
 //! the handle writes it accounts for), whole-store images for snapshots, streamed
-//! record by record ([`ReadSnapshot::export`], [`WriteBatch::import`]) and, in a file of its own, the
+//! record by record ([`ReadSnapshot::export`], [`WriteBatch::import`]), whole handles
+//! put and read many at a time for bulk import and export ([`WriteBatch::put_handles`],
+//! [`ReadSnapshot::handle_records`]) and, in a file of its own, the
 //! replicated log ([`EntryLog`]). Nothing here knows the replication library.
 
 mod applied;
 mod batch;
+mod bulk;
 mod commits;
 mod documents;
 mod error;
@@ -38,8 +41,9 @@ use std::sync::Arc;
 
 use redb::{Database, ReadableTable, TableHandle, WriteTransaction};
 
-pub use applied::Applied;
-pub use batch::{CreateOutcome, ExistingHandle, ExistingValue, WriteBatch};
+pub use applied::{Applied, ImportTally};
+pub use batch::{CreateOutcome, ExistingHandle, ExistingValue, WriteBatch, check_indexes};
+pub use bulk::{HandlePut, PutMode, PutOutcome, Sameness};
 use commits::Commits;
 pub use commits::Kept;
 pub use error::{Refusal, StorageError};

@@ -128,17 +128,17 @@ pub struct HandleRecord {
 impl HandleRecord {
     /// The on-disk bytes of this record.
     pub fn encode(&self) -> Vec<u8> {
-        let len = 1 + 4 + self.display.len() + 4;
-        let len = len
-            + self
-                .values
-                .iter()
-                .map(HandleValue::encoded_len)
-                .sum::<usize>();
+        Self::encode_parts(&self.display, &self.values)
+    }
+
+    /// The on-disk bytes of the record of `values` displayed as `display`.
+    pub fn encode_parts(display: &str, values: &[HandleValue]) -> Vec<u8> {
+        let len = 1 + 4 + display.len() + 4;
+        let len = len + values.iter().map(HandleValue::encoded_len).sum::<usize>();
         let mut w = Writer::with_capacity(len);
         w.u8(RECORD_LAYOUT);
-        w.str(&self.display);
-        encode_value_list(&self.values, &mut w);
+        w.str(display);
+        encode_value_list(values, &mut w);
         w.into_bytes()
     }
 

@@ -96,6 +96,30 @@ impl Permissions {
     pub const fn without(self, other: Permissions) -> Permissions {
         Permissions(self.0 & !other.0)
     }
+
+    /// The four permissions in the order REST JSON and batch files write them:
+    /// admin read, admin write, public read, public write.
+    pub const WRITTEN_ORDER: [Permissions; 4] = [
+        Permissions::ADMIN_READ,
+        Permissions::ADMIN_WRITE,
+        Permissions::PUBLIC_READ,
+        Permissions::PUBLIC_WRITE,
+    ];
+
+    /// Reads four `0`/`1` characters in [`Permissions::WRITTEN_ORDER`] (`1110` is
+    /// [`Permissions::DEFAULT`]); `None` for anything else.
+    pub fn from_bit_string(text: &str) -> Option<Permissions> {
+        if text.len() != Self::WRITTEN_ORDER.len() {
+            return None;
+        }
+        text.bytes()
+            .zip(Self::WRITTEN_ORDER)
+            .try_fold(Permissions(0), |held, (bit, permission)| match bit {
+                b'1' => Some(held.with(permission)),
+                b'0' => Some(held),
+                _ => None,
+            })
+    }
 }
 
 /// A reference from a value to a value of another (or the same) handle.

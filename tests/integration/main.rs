@@ -8,6 +8,7 @@ mod cluster;
 mod commands;
 mod drain;
 mod encrypted_sessions;
+mod export_import;
 mod hardening;
 mod harness;
 mod http;
