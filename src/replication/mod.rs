@@ -54,8 +54,7 @@ pub use group::{
     AdminClient, Bootstrap, Group, GroupError, GroupHost, GroupSettings, GroupWatch,
     LEADER_PATIENCE,
 };
-#[cfg(test)]
-pub(crate) use group::{alone_settings, start_alone, test_host};
+pub use group::{alone_settings, start_alone, test_host};
 pub use handle_set::{HandleCommand, HandleResult, HandleSet};
 pub use log_store::{LOG_FILE, LogStore};
 pub use machine::Machine;

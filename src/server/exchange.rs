@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use crate::auth::SecretForms;
 use crate::clock::unix_now;
+use crate::config::Config;
 
 /// Settings that shape every response of a node.
 #[derive(Debug, Clone, Copy)]
@@ -29,6 +30,20 @@ pub struct ResponseSettings {
     pub max_sessions: usize,
     /// Which forms of secret-key answer are checked.
     pub secret_forms: SecretForms,
+}
+
+impl ResponseSettings {
+    /// The settings `config` gives a node.
+    pub fn from_config(config: &Config) -> ResponseSettings {
+        ResponseSettings {
+            site_serial: config.site.serial,
+            validity_secs: config.handle.response_validity_secs,
+            challenge_lifetime: Duration::from_secs(config.auth.challenge_lifetime_secs),
+            session_lifetime: Duration::from_secs(config.auth.session_lifetime_secs),
+            max_sessions: config.auth.max_sessions,
+            secret_forms: config.auth.secret_forms(),
+        }
+    }
 }
 
 /// The request-side facts a response is built from.

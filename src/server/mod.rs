@@ -109,14 +109,7 @@ impl HandleListeners {
         shutdown: impl Future<Output = ()>,
         drain: Duration,
     ) -> std::io::Result<()> {
-        let settings = ResponseSettings {
-            site_serial: config.site.serial,
-            validity_secs: config.handle.response_validity_secs,
-            challenge_lifetime: Duration::from_secs(config.auth.challenge_lifetime_secs),
-            session_lifetime: Duration::from_secs(config.auth.session_lifetime_secs),
-            max_sessions: config.auth.max_sessions,
-            secret_forms: config.auth.secret_forms(),
-        };
+        let settings = ResponseSettings::from_config(config);
         let Answering {
             handler,
             metrics,

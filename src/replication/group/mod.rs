@@ -327,10 +327,9 @@ fn raft_config(settings: &GroupSettings) -> openraft::Config {
     }
 }
 
-/// Settings for a node that forms a group alone, with quick timing, for the tests of
-/// the layers above.
-#[cfg(test)]
-pub(crate) fn alone_settings() -> GroupSettings {
+/// Settings for a node that forms a group alone, with quick timing, for the tests and
+/// benchmarks of the layers above.
+pub fn alone_settings() -> GroupSettings {
     GroupSettings {
         id: 1,
         bootstrap: Bootstrap::Alone,
@@ -342,17 +341,22 @@ pub(crate) fn alone_settings() -> GroupSettings {
     }
 }
 
-/// A host for node 1's groups, for the tests of the layers above: a fixed secret,
-/// peers served on a free loopback port, `handle` as its Handle protocol address.
-#[cfg(test)]
-pub(crate) async fn test_host(handle: std::net::SocketAddr) -> GroupHost {
-    let peers = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+/// A host for node 1's groups, for the tests and benchmarks of the layers above: a
+/// fixed, published cluster secret (never a real node's), peers served on a free
+/// loopback port, `handle` as its Handle protocol address.
+///
+/// # Panics
+/// When no loopback port can be bound.
+pub async fn test_host(handle: std::net::SocketAddr) -> GroupHost {
+    let peers = (tokio::net::TcpListener::bind("127.0.0.1:0").await)
+        .expect("a free loopback port for the peer link");
     let me = Node {
         handle,
-        peer: peers.local_addr().unwrap(),
+        peer: peers.local_addr().expect("a bound socket has an address"),
         http: None,
     };
-    let secret = super::network::ClusterSecret::new(b"a shared cluster secret, 32 byte").unwrap();
+    let secret = super::network::ClusterSecret::new(b"a shared cluster secret, 32 byte")
+        .expect("32 octets make a cluster secret");
     let registry = Arc::new(Registry::default());
     let dispatch: Arc<dyn super::network::Dispatch> = registry.clone();
     tokio::spawn(super::network::serve(
@@ -369,10 +373,13 @@ pub(crate) async fn test_host(handle: std::net::SocketAddr) -> GroupHost {
     }
 }
 
-/// A one-member handle set over `store` in `data_dir`, for the tests of the layers
-/// above (see [`test_host`]).
-#[cfg(test)]
-pub(crate) async fn start_alone(
+/// A one-member handle set over `store` in `data_dir`, for the tests and benchmarks of
+/// the layers above (see [`test_host`]).
+///
+/// # Panics
+/// When the set cannot start (no loopback port, the store or the data directory
+/// failing).
+pub async fn start_alone(
     store: Arc<Store>,
     data_dir: &Path,
     handle: std::net::SocketAddr,
@@ -381,7 +388,7 @@ pub(crate) async fn start_alone(
     let group = GroupId::Set(super::SetId(1));
     Group::start(&alone_settings(), group, store, data_dir, host)
         .await
-        .unwrap()
+        .expect("a lone set starts")
 }
 
 #[cfg(test)]
