@@ -3,12 +3,12 @@
 #
 # In a temporary directory it bootstraps an administrator as the README says (`hdl
 # keygen`, then `hdl serve --admin-key … --prefix TEST`, everything on 127.0.0.1),
-# creates TEST/browser (a URL, a DESC holding markup, an EMAIL) and TEST/日本 as that
-# administrator with `hdl create`, and opens the pages in headless Chromium: a
-# screenshot of each (front page, values page, native-script handle, /status, a 404)
-# and assertions on the DOM it rendered (--dump-dom). Installs Debian's chromium and
-# fonts-noto-cjk with apt-get when they are missing. The server is stopped and reaped
-# on exit, whatever happened.
+# creates TEST/browser (a URL, a DESC holding markup, an EMAIL, a javascript: URL, an
+# https URL holding markup) and TEST/日本 as that administrator with `hdl create`, and
+# opens the pages in headless Chromium: a screenshot of each (front page, values page,
+# native-script handle, /status, a 404) and assertions on the DOM it rendered
+# (--dump-dom). Installs Debian's chromium and fonts-noto-cjk with apt-get when they
+# are missing. The server is stopped and reaped on exit, whatever happened.
 #
 # The hdl binary: HDL_BIN if set (.ci/run passes the one `cargo test --release` just
 # ran: a `cargo build --release` after the tests would rebuild hdl, since the tests'
@@ -136,8 +136,10 @@ as_admin() {
         >/dev/null || fail "hdl $* (as administrator 300:0.NA/TEST) failed"
 }
 markup='<script>document.title="not escaped"</script> <b>bold?</b> & "quotes"'
+hostile_url='https://x.example/"><script>document.title="not escaped"</script>'
 as_admin create TEST/browser --value 1:URL:https://example.org/ --value "2:DESC:$markup" \
-    --value 3:EMAIL:hdl@example.org
+    --value 3:EMAIL:hdl@example.org --value '4:URL:javascript:alert(1)' \
+    --value "5:URL:$hostile_url"
 as_admin create 'TEST/日本' --value '1:DESC:日本語の説明 (a value in Japanese: 日本)'
 
 # Chromium, headless, on a fresh profile, kept off the network but for 127.0.0.1.
@@ -181,6 +183,9 @@ lacks "values page" "$values" '<script'
 lacks "values page" "$values" '<b>'
 has "values page" "$values" '<title>Values of TEST/browser — hdl</title>'
 has "values page" "$values" '<a href="https://example.org/" rel="noopener">https://example.org/</a>'
+has "values page" "$values" '<td class="data">javascript:alert(1)</td>'
+lacks "values page" "$values" 'href="javascript:'
+has "values page" "$values" '<a href="https://x.example/%22%3E%3Cscript%3Edocument.title=%22not%20escaped%22%3C/script%3E" rel="noopener">'
 has "values page" "$values" 'administrator: 0.NA/TEST (index 300)'
 has "values page" "$values" 'admin read, admin write, public read'
 grep -qE '<td class="when">[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z</td>' <<<"$values" ||

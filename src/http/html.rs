@@ -236,7 +236,10 @@ mod tests {
         let broken = HandleValue::new(100, "HS_ADMIN", vec![0xff]);
         assert!(data_cell(&broken).contains("base64"));
         let named = HandleValue::new(100, "HS_ADMIN", admin(AdminPermissions(0), 1).encode());
-        assert!(data_cell(&named).contains("0.NA/&lt;b&gt;"));
+        assert_eq!(
+            data_cell(&named),
+            "administrator: 0.NA/&lt;b&gt; (index 1)\npermissions: none"
+        );
     }
 
     #[test]
@@ -263,6 +266,24 @@ mod tests {
         ] {
             assert_eq!(link(value_type, data), None, "{value_type} {data}");
         }
+    }
+
+    #[test]
+    fn a_hostile_web_url_stays_inside_its_link() {
+        let hostile = HandleValue::new(1, "URL", r#"https://x/"><script>alert(1)</script>"#);
+        assert_eq!(
+            data_cell(&hostile),
+            "<a href=\"https://x/%22%3E%3Cscript%3Ealert(1)%3C/script%3E\" rel=\"noopener\">\
+             https://x/&quot;&gt;&lt;script&gt;alert(1)&lt;/script&gt;</a>"
+        );
+        let quoted = HandleValue::new(1, "URL", "https://x/?q='&\"");
+        assert_eq!(
+            data_cell(&quoted),
+            "<a href=\"https://x/?q=%27&amp;%22\" rel=\"noopener\">\
+             https://x/?q=&#39;&amp;&quot;</a>"
+        );
+        let script = HandleValue::new(1, "URL", "javascript:alert('<b>')");
+        assert_eq!(data_cell(&script), "javascript:alert(&#39;&lt;b&gt;&#39;)");
     }
 
     #[test]
