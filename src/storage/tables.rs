@@ -3,7 +3,8 @@
 //! Keeping them in one file (as redb itself does) makes the on-disk format readable in
 //! one place. Integers on disk have fixed widths; no platform-sized integer is stored.
 //!
-//! Format version 1:
+//! Format version 1 (a data directory written by an earlier release is kept in
+//! `tests/fixtures/earlier-releases/`, and the integration test `upgrades` opens it):
 //! - `meta`: `&str → u64`; key `format_version` holds [`FORMAT_VERSION`].
 //! - `handles`: folded handle (ASCII upper-cased, UTF-8) → handle record:
 //!   `u8 record layout (1) ‖ Str display spelling ‖ List<HandleValue>` where the value

@@ -230,6 +230,29 @@ impl Drop for Server {
     }
 }
 
+/// One `hdl serve` started with arguments of the test's choosing; killed and reaped
+/// when dropped.
+pub struct Node {
+    child: Child,
+    /// The addresses it announced.
+    pub listening: Listening,
+}
+
+impl Node {
+    /// Starts `hdl serve ARGS` ([`spawn_serve`]), its stderr in the file `stderr`.
+    pub fn spawn(args: &[OsString], stderr: &Path) -> Node {
+        let (child, listening) = spawn_serve(args, stderr);
+        Node { child, listening }
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// The addresses a server announced.
 #[derive(Debug, Clone, Copy)]
 pub struct Listening {

@@ -24,3 +24,4 @@ mod retries;
 mod sessions;
 mod signed;
 mod sizes;
+mod upgrades;

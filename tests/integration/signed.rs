@@ -8,8 +8,8 @@ use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output};
+use std::path::Path;
+use std::process::{Command, Output};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -22,8 +22,7 @@ use hdl::names::Handle;
 use hdl::values::{HandleValue, SiteInfo, ValueSelection};
 
 use crate::harness::{
-    ADMIN_KEY, ADMIN_SECRET, ADMIN_SECRET_TEXT, Listening, Server, admin_credentials,
-    lone_node_args, spawn_serve,
+    ADMIN_KEY, ADMIN_SECRET, ADMIN_SECRET_TEXT, Node, Server, admin_credentials, lone_node_args,
 };
 use crate::raw;
 
@@ -495,18 +494,7 @@ fn cluster(args: &[&str]) -> Output {
     output
 }
 
-/// One `hdl serve`, killed and reaped when dropped.
-struct Node {
-    child: Child,
-    listening: Listening,
-}
-
 impl Node {
-    fn spawn(args: &[OsString], stderr: &Path) -> Node {
-        let (child, listening) = spawn_serve(args, &PathBuf::from(stderr));
-        Node { child, listening }
-    }
-
     async fn site(&self) -> SiteInfo {
         Client::new(vec![self.listening.handle])
             .site_info()
@@ -525,13 +513,6 @@ impl Node {
             assert!(Instant::now() < deadline, "site info never ready: {site:?}");
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
