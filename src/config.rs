@@ -141,6 +141,18 @@
 //! # 2.7, and hdl's), anything else is refused 402 with a message saying so.
 //! legacy_secret_answers = false
 //!
+//! [storage]
+//! # MiB of memory each handle store may use to cache its pages (redb's page cache;
+//! # redb's own default is 1 GiB a file, which a large store fills, so a node's
+//! # memory would grow with its handles). A page not cached is read from the
+//! # operating system's page cache (not counted in the node's memory) or the disk.
+//! # Default: 16, 1 to 65536.
+//! cache_mib = 16
+//! # MiB each log (and the metadata group's small store) may cache: entries are read
+//! # back soon after they are written, to send to secondaries, if at all. Default: 4,
+//! # 1 to 65536.
+//! log_cache_mib = 4
+//!
 //! [resolver]
 //! # Servers (HOST:PORT, TCP) of the Global Handle Registry, asked to find the service
 //! # of an administrator's identity handle that this node does not hold, so that its
@@ -181,6 +193,8 @@ pub struct Config {
     pub auth: AuthConfig,
     /// How it finds other services.
     pub resolver: ResolverConfig,
+    /// How its files use memory.
+    pub storage: StorageConfig,
 }
 
 impl Default for Config {
@@ -194,6 +208,7 @@ impl Default for Config {
             cluster: ClusterConfig::default(),
             auth: AuthConfig::default(),
             resolver: ResolverConfig::default(),
+            storage: StorageConfig::default(),
         }
     }
 }
@@ -354,6 +369,25 @@ impl Default for ClusterConfig {
             snapshot_every: 5000,
             keep_after_snapshot: 1000,
             slot_count: DEFAULT_SLOT_COUNT,
+        }
+    }
+}
+
+/// How a node's files use memory.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StorageConfig {
+    /// MiB of page cache of each handle store.
+    pub cache_mib: usize,
+    /// MiB of page cache of each log and of the metadata group's store.
+    pub log_cache_mib: usize,
+}
+
+impl Default for StorageConfig {
+    fn default() -> Self {
+        StorageConfig {
+            cache_mib: 16,
+            log_cache_mib: 4,
         }
     }
 }
@@ -552,6 +586,12 @@ impl Config {
         if let Some((name, _)) = http.iter().find(|(_, value)| *value == 0) {
             return Err(ConfigError::Zero(name));
         }
+        check_range("[storage] cache_mib", self.storage.cache_mib, 1..=65_536)?;
+        check_range(
+            "[storage] log_cache_mib",
+            self.storage.log_cache_mib,
+            1..=65_536,
+        )?;
         self.auth.server_admin_identities().map(drop)
     }
 

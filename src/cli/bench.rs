@@ -1,6 +1,6 @@
 //! `hdl bench`: load tests. `hdl bench resolve`, a resolution load test against a
 //! running server, is here; `bench_http`, `bench_write`, `bench_auth`,
-//! `bench_failover`, `bench_chaos` and `bench_import` hold the others.
+//! `bench_failover`, `bench_chaos`, `bench_import` and `bench_scale` hold the others.
 //!
 //! Seeds `--handles` handles `<prefix>/bench/<n>` (one URL value each) with admin
 //! creates over TCP, skipping those that exist; then `--concurrency` tasks resolve for
@@ -69,6 +69,9 @@ enum BenchCommand {
     /// `hdl import` into a fresh local set: handles per second, and again when every
     /// handle is there already.
     Import(super::bench_import::ImportBench),
+    /// What one node holding N handles costs: memory, disk, resolution, restart, and a
+    /// new member's catch-up from its snapshot.
+    Scale(super::bench_scale::ScaleBench),
 }
 
 /// Arguments of `hdl bench resolve`.
@@ -124,6 +127,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
             BenchCommand::Failover(bench) => super::bench_failover::run(bench).await,
             BenchCommand::Chaos(bench) => super::bench_chaos::run(bench).await,
             BenchCommand::Import(bench) => super::bench_import::run(bench).await,
+            BenchCommand::Scale(bench) => super::bench_scale::run(bench).await,
         }
     })
 }
@@ -133,27 +137,85 @@ async fn resolve_bench(bench: &ResolveBench) -> anyhow::Result<()> {
         .await?
         .with_connection_per_request(bench.connection_per_request);
     let client = Arc::new(with_credentials(client, &bench.auth)?);
-    let hits = Arc::new(names(&bench.prefix, "bench", bench.handles)?);
-    let misses = Arc::new(names(&bench.prefix, "absent", bench.handles)?);
+    let hits = Names::new(format!("{}/bench/", bench.prefix), bench.handles)?;
+    let misses = Names::new(format!("{}/absent/", bench.prefix), bench.handles)?;
     let existed = seed(&client, &hits, bench.concurrency).await?;
     println!(
         "seeded {} handles under {} ({existed} existed already)",
-        hits.len(),
-        bench.prefix
+        bench.handles, bench.prefix
     );
-    let transport = bench.transport.transport(Transport::Udp);
+    let load = Load {
+        concurrency: bench.concurrency,
+        duration: Duration::from_secs(bench.duration),
+        miss_percent: bench.misses,
+        rate: bench.rate,
+        transport: bench.transport.transport(Transport::Udp),
+        server_pid: bench.server_pid,
+    };
+    offer(&client, &hits, &misses, &load).await
+}
+
+/// Handles `<stem><n>` for n in `0..count`, each named when it is needed: no list of
+/// them is held, however many there are.
+#[derive(Debug, Clone)]
+pub(super) struct Names {
+    stem: String,
+    count: u32,
+}
+
+impl Names {
+    /// The names `<stem><n>`, n in `0..count` (at least one); refused, naming
+    /// `--prefix`, when they are not handles.
+    pub(super) fn new(stem: String, count: u32) -> anyhow::Result<Names> {
+        let names = Names {
+            stem,
+            count: count.max(1),
+        };
+        names.nth(0)?;
+        Ok(names)
+    }
+
+    fn nth(&self, n: u32) -> anyhow::Result<Handle> {
+        Handle::parse(&format!("{}{n}", self.stem)).context("invalid --prefix")
+    }
+
+    pub(super) fn random(&self) -> anyhow::Result<Handle> {
+        self.nth(rand::random_range(0..self.count))
+    }
+}
+
+/// A resolution load: how many resolvers, for how long, how many misses, open or
+/// closed loop, over which transport, and the server whose CPU to count.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Load {
+    pub concurrency: u32,
+    pub duration: Duration,
+    pub miss_percent: u8,
+    pub rate: Option<u32>,
+    pub transport: Transport,
+    pub server_pid: Option<u32>,
+}
+
+/// Resolves `hits` (which must exist) and `misses` (which must not) as `load` says,
+/// through `client`, and prints the figures, hits and misses apart.
+pub(super) async fn offer(
+    client: &Arc<Client>,
+    hits: &Names,
+    misses: &Names,
+    load: &Load,
+) -> anyhow::Result<()> {
     let started = Instant::now();
-    let cpu_before = bench.server_pid.map(bench_cpu::cpu_time).transpose()?;
+    let cpu_before = load.server_pid.map(bench_cpu::cpu_time).transpose()?;
     let gone = Arc::new(AtomicBool::new(false));
     let mut workers = JoinSet::new();
-    for worker in 0..bench.concurrency {
+    for worker in 0..load.concurrency {
         let plan = Plan {
-            transport,
-            deadline: started + Duration::from_secs(bench.duration),
-            miss_percent: bench.misses,
-            schedule: bench
+            transport: load.transport,
+            deadline: started + load.duration,
+            miss_percent: load.miss_percent,
+            schedule: load
                 .rate
-                .map(|rate| Schedule::of(worker, bench.concurrency, rate, started)),
+                .map(|rate| Schedule::of(worker, load.concurrency, rate, started)),
         };
         let (client, hits, misses) = (client.clone(), hits.clone(), misses.clone());
         let gone = Arc::clone(&gone);
@@ -166,7 +228,7 @@ async fn resolve_bench(bench: &ResolveBench) -> anyhow::Result<()> {
         total.merge(&tally)?;
         answering.push(tally.answering);
     }
-    let cpu = match (bench.server_pid, cpu_before) {
+    let cpu = match (load.server_pid, cpu_before) {
         (Some(pid), Some(before)) => Some(bench_cpu::cpu_time(pid)?.saturating_sub(before)),
         _ => None,
     };
@@ -181,16 +243,16 @@ async fn resolve_bench(bench: &ResolveBench) -> anyhow::Result<()> {
     .unwrap_or_else(|| started.elapsed())
     .as_secs_f64()
     .max(0.001);
-    let offered = bench.rate.map_or_else(
+    let offered = load.rate.map_or_else(
         || "closed loop".to_owned(),
         |rate| format!("{rate} req/s offered"),
     );
     println!(
-        "resolve over {transport}: {} resolvers, {offered}, {seconds:.1} s, {} handles, {}% misses",
-        bench.concurrency, bench.handles, bench.misses
+        "resolve over {}: {} resolvers, {offered}, {seconds:.1} s, {} handles, {}% misses",
+        load.transport, load.concurrency, hits.count, load.miss_percent
     );
     total.print(seconds);
-    if bench.rate.is_some() {
+    if load.rate.is_some() {
         println!(
             "late   {:>9} requests sent over 1 ms after their turn",
             total.late
@@ -227,26 +289,15 @@ fn print_close(verdict: &Verdict, errors: u64, seconds: f64) {
     }
 }
 
-/// `<prefix>/<part>/<n>` for n in `0..count`.
-fn names(prefix: &str, part: &str, count: u32) -> anyhow::Result<Vec<Handle>> {
-    (0..count)
-        .map(|n| Handle::parse(&format!("{prefix}/{part}/{n}")).context("invalid --prefix"))
-        .collect()
-}
-
 /// Creates every handle, `concurrency` at a time; returns how many existed already.
-async fn seed(
-    client: &Arc<Client>,
-    handles: &Arc<Vec<Handle>>,
-    concurrency: u32,
-) -> anyhow::Result<usize> {
+async fn seed(client: &Arc<Client>, handles: &Names, concurrency: u32) -> anyhow::Result<usize> {
     let mut tasks = JoinSet::new();
-    for worker in 0..concurrency as usize {
+    for worker in 0..concurrency {
         let (client, handles) = (client.clone(), handles.clone());
-        let stride = concurrency as usize;
         tasks.spawn(async move {
             let mut existed = 0;
-            for handle in handles.iter().skip(worker).step_by(stride) {
+            for n in (worker..handles.count).step_by(concurrency as usize) {
+                let handle = handles.nth(n)?;
                 let value = HandleValue::new(1, "URL", format!("https://example.org/{handle}"));
                 let request = AdminRequest::Create {
                     handle: handle.clone(),
@@ -312,8 +363,8 @@ impl Plan {
     async fn work(
         self,
         client: &Client,
-        hits: &[Handle],
-        misses: &[Handle],
+        hits: &Names,
+        misses: &Names,
         gone: &AtomicBool,
     ) -> anyhow::Result<Tally> {
         let mut tally = Tally::new()?;
@@ -332,10 +383,9 @@ impl Plan {
             }
             sent = sent.saturating_add(1);
             let miss = rand::random_range(0..100u8) < self.miss_percent;
-            let pool = if miss { misses } else { hits };
-            let handle = &pool[rand::random_range(0..pool.len())];
+            let handle = if miss { misses } else { hits }.random()?;
             let started = Instant::now();
-            let outcome = client.resolve(handle, &all, self.transport).await;
+            let outcome = client.resolve(&handle, &all, self.transport).await;
             let micros = micros_since(started);
             match (miss, outcome) {
                 (false, Ok(_)) => tally.hits.saturating_record(micros),

@@ -226,7 +226,11 @@ pub(super) fn bench_administrator(prefix: &str) -> anyhow::Result<(Bootstrap, Cr
 }
 
 /// Creates `<prefix>-<n>` for n = 0, 1, … until `stop`, errors ignored: load only.
-async fn write_until(client: &Client, prefix: &str, stop: &AtomicBool) -> anyhow::Result<()> {
+pub(super) async fn write_until(
+    client: &Client,
+    prefix: &str,
+    stop: &AtomicBool,
+) -> anyhow::Result<()> {
     let mut n = 0u64;
     while !stop.load(Ordering::Relaxed) {
         let request = numbered_create(prefix, n)?;

@@ -56,17 +56,24 @@ pub struct ImportBench {
 }
 
 /// A set of one node, for `--cluster` left out.
-const ONE_NODE: &str = "[[node]]\nid = 1\nhandle_offset = 0\npeer_offset = 10\nhttp_offset = 20\n";
+pub(super) const ONE_NODE: &str =
+    "[[node]]\nid = 1\nhandle_offset = 0\npeer_offset = 10\nhttp_offset = 20\n";
+
+/// The data directory of a benchmark: `given`, or a new `hdl-bench-<name>-<random>` under
+/// the system's temporary directory; and whether it is such a temporary one.
+pub(super) fn bench_dir(given: Option<&Path>, name: &str) -> (PathBuf, bool) {
+    match given {
+        Some(dir) => (dir.to_owned(), false),
+        None => {
+            let name = format!("hdl-bench-{name}-{:016x}", rand::random::<u64>());
+            (std::env::temp_dir().join(name), true)
+        }
+    }
+}
 
 /// Runs the benchmark.
 pub async fn run(bench: &ImportBench) -> anyhow::Result<()> {
-    let (dir, temporary) = match &bench.data_dir {
-        Some(dir) => (dir.clone(), false),
-        None => {
-            let name = format!("hdl-bench-import-{:016x}", rand::random::<u64>());
-            (std::env::temp_dir().join(name), true)
-        }
-    };
+    let (dir, temporary) = bench_dir(bench.data_dir.as_deref(), "import");
     let mut file = match &bench.cluster {
         Some(path) => load(path, Some(&dir), Some(bench.base_port))?,
         None => ClusterFile::from_toml(ONE_NODE).context("the one-node cluster")?,
@@ -147,6 +154,19 @@ fn write_handles(path: &Path, prefix: &str, count: u32) -> anyhow::Result<()> {
     let file =
         std::fs::File::create(path).with_context(|| format!("cannot write {}", path.display()))?;
     let mut out = BufWriter::with_capacity(1 << 20, file);
+    for n in 0..count {
+        let (name, values) = bench_handle(prefix, n);
+        let line = hdl::restjson::export_json(&name, &values);
+        serde_json::to_writer(&mut out, &line)?;
+        out.write_all(b"\n")?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// Handle `<prefix>/import-<n>` of the benchmarks and its values: a URL and an
+/// HS_ADMIN granting everything to `300:0.NA/<prefix>`, stamped at a fixed time.
+pub(super) fn bench_handle(prefix: &str, n: u32) -> (String, Vec<HandleValue>) {
     let admin = AdminRecord {
         permissions: AdminPermissions::ALL,
         admin_handle: format!("0.NA/{prefix}"),
@@ -154,21 +174,15 @@ fn write_handles(path: &Path, prefix: &str, count: u32) -> anyhow::Result<()> {
         legacy_padding: false,
     };
     let timestamp = 1_700_000_000;
-    for n in 0..count {
-        let values = [
-            HandleValue {
-                timestamp,
-                ..HandleValue::new(1, "URL", format!("https://example.org/objects/{n}"))
-            },
-            HandleValue {
-                timestamp,
-                ..HandleValue::new(100, "HS_ADMIN", admin.encode())
-            },
-        ];
-        let line = hdl::restjson::export_json(&format!("{prefix}/import-{n}"), &values);
-        serde_json::to_writer(&mut out, &line)?;
-        out.write_all(b"\n")?;
-    }
-    out.flush()?;
-    Ok(())
+    let values = vec![
+        HandleValue {
+            timestamp,
+            ..HandleValue::new(1, "URL", format!("https://example.org/objects/{n}"))
+        },
+        HandleValue {
+            timestamp,
+            ..HandleValue::new(100, "HS_ADMIN", admin.encode())
+        },
+    ];
+    (format!("{prefix}/import-{n}"), values)
 }

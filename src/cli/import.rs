@@ -93,6 +93,17 @@ pub(super) struct Put {
     values: Vec<HandleValue>,
 }
 
+impl Put {
+    /// Handle `handle` with `values`, read from line `line`.
+    pub(super) fn new(line: usize, handle: Handle, values: Vec<HandleValue>) -> Put {
+        Put {
+            line,
+            handle,
+            values,
+        }
+    }
+}
+
 /// What the reading thread hands over, in file order.
 #[derive(Debug, Clone)]
 pub(super) enum Item {

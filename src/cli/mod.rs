@@ -15,6 +15,7 @@ mod bench_cpu;
 mod bench_failover;
 mod bench_http;
 mod bench_import;
+mod bench_scale;
 mod bench_write;
 mod bulk_link;
 mod cluster;

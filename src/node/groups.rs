@@ -21,7 +21,7 @@ use crate::replication::{
     Bootstrap, Group, GroupError, GroupHost, GroupId, GroupSettings, HandleSet, LOG_FILE,
     SNAPSHOT_FILE, SetId,
 };
-use crate::storage::Store;
+use crate::storage::{CacheSizes, Store};
 
 /// The file, in a replica set's directory, that holds its handles.
 pub const HANDLE_STORE_FILE: &str = "handles.redb";
@@ -84,6 +84,10 @@ pub fn settings(config: &Config) -> GroupSettings {
         election_max_ms: cluster.election_timeout_max_ms,
         snapshot_every: cluster.snapshot_every,
         keep_after_snapshot: cluster.keep_after_snapshot,
+        caches: CacheSizes {
+            store: config.storage.cache_mib << 20,
+            log: config.storage.log_cache_mib << 20,
+        },
     }
 }
 
@@ -156,11 +160,11 @@ pub async fn start_set(
 ) -> Result<(Group<HandleSet>, Arc<Store>), GroupsError> {
     let group = GroupId::Set(set);
     let set_dir = group_dir(data_dir, group);
-    let dir = set_dir.clone();
+    let (dir, cache) = (set_dir.clone(), settings.caches.store);
     let store = tokio::task::spawn_blocking(move || {
         make_dir(&dir)?;
         let path = dir.join(HANDLE_STORE_FILE);
-        Store::open(&path).map_err(|source| GroupsError::Store { path, source })
+        Store::open_with_cache(&path, cache).map_err(|source| GroupsError::Store { path, source })
     })
     .await
     .map_err(|error| group_error(group, error.into()))??;

@@ -57,7 +57,8 @@ impl MapGroup {
         host: GroupHost,
     ) -> Result<MapGroup, GroupError> {
         let path = dir.join(MAP_STORE_FILE);
-        let store = tokio::task::spawn_blocking(move || Store::open(&path))
+        let cache = settings.caches.log;
+        let store = tokio::task::spawn_blocking(move || Store::open_with_cache(&path, cache))
             .await?
             .map_err(|error| GroupError::Storage(error.into()))?;
         let store = Arc::new(store);

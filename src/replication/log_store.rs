@@ -44,7 +44,7 @@ use super::error::Error;
 use super::machine::Machine;
 use super::state_machine::StateMachine;
 use super::types::{Entry, GroupConfig, LogId, NodeId, RaftStorageError, from_bytes, to_bytes};
-use crate::storage::{EntryLog, StorageError};
+use crate::storage::{CacheSizes, EntryLog, StorageError};
 
 /// The file, inside a node's data directory, that holds its log.
 pub const LOG_FILE: &str = "raft-log.redb";
@@ -81,7 +81,12 @@ impl<M: Machine> LogStore<M> {
     /// Opens (or creates) the log in `data_dir`, alone: it purges whatever it is
     /// asked to at once, as openraft's storage suite checks a log. Blocks on the disk.
     pub fn open(data_dir: &Path) -> Result<LogStore<M>, Error> {
-        let log = EntryLog::open(&data_dir.join(LOG_FILE))?;
+        LogStore::open_with_cache(data_dir, CacheSizes::default().log)
+    }
+
+    /// [`LogStore::open`] with a page cache of `cache` octets.
+    fn open_with_cache(data_dir: &Path, cache: usize) -> Result<LogStore<M>, Error> {
+        let log = EntryLog::open_with_cache(&data_dir.join(LOG_FILE), cache)?;
         Ok(LogStore {
             log: Arc::new(log),
             applied: None,
@@ -91,13 +96,18 @@ impl<M: Machine> LogStore<M> {
 
     /// Opens (or creates) the log in `data_dir` of the group whose state machine is
     /// `machine`: a purge waits until `machine` has applied, durably, every entry it
-    /// deletes (see the module doc). Blocks on the disk.
-    pub fn open_beside(data_dir: &Path, machine: &StateMachine<M>) -> Result<LogStore<M>, Error> {
+    /// deletes (see the module doc), with a page cache of `cache` octets. Blocks on the
+    /// disk.
+    pub fn open_beside(
+        data_dir: &Path,
+        machine: &StateMachine<M>,
+        cache: usize,
+    ) -> Result<LogStore<M>, Error> {
         let durable = machine.durable();
         let watch = durable.upgrade().map(|durable| durable.watch());
         Ok(LogStore {
             applied: watch.map(|watch| (watch, durable)),
-            ..LogStore::open(data_dir)?
+            ..LogStore::open_with_cache(data_dir, cache)?
         })
     }
 

@@ -31,10 +31,16 @@ pub struct EntryLog {
 }
 
 impl EntryLog {
-    /// Opens the log at `path`, creating it when it does not exist, and checks the log
-    /// format version recorded in it.
+    /// Opens the log at `path` with the default log cache
+    /// ([`EntryLog::open_with_cache`]).
     pub fn open(path: &Path) -> Result<EntryLog, StorageError> {
-        let db = Database::create(path)?;
+        EntryLog::open_with_cache(path, super::CacheSizes::default().log)
+    }
+
+    /// Opens the log at `path`, creating it when it does not exist, with a page cache
+    /// of `cache` octets, and checks the log format version recorded in it.
+    pub fn open_with_cache(path: &Path, cache: usize) -> Result<EntryLog, StorageError> {
+        let db = redb::Builder::new().set_cache_size(cache).create(path)?;
         let txn = db.begin_write()?;
         check_format_version(&txn, tables::LOG_FORMAT_VERSION)?;
         txn.open_table(tables::RAFT_LOG)?;

@@ -62,11 +62,37 @@ pub struct Store {
     commits: Arc<Commits>,
 }
 
+/// How much memory each redb file may use to cache its pages, in octets. redb's own
+/// default is 1 GiB a file, which a node with a large store fills: its resident memory
+/// then grows with the store. Set by `[storage]` of the configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheSizes {
+    /// A handle store's cache (the metadata group's store takes [`CacheSizes::log`]).
+    pub store: usize,
+    /// A log's cache: entries are read back soon after they are written, if at all.
+    pub log: usize,
+}
+
+impl Default for CacheSizes {
+    fn default() -> Self {
+        CacheSizes {
+            store: 16 << 20,
+            log: 4 << 20,
+        }
+    }
+}
+
 impl Store {
-    /// Opens the store at `path`, creating it when it does not exist, and checks the
-    /// format version recorded in it.
+    /// Opens the store at `path` with the default store cache
+    /// ([`Store::open_with_cache`]).
     pub fn open(path: &Path) -> Result<Store, StorageError> {
-        let db = Database::create(path)?;
+        Store::open_with_cache(path, CacheSizes::default().store)
+    }
+
+    /// Opens the store at `path`, creating it when it does not exist, with a page
+    /// cache of `cache` octets, and checks the format version recorded in it.
+    pub fn open_with_cache(path: &Path, cache: usize) -> Result<Store, StorageError> {
+        let db = redb::Builder::new().set_cache_size(cache).create(path)?;
         let store = Store {
             db,
             commits: Arc::default(),

@@ -40,7 +40,7 @@ use super::machine::Machine;
 use super::network::{GroupEndpoint, GroupNetwork, Links, Registry};
 use super::proposer::Proposer;
 use super::{GroupConfig, GroupId, LogStore, Node, NodeId, Request, RequestId, StateMachine};
-use crate::storage::Store;
+use crate::storage::{CacheSizes, Store};
 use leader::{ReadIndex, Write};
 
 /// How long a write or a fresh read waits for a reachable leader, retries included.
@@ -73,6 +73,8 @@ pub struct GroupSettings {
     pub snapshot_every: u64,
     /// Entries kept in the log after a snapshot covers them, for slow members.
     pub keep_after_snapshot: u64,
+    /// The page caches of the group's files.
+    pub caches: CacheSizes,
 }
 
 /// What a group runs on: the node's addresses, its peer links and its peer registry.
@@ -132,10 +134,10 @@ impl<M: Machine> Group<M> {
         dir: &Path,
         host: GroupHost,
     ) -> Result<Group<M>, GroupError> {
-        let owned = dir.to_owned();
+        let (owned, log_cache) = (dir.to_owned(), settings.caches.log);
         let (log, state_machine) = tokio::task::spawn_blocking(move || {
             let state_machine = StateMachine::<M>::open(store, &owned)?;
-            let log = LogStore::<M>::open_beside(&owned, &state_machine)?;
+            let log = LogStore::<M>::open_beside(&owned, &state_machine, log_cache)?;
             Ok::<_, super::Error>((log, state_machine))
         })
         .await??;
@@ -338,6 +340,7 @@ pub fn alone_settings() -> GroupSettings {
         election_max_ms: 300,
         snapshot_every: 5000,
         keep_after_snapshot: 1000,
+        caches: CacheSizes::default(),
     }
 }
 

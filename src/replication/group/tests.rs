@@ -89,6 +89,7 @@ async fn start_node(id: NodeId) -> TestNode {
         election_max_ms: 600,
         snapshot_every: 5000,
         keep_after_snapshot: 1000,
+        caches: CacheSizes::default(),
     };
     let open = |name: &str| {
         let path = dir.path().join(name);
