@@ -10,7 +10,6 @@
 //! but no key (formed with an administrator given, or by an earlier release) gets
 //! none: an administrator nobody asked for would be a way in nobody watches.
 
-use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -50,11 +49,7 @@ pub fn load_or_make(
 
 /// Whether `dir` is absent or empty.
 fn is_new(dir: &Path) -> anyhow::Result<bool> {
-    match std::fs::read_dir(dir) {
-        Ok(mut entries) => Ok(entries.next().is_none()),
-        Err(error) if error.kind() == ErrorKind::NotFound => Ok(true),
-        Err(error) => Err(error).with_context(|| format!("cannot read {}", dir.display())),
-    }
+    data_dir::is_new(dir).with_context(|| format!("cannot read {}", dir.display()))
 }
 
 /// Prints, for each of `prefixes`, the options a client command (`hdl create`, …)

@@ -12,17 +12,17 @@
 //! all: it is written beside, as `FILE.partial`, and renamed once complete.
 
 use std::collections::VecDeque;
-use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use clap::Args;
 use hdl::node::bulk::{BulkAnswer, MAX_PAGE, SessionRequest};
 use hdl::replication::SetId;
 use hdl::service::HandleRecord;
 
 use super::bulk_link::{BulkArgs, BulkLink};
+use super::whole_file::WholeFile;
 
 /// Arguments of `hdl export`.
 #[derive(Debug, Args)]
@@ -67,30 +67,12 @@ pub async fn export_to_file(
     prefix: Option<&str>,
     path: &Path,
 ) -> anyhow::Result<u64> {
-    let mut partial = path.as_os_str().to_owned();
-    partial.push(".partial");
-    let partial = PathBuf::from(partial);
-    let file =
-        File::create(&partial).with_context(|| format!("cannot write {}", partial.display()))?;
+    let (whole, file) = WholeFile::create(path, 0o666)?;
     let mut out = BufWriter::with_capacity(1 << 20, file);
-    let written = export(link, prefix, &mut out).await;
-    let written = written.and_then(|written| {
-        let file = out.into_inner().map_err(|error| error.into_error())?;
-        file.sync_all()?;
-        Ok(written)
-    });
-    match written {
-        Ok(written) => {
-            std::fs::rename(&partial, path).with_context(|| {
-                format!("cannot rename {} to {}", partial.display(), path.display())
-            })?;
-            Ok(written)
-        }
-        Err(error) => {
-            let _ = std::fs::remove_file(&partial);
-            Err(error)
-        }
-    }
+    let written = export(link, prefix, &mut out).await?;
+    let file = out.into_inner().map_err(|error| error.into_error())?;
+    whole.keep(&file)?;
+    Ok(written)
 }
 
 /// Writes every handle (under `prefix`) to `out`, one JSON line each, in folded-key

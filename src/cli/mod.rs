@@ -6,6 +6,7 @@
 
 mod add;
 mod admin_arg;
+mod backup;
 mod batch;
 mod bench;
 mod bench_auth;
@@ -38,8 +39,10 @@ mod parse;
 mod remove;
 mod reshard;
 mod resolve;
+mod restore;
 mod serve;
 mod value_arg;
+mod whole_file;
 
 use std::process::ExitCode;
 
@@ -84,6 +87,12 @@ enum Command {
     /// Bulk-load handles (hdl export's JSON Lines, or a GenericBatch file) through
     /// each replica set's log; running it again changes nothing.
     Import(import::ImportArgs),
+    /// Take a consistent backup of a running cluster (every replica set at one epoch
+    /// of the cluster map, without stopping writes) into one file with a checksum.
+    Backup(backup::BackupArgs),
+    /// Make a new data directory from a backup, for `hdl serve` to answer the same
+    /// handles as a new replica set; a damaged or truncated backup is refused.
+    Restore(restore::RestoreArgs),
     /// Generate an administrator's RSA key pair: the private key to a PEM file, the
     /// HS_PUBKEY value to stdout.
     Keygen(keygen::KeygenArgs),
@@ -111,6 +120,8 @@ pub fn run() -> ExitCode {
         Command::Batch(args) => batch::run(&args),
         Command::Export(args) => export::run(&args),
         Command::Import(args) => import::run(&args),
+        Command::Backup(args) => backup::run(&args),
+        Command::Restore(args) => restore::run(&args),
         Command::Keygen(args) => keygen::run(&args),
         Command::Bench(args) => bench::run(&args),
         Command::Cluster(args) => cluster::run(&args),

@@ -175,11 +175,13 @@ pub struct BulkDesk {
     exports: Mutex<HashMap<u64, Export>>,
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+/// `mutex`, locked; a poisoned one is used as it is (what it guards stays whole).
+pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-fn random<const N: usize>() -> Result<[u8; N], String> {
+/// `N` random octets from the OS.
+pub(super) fn random<const N: usize>() -> Result<[u8; N], String> {
     let mut octets = [0; N];
     getrandom::fill(&mut octets).map_err(|error| format!("no randomness: {error}"))?;
     Ok(octets)

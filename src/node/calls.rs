@@ -8,11 +8,13 @@
 //! is answered [`NodeAnswer::Failed`] saying so.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use super::backup::{BackupAnswer, BackupCall, BackupDesk};
 use super::bulk::{BulkAnswer, BulkCall, BulkDesk};
 use super::moves::{MoveAnswer, MoveCall, answer_move};
 use super::set::SetHost;
@@ -71,9 +73,11 @@ pub enum NodeCall {
     Forward(ForwardCall),
     /// The node's server key (the public half), which signs its certified answers.
     ServerKey,
-    /// A call of `hdl import` or `hdl export` (module [`super::bulk`]). Last, so the
-    /// variants before it keep their postcard tags.
+    /// A call of `hdl import` or `hdl export` (module [`super::bulk`]). After the
+    /// others, so the variants before it keep their postcard tags.
     Bulk(BulkCall),
+    /// A call of `hdl backup` (module [`super::backup`]). Last, for the same reason.
+    Backup(BackupCall),
 }
 
 /// The answer to a [`NodeCall`].
@@ -121,8 +125,10 @@ pub enum NodeAnswer {
     /// The node's server key, HS_PUBKEY data (digest §6.5). Appended, so the
     /// variants before it keep their postcard tags.
     ServerKey(Vec<u8>),
-    /// The answer to a [`NodeCall::Bulk`]. Last, for the same reason.
+    /// The answer to a [`NodeCall::Bulk`]. Appended, for the same reason.
     Bulk(BulkAnswer),
+    /// The answer to a [`NodeCall::Backup`]. Last, for the same reason.
+    Backup(BackupAnswer),
 }
 
 /// A node's replica set and what its store holds, as [`NodeCall::SetInfo`] answers.
@@ -169,16 +175,19 @@ pub struct NodeEndpoint {
     sets: Arc<SetHost>,
     server_key: Vec<u8>,
     bulk: BulkDesk,
+    backups: BackupDesk,
 }
 
 impl NodeEndpoint {
-    /// The endpoint of the node whose set and metadata group `sets` holds and whose
-    /// server key is `server_key` (HS_PUBKEY data).
-    pub fn new(sets: Arc<SetHost>, server_key: Vec<u8>) -> NodeEndpoint {
+    /// The endpoint of the node whose set and metadata group `sets` holds, whose
+    /// server key is `server_key` (HS_PUBKEY data) and whose data directory is
+    /// `data_dir`.
+    pub fn new(sets: Arc<SetHost>, server_key: Vec<u8>, data_dir: PathBuf) -> NodeEndpoint {
         NodeEndpoint {
             sets,
             server_key,
             bulk: BulkDesk::default(),
+            backups: BackupDesk::new(data_dir),
         }
     }
 
@@ -226,6 +235,12 @@ impl NodeEndpoint {
             NodeCall::ServerKey => NodeAnswer::ServerKey(self.server_key.clone()),
             NodeCall::Bulk(call) => {
                 NodeAnswer::Bulk(self.bulk.answer(self.sets.local(), call).await)
+            }
+            NodeCall::Backup(call) => {
+                let answer = self
+                    .backups
+                    .answer(self.sets.local(), self.sets.map(), call);
+                NodeAnswer::Backup(answer.await)
             }
         }
     }

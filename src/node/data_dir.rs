@@ -57,6 +57,15 @@ pub fn prepare(path: &Path, allow_shared: bool) -> Result<(), DataDirError> {
     Ok(())
 }
 
+/// Whether `dir` is absent or empty: a new data directory.
+pub fn is_new(dir: &Path) -> std::io::Result<bool> {
+    match std::fs::read_dir(dir) {
+        Ok(mut entries) => Ok(entries.next().is_none()),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(true),
+        Err(error) => Err(error),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

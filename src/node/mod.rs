@@ -10,7 +10,9 @@
 //! mover ([`moves`]: it acts while this node leads the metadata group), and creates
 //! the bootstrap administrator when asked. It loads or makes the server key
 //! ([`server_key`]) the Handle edge signs certified answers with, and learns the other
-//! members' keys for the HS_SITE it describes. [`Node::run`]
+//! members' keys for the HS_SITE it describes. A set whose store `hdl restore` made
+//! ([`restore`]) is finished before the node serves; `hdl backup` is answered over
+//! the peer port ([`backup`]). [`Node::run`]
 //! serves until its shutdown future resolves, then drains: both edges stop accepting
 //! and answer what they had accepted, within [`DRAIN_DEADLINE`]; only then are the
 //! groups stopped (their Raft, then the peer port), since a write forwarded to the
@@ -25,6 +27,7 @@
 //! (`hdl serve`) only reads arguments and the configuration, prints the
 //! [`Addresses`] and hands [`Node::run`] the SIGINT/SIGTERM future.
 
+pub mod backup;
 pub mod bulk;
 pub mod calls;
 pub mod data_dir;
@@ -32,6 +35,7 @@ mod error;
 pub mod forward;
 pub mod groups;
 pub mod moves;
+pub mod restore;
 pub mod server_key;
 mod set;
 
@@ -238,7 +242,7 @@ impl Node {
         let sets = Arc::new(sets.with_member_keys(Arc::clone(&member_keys)));
         let router = Router::new(forwarder, sets.subscribe(), config.site.clone())
             .with_member_keys(Arc::clone(&member_keys));
-        let endpoint = NodeEndpoint::new(Arc::clone(&sets), public_key);
+        let endpoint = NodeEndpoint::new(Arc::clone(&sets), public_key, config.data_dir.clone());
         registry.set_node(Arc::new(endpoint));
         let learner = {
             let client = AdminClient::new(node_secret.clone(), KEY_CALL_TIMEOUT);

@@ -15,6 +15,9 @@
 //! with one set every slot is the set's, so a store that held every handle keeps
 //! answering every one of them.
 //!
+//! A set whose directory `hdl restore` made is finished before it serves
+//! ([`super::restore::settle`]): its node must form it alone.
+//!
 //! Invariants: a node starts at most one set, and joining another is refused; every
 //! task ends when its group stops, or is aborted by [`SetHost::stop`].
 
@@ -25,6 +28,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::groups::{self, GroupsError};
+use super::restore::{self, SettleError};
 use crate::config::Config;
 use crate::placement::{FIRST_SET, FOLLOW_RETRY, MapCommand, MapGroup, MapResult};
 use crate::replication::{Bootstrap, GroupError, GroupHost, GroupSettings, HandleCommand, SetId};
@@ -48,6 +52,9 @@ pub enum JoinError {
     /// The set's group could not start.
     #[error(transparent)]
     Groups(#[from] GroupsError),
+    /// The set was restored from a backup and its restore could not be finished.
+    #[error(transparent)]
+    Restore(#[from] SettleError),
 }
 
 /// Starts this node's replica set and holds what runs beside it.
@@ -156,11 +163,20 @@ impl SetHost {
             }
             return Err(JoinError::OtherSet(local.id.0));
         }
+        let restored = restore::unsettled(&self.data_dir, set);
+        if restored && bootstrap != Bootstrap::Alone {
+            let path = self.data_dir.clone();
+            return Err(SettleError::NeedsBootstrap { path }.into());
+        }
         let settings = GroupSettings {
             bootstrap,
             ..self.settings.clone()
         };
         let (group, store) = groups::start_set(&settings, &self.data_dir, set, &self.host).await?;
+        if restored {
+            // Before anything else runs beside the set, and before the node serves.
+            restore::settle(&group, &self.data_dir, set).await?;
+        }
         let mut service = Service::new(
             Arc::clone(&store),
             group.clone(),

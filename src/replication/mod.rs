@@ -19,6 +19,8 @@
 //!   group's [`crate::storage::Store`] through its machine (synced to disk a little
 //!   later, many applies at once: [`durable`]), remembers results so a
 //!   request applies once, and builds and installs snapshots;
+//! - the backup file ([`backup`]): replica sets' snapshot data under a header and a
+//!   checksum, written by `hdl backup` and read by `hdl restore`;
 //! - the peer network ([`network`]): authenticated TCP between the nodes, one
 //!   connection per peer carrying every group's Raft RPCs, forwarded writes, read
 //!   indexes and admin calls;
@@ -34,6 +36,7 @@
 //! only once durable; a storage failure stops the node, a refusal is a result.
 
 pub mod admin;
+pub mod backup;
 mod contact;
 mod durable;
 mod error;
@@ -59,7 +62,7 @@ pub use handle_set::{HandleCommand, HandleResult, HandleSet};
 pub use log_store::{LOG_FILE, LogStore};
 pub use machine::Machine;
 pub use snapshot::SNAPSHOT_FILE;
-pub use state_machine::{SnapshotBuilder, StateMachine, recall};
+pub use state_machine::{SnapshotBuilder, StateMachine, recall, snapshot_data_now};
 pub use types::{GroupConfig, GroupId, Node, NodeId, Proposal, Request, RequestId, SetId};
 
 /// Runs blocking disk work (redb commits fsync) on tokio's blocking pool.

@@ -22,6 +22,7 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 use super::error::Error;
@@ -34,7 +35,8 @@ pub const SNAPSHOT_FILE: &str = "snapshot.bin";
 /// The longest record (or meta) snapshot data may hold: far above any handle record.
 pub const MAX_RECORD: u32 = 64 << 20;
 
-const SNAPSHOT_FORMAT: u8 = 4;
+/// The format written now: streamed, record by record.
+pub(super) const SNAPSHOT_FORMAT: u8 = 4;
 
 /// The format whose image was one postcard value with documents and slot states.
 const SNAPSHOT_FORMAT_WHOLE: u8 = 3;
@@ -230,6 +232,26 @@ fn decode_old(format: u8, data: &[u8]) -> Result<(SnapshotMeta, Vec<ImageRecord>
     Ok((meta, records))
 }
 
+/// A new, empty file in `dir` for snapshot data that is not yet a snapshot (being
+/// built, received or backed up): it has no name, so nothing is left of it if it is
+/// never kept, and its space is freed once the last handle to it is closed.
+pub(super) fn scratch_file(dir: &Path) -> Result<File, Error> {
+    // Two made in the same microsecond (a backup beside a build) differ by the count.
+    static MADE: AtomicU64 = AtomicU64::new(0);
+    let made = MADE.fetch_add(1, Ordering::Relaxed);
+    let path = dir.join(format!(
+        "snapshot.{}.{made}.scratch",
+        crate::clock::unix_micros()
+    ));
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .and_then(|file| fs::remove_file(&path).map(|()| file))
+        .map_err(|source| Error::SnapshotFile { path, source })
+}
+
 /// When a new snapshot replaces the current one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Replace {
@@ -294,19 +316,9 @@ impl SnapshotFile {
     }
 
     /// A new, empty file for snapshot data that is not yet a snapshot (being built or
-    /// received): it has no name, so nothing is left of it if it is never kept.
+    /// received): see [`scratch_file`].
     pub(super) fn scratch(&self) -> Result<File, Error> {
-        let path = self
-            .dir
-            .join(format!("snapshot.{}.scratch", crate::clock::unix_micros()));
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .and_then(|file| fs::remove_file(&path).map(|()| file))
-            .map_err(|source| Error::SnapshotFile { path, source })?;
-        Ok(file)
+        scratch_file(&self.dir)
     }
 
     /// Makes `data` (snapshot data of `meta`, read from its start) the current

@@ -49,7 +49,9 @@ use super::blocking;
 use super::durable::{Durable, keep_syncing};
 use super::error::Error;
 use super::machine::Machine;
-use super::snapshot::{Replace, SnapshotFile, SnapshotReader, SnapshotWriter, read_head};
+use super::snapshot::{
+    Replace, SnapshotFile, SnapshotReader, SnapshotWriter, read_head, scratch_file,
+};
 use super::types::{
     Entry, GroupConfig, LogId, Proposal, RaftStorageError, Request, RequestId, Snapshot,
     SnapshotMeta, StoredMembership, from_bytes, to_bytes,
@@ -272,22 +274,36 @@ fn install(store: &Store, meta: &SnapshotMeta, data: &mut File) -> Result<Applie
 /// Streams the store, from one read snapshot, into a new snapshot file and makes it
 /// the current snapshot.
 fn build(store: &Store, snapshots: &SnapshotFile) -> Result<(SnapshotMeta, File), Error> {
-    let read = store.read()?;
-    let applied = AppliedState::read(&read)?;
+    let (meta, mut data) = snapshot_data(&*store.read()?, snapshots.scratch()?)?;
+    snapshots.save(&meta, &mut data, Replace::UnlessOlder)?;
+    data.seek(SeekFrom::Start(0)).map_err(Error::SnapshotData)?;
+    Ok((meta, data))
+}
+
+/// Snapshot data of the store as of now, from one read snapshot (writes go on
+/// meanwhile), in a new unnamed file in `dir` (the snapshot module's scratch files),
+/// read from its start: what a backup holds of a replica set. Blocks on the disk.
+pub fn snapshot_data_now(store: &Store, dir: &Path) -> Result<(SnapshotMeta, File), Error> {
+    let (meta, mut data) = snapshot_data(&*store.read()?, scratch_file(dir)?)?;
+    data.seek(SeekFrom::Start(0)).map_err(Error::SnapshotData)?;
+    Ok((meta, data))
+}
+
+/// Writes snapshot data of everything `read` holds (its applied state as the meta) to
+/// `out`; the meta, and `out` after the data.
+fn snapshot_data(read: &ReadSnapshot, out: File) -> Result<(SnapshotMeta, File), Error> {
+    let applied = AppliedState::read(read)?;
     let meta = SnapshotMeta {
         snapshot_id: snapshot_id(applied.last_applied),
         last_log_id: applied.last_applied,
         last_membership: applied.membership,
     };
-    let mut writer = SnapshotWriter::new(BufWriter::new(snapshots.scratch()?), &meta)?;
+    let mut writer = SnapshotWriter::new(BufWriter::new(out), &meta)?;
     read.export(|record| writer.record(&record))?;
-    drop(read);
-    let mut data = writer
+    let data = writer
         .finish()?
         .into_inner()
         .map_err(|error| Error::SnapshotData(error.into_error()))?;
-    snapshots.save(&meta, &mut data, Replace::UnlessOlder)?;
-    data.seek(SeekFrom::Start(0)).map_err(Error::SnapshotData)?;
     Ok((meta, data))
 }
 

@@ -42,6 +42,17 @@ pub enum GroupError {
         /// How long it waited.
         waited: Duration,
     },
+    /// A snapshot of the applied state, or the purge of the log behind it, did not
+    /// happen in time.
+    #[error(
+        "this member did not snapshot its store and purge its log to index {index} within {waited:?}"
+    )]
+    NotCompacted {
+        /// The applied log index the snapshot was to cover.
+        index: u64,
+        /// How long it waited for each.
+        waited: Duration,
+    },
     /// A peer answered with something other than what was asked.
     #[error("unexpected answer from a peer: {0}")]
     UnexpectedAnswer(&'static str),

@@ -271,6 +271,55 @@ impl<M: Machine> Group<M> {
         }
     }
 
+    /// Builds a snapshot of everything this member has applied and purges its log
+    /// behind it, waiting (up to `patience` for each) until both are done: from then
+    /// on a member that joins receives the store as the snapshot, never by replaying
+    /// the log. For a store that held records before its group's log began (one
+    /// `hdl restore` made), which the log alone would never give a new member.
+    pub async fn snapshot_and_purge(&self, patience: Duration) -> Result<(), GroupError> {
+        let raft = &self.inner.raft;
+        let not_done = |index| GroupError::NotCompacted {
+            index,
+            waited: patience,
+        };
+        // The snapshot is to cover every entry in the log: wait until they are applied.
+        let caught_up = raft
+            .wait(Some(patience))
+            .metrics(
+                |m| {
+                    m.last_log_index.is_some()
+                        && m.last_applied.map(|a| a.index) == m.last_log_index
+                },
+                "every entry of the log applied",
+            )
+            .await;
+        let last = raft.metrics().borrow().last_log_index.unwrap_or_default();
+        let index = caught_up
+            .ok()
+            .and_then(|metrics| metrics.last_applied)
+            .ok_or(not_done(last))?
+            .index;
+        let covers =
+            |log_id: Option<super::types::LogId>| log_id.is_some_and(|id| id.index >= index);
+        raft.trigger()
+            .snapshot()
+            .await
+            .map_err(GroupError::Stopped)?;
+        raft.wait(Some(patience))
+            .metrics(|m| covers(m.snapshot), "a snapshot of the applied state")
+            .await
+            .map_err(|_| not_done(index))?;
+        raft.trigger()
+            .purge_log(index)
+            .await
+            .map_err(GroupError::Stopped)?;
+        raft.wait(Some(patience))
+            .metrics(|m| covers(m.purged), "the log purged behind it")
+            .await
+            .map_err(|_| not_done(index))?;
+        Ok(())
+    }
+
     /// Stops answering the group's peer calls and stops its Raft.
     pub async fn shutdown(&self) -> Result<(), GroupError> {
         self.inner.registry.remove_group(self.inner.group);

@@ -5,8 +5,10 @@
 //! or fails one member's disk, `groups` checks the metadata group beside the set,
 //! `up` runs `hdl cluster up`, `peer_port` floods the members' peer ports with
 //! connections that never authenticate, `membership` makes changes at once,
-//! `partitions` cuts members off in network namespaces ([`netns`]).
+//! `partitions` cuts members off in network namespaces ([`netns`]), `backup` backs a
+//! set up under writes and restores it.
 
+mod backup;
 mod chaos;
 mod disk;
 mod faults;

@@ -2,6 +2,8 @@
 //! sets, any node answers any handle, a set added or removed under reads and writes
 //! with nothing lost, and a whole set down answering "too busy", never "not found".
 //!
+//! A backup of several sets, taken while slots move, restores each handle once.
+//!
 //! Sets of one node keep the process count low where failover is not the point;
 //! the migration under a killed primary uses sets of three.
 
@@ -17,6 +19,7 @@ use std::net::{SocketAddr, TcpStream};
 use hdl::codec::{ResponseCode, server_index};
 use hdl::values::{InterfaceProtocol, SiteInfo};
 
+use super::backup::{backup, export, restore, serve_restored, text, try_backup};
 use super::{Member, Set, create, receive, resolve_at, url};
 
 /// The longest a resharding may take in these tests.
@@ -597,4 +600,82 @@ fn a_move_survives_the_loss_of_the_source_primary() {
 #[test]
 fn a_move_survives_the_loss_of_the_destination_primary() {
     reshard_losing_a_primary(Victim::Destination);
+}
+
+/// The handle count `hdl restore` says it restored.
+fn restored_count(output: &std::process::Output) -> u64 {
+    let said = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "restore: {said} {}",
+        text(&output.stderr)
+    );
+    let count = said
+        .strip_prefix("restored ")
+        .and_then(|rest| rest.split(' ').next());
+    count
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{said}"))
+}
+
+#[test]
+fn a_backup_of_several_sets_restores_each_handle_once_even_while_slots_move() {
+    let mut cluster = Cluster::form(2, 1);
+    let names = test_names(200, "kept");
+    for (n, name) in names.iter().enumerate() {
+        assert_eq!(create(cluster.any_member(n), name), ResponseCode::Success);
+    }
+    let all = u64::try_from(names.len()).expect("count") + OTHER_HANDLES;
+    let secret = cluster.set.dir.path().join("secret");
+    let via = cluster.set.peer(cluster.via);
+    let original = export(&via, &secret);
+    let dir = tempfile::tempdir().expect("temporary directory");
+
+    // While a third set takes slots, each backup is of one epoch of the map, or is
+    // refused saying the map kept changing; one of one epoch holds each handle once
+    // (a slot's copy at the set it moves to, or left at the set it left, is not taken).
+    let mut adding = cluster.start_add_set(1, &[]);
+    let mut outcomes = (0, 0);
+    for attempt in 0..50 {
+        if adding.try_wait().expect("try_wait").is_some() {
+            break;
+        }
+        let file = dir.path().join(format!("moving-{attempt}.backup"));
+        let output = try_backup(&via, &secret, &file);
+        if output.status.success() {
+            let data = dir.path().join(format!("moving-{attempt}"));
+            assert_eq!(restored_count(&restore(&file, &data)), all);
+            outcomes.0 += 1;
+        } else {
+            let said = text(&output.stderr);
+            assert!(
+                said.contains("the cluster map changed during each"),
+                "{said}"
+            );
+            outcomes.1 += 1;
+        }
+    }
+    let added = adding.wait_with_output().expect("reap hdl cluster add-set");
+    assert!(added.status.success(), "add-set: {}", text(&added.stderr));
+    eprintln!(
+        "backups while slots moved: {} taken, {} refused",
+        outcomes.0, outcomes.1
+    );
+    assert!(
+        outcomes.0 + outcomes.1 > 0,
+        "no backup was tried while slots moved"
+    );
+
+    let file = dir.path().join("three.backup");
+    let said = backup(&via, &secret, &file);
+    assert!(said.contains("replica sets 1, 2, 3 "), "{said}");
+    let data = dir.path().join("restored");
+    assert_eq!(restored_count(&restore(&file, &data)), all);
+    let config = cluster.set.dir.path().join("config.toml");
+    let lone = serve_restored(&data, &config, dir.path());
+    let exported = export(
+        &lone.listening.peer.to_string(),
+        &data.join("cluster.secret"),
+    );
+    assert_eq!(exported, original);
 }
