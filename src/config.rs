@@ -141,6 +141,15 @@
 //! # 2.7, and hdl's), anything else is refused 402 with a message saying so.
 //! legacy_secret_answers = false
 //!
+//! [search]
+//! # Value types indexed for reverse lookup (`GET /api/handles?URL=…`, `hdl search`),
+//! # compared ASCII case-insensitively, at most 64. A search needs a TYPE=PATTERN of an
+//! # indexed type; patterns of other types only filter what it finds. The index is kept
+//! # in the same transaction as the handles; changing the list rebuilds it at the next
+//! # start (one pass over the store). Every node of a cluster should index the same
+//! # types. Default: ["URL", "EMAIL"].
+//! indexed_types = ["URL", "EMAIL"]
+//!
 //! [resolver]
 //! # Servers (HOST:PORT, TCP) of the Global Handle Registry, asked to find the service
 //! # of an administrator's identity handle that this node does not hold, so that its
@@ -181,6 +190,8 @@ pub struct Config {
     pub auth: AuthConfig,
     /// How it finds other services.
     pub resolver: ResolverConfig,
+    /// Its reverse lookup.
+    pub search: SearchConfig,
 }
 
 impl Default for Config {
@@ -194,6 +205,7 @@ impl Default for Config {
             cluster: ClusterConfig::default(),
             auth: AuthConfig::default(),
             resolver: ResolverConfig::default(),
+            search: SearchConfig::default(),
         }
     }
 }
@@ -366,6 +378,25 @@ pub struct ResolverConfig {
     pub ghr: Vec<SocketAddr>,
 }
 
+/// The most value types a node indexes for reverse lookup.
+pub const MAX_INDEXED_TYPES: usize = 64;
+
+/// Reverse lookup settings.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SearchConfig {
+    /// The value types indexed (checked by [`Config::validate`]).
+    pub indexed_types: Vec<String>,
+}
+
+impl Default for SearchConfig {
+    fn default() -> Self {
+        SearchConfig {
+            indexed_types: vec!["URL".to_owned(), "EMAIL".to_owned()],
+        }
+    }
+}
+
 /// Authentication and authorisation settings.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -442,6 +473,9 @@ pub enum ConfigError {
     /// A limit or timeout of 0, which would refuse everything.
     #[error("{0} must be at least 1")]
     Zero(&'static str),
+    /// An indexed type that is not a value type name.
+    #[error("[search] indexed_types: {0:?} is not a value type name (1 to 1024 octets)")]
+    IndexedType(String),
     /// A size limit the node cannot honour.
     #[error("{key} = {value}: it must be from {min} to {max}")]
     OutOfRange {
@@ -551,6 +585,18 @@ impl Config {
         ];
         if let Some((name, _)) = http.iter().find(|(_, value)| *value == 0) {
             return Err(ConfigError::Zero(name));
+        }
+        let indexed = &self.search.indexed_types;
+        check_range(
+            "[search] indexed_types (how many)",
+            indexed.len(),
+            0..=MAX_INDEXED_TYPES,
+        )?;
+        if let Some(bad) = indexed
+            .iter()
+            .find(|name| name.is_empty() || name.len() > 1024)
+        {
+            return Err(ConfigError::IndexedType(bad.clone()));
         }
         self.auth.server_admin_identities().map(drop)
     }
@@ -674,6 +720,20 @@ mod tests {
             let text = format!("[auth]\nserver_admins = [{bad:?}]\n");
             assert!(Config::from_toml(&text).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn indexed_types_are_bounded_type_names() {
+        let config = Config::from_toml("[search]\nindexed_types = [\"URL\", \"10320/loc\"]\n");
+        assert_eq!(config.unwrap().search.indexed_types, ["URL", "10320/loc"]);
+        assert!(Config::from_toml("[search]\nindexed_types = []\n").is_ok());
+        let error = Config::from_toml("[search]\nindexed_types = [\"\"]\n").unwrap_err();
+        assert!(error.to_string().contains("indexed_types"), "{error}");
+        let many: Vec<String> = (0..=MAX_INDEXED_TYPES)
+            .map(|n| format!("\"T{n}\""))
+            .collect();
+        let text = format!("[search]\nindexed_types = [{}]\n", many.join(", "));
+        assert!(Config::from_toml(&text).is_err());
     }
 
     #[test]

@@ -27,6 +27,7 @@ mod default_admin;
 mod delete;
 mod export;
 mod genericbatch;
+mod http_session;
 mod import;
 mod keygen;
 mod list;
@@ -37,6 +38,7 @@ mod parse;
 mod remove;
 mod reshard;
 mod resolve;
+mod search;
 mod serve;
 mod value_arg;
 
@@ -74,6 +76,9 @@ enum Command {
     Remove(remove::RemoveArgs),
     /// List the handles under a prefix.
     List(list::ListArgs),
+    /// Find handles by value (reverse lookup: URL=https://example.org/*), over a
+    /// node's JSON API.
+    Search(search::SearchArgs),
     /// Run administrative commands from a file, one a line, in one authenticated
     /// session.
     Batch(batch::BatchArgs),
@@ -107,6 +112,7 @@ pub fn run() -> ExitCode {
         Command::Modify(args) => modify::run(&args),
         Command::Remove(args) => remove::run(&args),
         Command::List(args) => list::run(&args),
+        Command::Search(args) => search::run(&args),
         Command::Batch(args) => batch::run(&args),
         Command::Export(args) => export::run(&args),
         Command::Import(args) => import::run(&args),

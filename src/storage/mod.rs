@@ -18,8 +18,10 @@
 //! the handle writes it accounts for), whole-store images for snapshots, streamed
 //! record by record ([`ReadSnapshot::export`], [`WriteBatch::import`]), whole handles
 //! put and read many at a time for bulk import and export ([`WriteBatch::put_handles`],
-//! [`ReadSnapshot::handle_records`]) and, in a file of its own, the
-//! replicated log ([`EntryLog`]). Nothing here knows the replication library.
+//! [`ReadSnapshot::handle_records`]), an index of the values of configured types kept
+//! in the same transaction as the handles, for reverse lookup ([`ReadSnapshot::search`],
+//! module `value_index`) and, in a file of its own, the replicated log
+//! ([`EntryLog`]). Nothing here knows the replication library.
 
 mod applied;
 mod batch;
@@ -35,6 +37,7 @@ mod recent;
 mod slot_index;
 mod slots;
 pub mod tables;
+mod value_index;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -54,22 +57,35 @@ pub use read::ReadSnapshot;
 pub use slot_index::StoredRecord;
 pub use slots::{Slice, Slot, SlotState, slot_of};
 pub use tables::{HandleRecord, PrefixRecord};
+pub use value_index::{
+    Found, HitAccess, INDEXED_OCTETS, IndexedTypes, SearchHit, SearchPlan, SearchPosition,
+    Visibility,
+};
 
 /// A handle store in one redb file.
 #[derive(Debug)]
 pub struct Store {
     db: Database,
     commits: Arc<Commits>,
+    indexed: Arc<IndexedTypes>,
 }
 
 impl Store {
     /// Opens the store at `path`, creating it when it does not exist, and checks the
-    /// format version recorded in it.
+    /// format version recorded in it; its value index holds the default types (URL
+    /// and EMAIL).
     pub fn open(path: &Path) -> Result<Store, StorageError> {
+        Store::open_indexing(path, IndexedTypes::default())
+    }
+
+    /// [`Store::open`], the value index holding the types `indexed` (built on open
+    /// when the file's was built for others, or has none).
+    pub fn open_indexing(path: &Path, indexed: IndexedTypes) -> Result<Store, StorageError> {
         let db = Database::create(path)?;
         let store = Store {
             db,
             commits: Arc::default(),
+            indexed: Arc::new(indexed),
         };
         store.check_format_version()?;
         Ok(store)
@@ -96,6 +112,7 @@ impl Store {
             };
             slot_index::rebuild_index(&txn, slot_count)?;
         }
+        value_index::ensure_index(&txn, &self.indexed)?;
         txn.commit()?;
         Ok(())
     }
@@ -111,6 +128,7 @@ impl Store {
         Ok(WriteBatch::new(
             self.db.begin_write()?,
             Arc::clone(&self.commits),
+            Arc::clone(&self.indexed),
         ))
     }
 
