@@ -1,12 +1,14 @@
-//! Store micro-benchmarks: a point read, and creates committed one by one (each an
-//! fsync) or a hundred to a commit (the group commit replication uses).
+//! Store micro-benchmarks: a point read, creates committed one by one (each an
+//! fsync) or a hundred to a commit (the group commit replication uses), and reverse
+//! lookups through the value index on a store of `HDL_BENCH_SEARCH_HANDLES` handles
+//! (default 100,000; each with a URL of its own and a shared EMAIL).
 
 use std::hint::black_box;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use hdl::names::Handle;
-use hdl::storage::{ExistingHandle, Store};
-use hdl::values::{HandleValue, ValueSelection};
+use hdl::storage::{ExistingHandle, HandlePut, PutMode, Sameness, Store};
+use hdl::values::{HandleValue, SearchQuery, ValueSelection};
 
 const SEEDED: u32 = 10_000;
 
@@ -85,5 +87,83 @@ fn put(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, get, put);
+/// Handles of the search benchmark's store, from `HDL_BENCH_SEARCH_HANDLES`.
+fn search_handles() -> u32 {
+    std::env::var("HDL_BENCH_SEARCH_HANDLES")
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .unwrap_or(100_000)
+}
+
+/// A store of `count` handles, put 10,000 to a commit as an import does.
+fn search_store(dir: &tempfile::TempDir, count: u32) -> Store {
+    let store = Store::open(&dir.path().join("search.redb")).expect("open store");
+    let all: Vec<u32> = (0..count).collect();
+    for chunk in all.chunks(10_000) {
+        let puts: Vec<HandlePut> = chunk
+            .iter()
+            .map(|&n| HandlePut {
+                handle: handle(n),
+                values: record(n),
+                mode: PutMode::CreateOnly,
+            })
+            .collect();
+        let mut batch = store.write().expect("begin");
+        batch.put_handles(&puts, Sameness::Exact).expect("put");
+        batch.commit().expect("commit");
+    }
+    store
+}
+
+fn search(c: &mut Criterion) {
+    let count = search_handles();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let started = std::time::Instant::now();
+    let store = search_store(&dir, count);
+    eprintln!(
+        "search store of {count} handles built in {:.1?}",
+        started.elapsed()
+    );
+    let last = count - 1;
+    let exact = format!("https://example.org/objects/{last}");
+    let suffix = format!("*/objects/{last}");
+    let cases = [
+        ("exact URL, 1 hit", "URL", exact.as_str(), 10),
+        (
+            "URL prefix https://example.org/objects/1*, first 100",
+            "URL",
+            "https://example.org/objects/1*",
+            100,
+        ),
+        (
+            "EMAIL shared by all, first 1000",
+            "EMAIL",
+            "curator@example.org",
+            1000,
+        ),
+        (
+            "leading * (whole URL range), 1 hit",
+            "URL",
+            suffix.as_str(),
+            10,
+        ),
+    ];
+    let mut group = c.benchmark_group(format!("store/search ({count} handles)"));
+    for (name, value_type, pattern, limit) in cases {
+        let query = SearchQuery::new(None, [(value_type, pattern)]).expect("query");
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                let read = store.read().expect("read");
+                let types = read.indexed_types().expect("types");
+                let plan = types.plan(&query).expect("indexed");
+                let hits = read.search(&plan, None, limit).expect("search");
+                assert!(!hits.is_empty(), "{name} finds nothing");
+                black_box(hits)
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, get, put, search);
 criterion_main!(benches);

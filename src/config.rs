@@ -153,6 +153,15 @@
 //! # 1 to 65536.
 //! log_cache_mib = 4
 //!
+//! [search]
+//! # Value types indexed for reverse lookup (`GET /api/handles?URL=…`, `hdl search`),
+//! # compared ASCII case-insensitively, at most 64. A search needs a TYPE=PATTERN of an
+//! # indexed type; patterns of other types only filter what it finds. The index is kept
+//! # in the same transaction as the handles; changing the list rebuilds it at the next
+//! # start (one pass over the store). Every node of a cluster should index the same
+//! # types. Default: ["URL", "EMAIL"].
+//! indexed_types = ["URL", "EMAIL"]
+//!
 //! [resolver]
 //! # Servers (HOST:PORT, TCP) of the Global Handle Registry, asked to find the service
 //! # of an administrator's identity handle that this node does not hold, so that its
@@ -195,6 +204,8 @@ pub struct Config {
     pub resolver: ResolverConfig,
     /// How its files use memory.
     pub storage: StorageConfig,
+    /// Its reverse lookup.
+    pub search: SearchConfig,
 }
 
 impl Default for Config {
@@ -209,6 +220,7 @@ impl Default for Config {
             auth: AuthConfig::default(),
             resolver: ResolverConfig::default(),
             storage: StorageConfig::default(),
+            search: SearchConfig::default(),
         }
     }
 }
@@ -400,6 +412,25 @@ pub struct ResolverConfig {
     pub ghr: Vec<SocketAddr>,
 }
 
+/// The most value types a node indexes for reverse lookup.
+pub const MAX_INDEXED_TYPES: usize = 64;
+
+/// Reverse lookup settings.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SearchConfig {
+    /// The value types indexed (checked by [`Config::validate`]).
+    pub indexed_types: Vec<String>,
+}
+
+impl Default for SearchConfig {
+    fn default() -> Self {
+        SearchConfig {
+            indexed_types: vec!["URL".to_owned(), "EMAIL".to_owned()],
+        }
+    }
+}
+
 /// Authentication and authorisation settings.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -476,6 +507,9 @@ pub enum ConfigError {
     /// A limit or timeout of 0, which would refuse everything.
     #[error("{0} must be at least 1")]
     Zero(&'static str),
+    /// An indexed type that is not a value type name.
+    #[error("[search] indexed_types: {0:?} is not a value type name (1 to 1024 octets)")]
+    IndexedType(String),
     /// A size limit the node cannot honour.
     #[error("{key} = {value}: it must be from {min} to {max}")]
     OutOfRange {
@@ -592,6 +626,18 @@ impl Config {
             self.storage.log_cache_mib,
             1..=65_536,
         )?;
+        let indexed = &self.search.indexed_types;
+        check_range(
+            "[search] indexed_types (how many)",
+            indexed.len(),
+            0..=MAX_INDEXED_TYPES,
+        )?;
+        if let Some(bad) = indexed
+            .iter()
+            .find(|name| name.is_empty() || name.len() > 1024)
+        {
+            return Err(ConfigError::IndexedType(bad.clone()));
+        }
         self.auth.server_admin_identities().map(drop)
     }
 
@@ -714,6 +760,20 @@ mod tests {
             let text = format!("[auth]\nserver_admins = [{bad:?}]\n");
             assert!(Config::from_toml(&text).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn indexed_types_are_bounded_type_names() {
+        let config = Config::from_toml("[search]\nindexed_types = [\"URL\", \"10320/loc\"]\n");
+        assert_eq!(config.unwrap().search.indexed_types, ["URL", "10320/loc"]);
+        assert!(Config::from_toml("[search]\nindexed_types = []\n").is_ok());
+        let error = Config::from_toml("[search]\nindexed_types = [\"\"]\n").unwrap_err();
+        assert!(error.to_string().contains("indexed_types"), "{error}");
+        let many: Vec<String> = (0..=MAX_INDEXED_TYPES)
+            .map(|n| format!("\"T{n}\""))
+            .collect();
+        let text = format!("[search]\nindexed_types = [{}]\n", many.join(", "));
+        assert!(Config::from_toml(&text).is_err());
     }
 
     #[test]

@@ -11,11 +11,8 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use base64::Engine;
 use clap::Args;
-use hdl::auth::{RestAlgorithm, RestAnswer, mac_rest, sign_rest};
-use hdl::client::authorization::{answer_header, session_header};
-use hdl::client::{AdminRequest, Client, Credentials, Key, Overwrite};
+use hdl::client::{AdminRequest, Client, Overwrite};
 use hdl::names::Handle;
 use hdl::values::HandleValue;
 use hdrhistogram::Histogram;
@@ -23,6 +20,7 @@ use serde_json::json;
 
 use super::admin_arg::AuthArgs;
 use super::bench::{Unit, line};
+use super::http_session::HttpSession;
 
 /// What this bench counts.
 const CREATES: Unit = Unit("creates", "creates/s");
@@ -165,85 +163,10 @@ async fn http_session(
         .credentials()?
         .context("--http-session needs --auth with --key or --secret-file")?;
     let client = reqwest::Client::new();
-    let opened = session_call(&client, reqwest::Method::POST, address, "", None).await?;
-    let session = string_field(&opened, "sessionId")?;
-    let nonce = base64::engine::general_purpose::STANDARD
-        .decode(string_field(&opened, "nonce")?)
-        .context("the session nonce is not base64")?;
-    let answer = session_answer(&credentials, &nonce)?;
-    let header = answer_header(&session, &answer).context("no REST form for this proof")?;
-    session_call(
-        &client,
-        reqwest::Method::PUT,
-        address,
-        "/this",
-        Some(&header),
-    )
-    .await?;
-    let only = session_header(&session);
-    let measured = http(&client, address, &only, bench, run).await?;
-    session_call(
-        &client,
-        reqwest::Method::DELETE,
-        address,
-        "/this",
-        Some(&only),
-    )
-    .await?;
+    let session = HttpSession::open(&client, &format!("http://{address}"), &credentials).await?;
+    let measured = http(&client, address, &session.header, bench, run).await?;
+    session.close(&client).await?;
     Ok(measured)
-}
-
-/// The answer to `nonce`: an RSA signature with the key, or PBKDF2-HMAC-SHA1 with
-/// the secret (what J9 clients send).
-fn session_answer(credentials: &Credentials, nonce: &[u8]) -> anyhow::Result<RestAnswer> {
-    let cnonce: [u8; 16] = rand::random();
-    let proof = match &credentials.key {
-        Key::Public(key) => sign_rest(nonce, &cnonce, key)?,
-        Key::Secret(secret) => mac_rest(nonce, &cnonce, secret, RestAlgorithm::Pbkdf2HmacSha1)?,
-    };
-    Ok(RestAnswer {
-        identity: credentials.identity.clone(),
-        cnonce: cnonce.to_vec(),
-        proof,
-    })
-}
-
-/// `method /api/sessions{path}`; its JSON (null when empty), or the error.
-async fn session_call(
-    client: &reqwest::Client,
-    method: reqwest::Method,
-    address: &str,
-    path: &str,
-    authorization: Option<&str>,
-) -> anyhow::Result<serde_json::Value> {
-    let url = format!("http://{address}/api/sessions{path}");
-    let mut request = client.request(method.clone(), &url);
-    if let Some(authorization) = authorization {
-        request = request.header(reqwest::header::AUTHORIZATION, authorization);
-    }
-    let response = request
-        .send()
-        .await
-        .with_context(|| format!("{method} {url}"))?;
-    let status = response.status();
-    let text = response
-        .text()
-        .await
-        .with_context(|| format!("{method} {url}"))?;
-    if !status.is_success() {
-        bail!("{method} {url}: HTTP {status}: {text}");
-    }
-    if text.is_empty() {
-        return Ok(serde_json::Value::Null);
-    }
-    serde_json::from_str(&text).with_context(|| format!("{method} {url}: not JSON"))
-}
-
-fn string_field(json: &serde_json::Value, name: &str) -> anyhow::Result<String> {
-    json[name]
-        .as_str()
-        .map(str::to_owned)
-        .with_context(|| format!("no {name} in {json}"))
 }
 
 fn record(histogram: &mut Histogram<u64>, elapsed: Duration) -> anyhow::Result<()> {

@@ -29,6 +29,7 @@ mod default_admin;
 mod delete;
 mod export;
 mod genericbatch;
+mod http_session;
 mod import;
 mod keygen;
 mod list;
@@ -40,6 +41,7 @@ mod remove;
 mod reshard;
 mod resolve;
 mod restore;
+mod search;
 mod serve;
 mod value_arg;
 mod whole_file;
@@ -78,6 +80,9 @@ enum Command {
     Remove(remove::RemoveArgs),
     /// List the handles under a prefix.
     List(list::ListArgs),
+    /// Find handles by value (reverse lookup: URL=https://example.org/*), over a
+    /// node's JSON API.
+    Search(search::SearchArgs),
     /// Run administrative commands from a file, one a line, in one authenticated
     /// session.
     Batch(batch::BatchArgs),
@@ -117,6 +122,7 @@ pub fn run() -> ExitCode {
         Command::Modify(args) => modify::run(&args),
         Command::Remove(args) => remove::run(&args),
         Command::List(args) => list::run(&args),
+        Command::Search(args) => search::run(&args),
         Command::Batch(args) => batch::run(&args),
         Command::Export(args) => export::run(&args),
         Command::Import(args) => import::run(&args),

@@ -1,4 +1,5 @@
-//! Listing: `GET /api/handles?prefix=P&page=N&pageSize=M` and `GET /api/prefixes`.
+//! Listing: `GET /api/handles?prefix=P&page=N&pageSize=M` and `GET /api/prefixes`;
+//! `GET /api/handles` with a `TYPE=PATTERN` is a search (module `search`).
 //!
 //! Like every listing, these are administrative: listing handles needs LIST_HANDLES
 //! on the prefix, listing prefixes a server administrator. `page` is 0-based; `pageSize` defaults to [`MAX_PAGE_SIZE`] and
@@ -15,6 +16,7 @@ use super::HttpState;
 use super::answer::{Format, Refusal};
 use super::codes::RequestKind;
 use super::query::Query;
+use super::search;
 use crate::codec::ResponseCode;
 use crate::names::{Handle, named_prefix};
 use crate::service::{Caller, Handler};
@@ -25,7 +27,7 @@ pub const MAX_PAGE_SIZE: u64 = 10_000;
 /// Handles read from the store per step while skipping to a page.
 const STEP: usize = 1_000;
 
-/// `GET /api/handles?prefix=…`.
+/// `GET /api/handles?prefix=…`, or a search.
 pub async fn handles(
     State(state): State<HttpState>,
     Extension(caller): Extension<Caller>,
@@ -35,6 +37,9 @@ pub async fn handles(
         Ok(read) => read,
         Err(response) => return *response,
     };
+    if !search::terms(&query).is_empty() {
+        return search::answer(state.handler.as_ref(), &caller, &query, &format).await;
+    }
     match page(state.handler.as_ref(), &caller, &query).await {
         Ok(body) => format.answer(StatusCode::OK, &body),
         Err(refusal) => refusal.answer(RequestKind::Other, None, &format),

@@ -1,5 +1,5 @@
 //! The router against the in-memory handler: no Raft node, no store. The JSON API
-//! (GET with filters, PUT, DELETE, listing pages), the proxy's redirect and the
+//! (GET with filters, PUT, DELETE, listing and search pages), the proxy's redirect and the
 //! status page, as a browser or an API client sees them.
 
 use axum::http::HeaderMap;
@@ -188,6 +188,32 @@ async fn a_listing_is_paged() {
     let (status, refused) = json(&state, "GET", path, None, "").await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     assert_eq!(refused["responseCode"], 402);
+}
+
+#[tokio::test]
+async fn a_search_answers_a_paged_list_of_handles_and_refuses_what_it_cannot_search() {
+    let (handler, state) = in_memory();
+    for n in 0..4 {
+        let url = format!("https://n.example/{n}");
+        handler.insert(
+            &format!("10.1000/n{n}"),
+            vec![HandleValue::new(1, "URL", url)],
+        );
+    }
+    let search = |path| json(&state, "GET", path, Some(admin()), "");
+    let (status, page) = search("/api/handles?URL=https://n.example/*&limit=3&page=1").await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert_eq!(page, serde_json::json!(["10.1000/n3"]));
+    let (_, exact) = search("/api/handles?url=https://a.example/&prefix=10.1000").await;
+    assert_eq!(exact, serde_json::json!(["10.1000/a"]));
+    let (status, refused) = search("/api/handles?DESC=x").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+    assert_eq!(refused["responseCode"], 4);
+    let many = format!("/api/handles?{}", vec!["URL=x"; 17].join("&"));
+    let (status, refused) = search(&many).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+    let (status, refused) = json(&state, "GET", "/api/handles?URL=*", None, "").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{refused}");
 }
 
 #[tokio::test]

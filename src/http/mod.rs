@@ -31,6 +31,7 @@ mod loc;
 mod pages;
 mod proxy;
 mod query;
+mod search;
 mod session_api;
 pub mod sessions;
 mod tls;

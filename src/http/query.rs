@@ -62,6 +62,13 @@ impl Query {
         self.raw.as_deref()
     }
 
+    /// Every parameter, as `(name, value)`, in order.
+    pub fn pairs(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.pairs
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.as_str()))
+    }
+
     /// Every value of `name`, in order.
     pub fn all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
         self.pairs

@@ -21,7 +21,7 @@ use crate::replication::{
     Bootstrap, Group, GroupError, GroupHost, GroupId, GroupSettings, HandleSet, LOG_FILE,
     SNAPSHOT_FILE, SetId,
 };
-use crate::storage::{CacheSizes, Store};
+use crate::storage::{CacheSizes, IndexedTypes, Store};
 
 /// The file, in a replica set's directory, that holds its handles.
 pub const HANDLE_STORE_FILE: &str = "handles.redb";
@@ -151,12 +151,14 @@ fn set_of_dir(name: &str) -> Option<SetId> {
 }
 
 /// Opens the store of replica set `set` under `data_dir` (making its directory: from
-/// now on the node belongs to it) and starts the set's group on `host`.
+/// now on the node belongs to it), its value index holding the types `indexed`, and
+/// starts the set's group on `host`.
 pub async fn start_set(
     settings: &GroupSettings,
     data_dir: &Path,
     set: SetId,
     host: &GroupHost,
+    indexed: IndexedTypes,
 ) -> Result<(Group<HandleSet>, Arc<Store>), GroupsError> {
     let group = GroupId::Set(set);
     let set_dir = group_dir(data_dir, group);
@@ -164,7 +166,8 @@ pub async fn start_set(
     let store = tokio::task::spawn_blocking(move || {
         make_dir(&dir)?;
         let path = dir.join(HANDLE_STORE_FILE);
-        Store::open_with_cache(&path, cache).map_err(|source| GroupsError::Store { path, source })
+        Store::open_with(&path, cache, indexed)
+            .map_err(|source| GroupsError::Store { path, source })
     })
     .await
     .map_err(|error| group_error(group, error.into()))??;

@@ -36,7 +36,7 @@ use crate::resolver::Resolver;
 use crate::routing::LocalSet;
 use crate::service::site::MemberKeys;
 use crate::service::{AuthPolicy, RecordSource, Service};
-use crate::storage::{Slice, Slot};
+use crate::storage::{IndexedTypes, Slice, Slot};
 
 /// How many times a node that formed set 1 alone looks for the set in the map before
 /// it gives up making the ring (one look per change of the map, or per
@@ -172,7 +172,9 @@ impl SetHost {
             bootstrap,
             ..self.settings.clone()
         };
-        let (group, store) = groups::start_set(&settings, &self.data_dir, set, &self.host).await?;
+        let indexed = IndexedTypes::new(&self.config.search.indexed_types);
+        let (group, store) =
+            groups::start_set(&settings, &self.data_dir, set, &self.host, indexed).await?;
         if restored {
             // Before anything else runs beside the set, and before the node serves.
             restore::settle(&group, &self.data_dir, set).await?;

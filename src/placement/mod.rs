@@ -31,7 +31,7 @@ pub use mover::{MoveError, Mover, PAGE_LEN, SetAccess, SlotCommand};
 pub use plan::rebalance;
 
 use crate::replication::{Group, GroupError, GroupHost, GroupId, GroupSettings, HandleSet, SetId};
-use crate::storage::{Kept, StorageError, Store};
+use crate::storage::{IndexedTypes, Kept, StorageError, Store};
 
 /// How long [`MapGroup::follow`] waits before it checks a set again without news.
 pub const FOLLOW_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
@@ -58,9 +58,11 @@ impl MapGroup {
     ) -> Result<MapGroup, GroupError> {
         let path = dir.join(MAP_STORE_FILE);
         let cache = settings.caches.log;
-        let store = tokio::task::spawn_blocking(move || Store::open_with_cache(&path, cache))
-            .await?
-            .map_err(|error| GroupError::Storage(error.into()))?;
+        let store = tokio::task::spawn_blocking(move || {
+            Store::open_with(&path, cache, IndexedTypes::default())
+        })
+        .await?
+        .map_err(|error| GroupError::Storage(error.into()))?;
         let store = Arc::new(store);
         let group = Group::start(settings, GroupId::Map, Arc::clone(&store), dir, host).await?;
         Ok(MapGroup {

@@ -1,17 +1,20 @@
 //! Calls every replica set answers for its own handles: listing a prefix's handles,
-//! counting them and listing prefixes, asked of every set that owns slots and merged.
+//! counting them, listing prefixes and searching by value, asked of every set that
+//! owns slots and merged.
 //!
 //! Listing pages: each set is asked for `limit` handles after `after`; the pages are
 //! merged in folded-key order and cut at `limit`, so the next page (after the last
-//! handle returned) misses none and repeats none. A set that cannot be reached makes
+//! handle returned) misses none and repeats none; search pages likewise, in index
+//! order (matched value, then handle), the next after the last position. A set that cannot be reached makes
 //! the whole answer [`Error::Unavailable`]: a listing with a set missing would look
 //! complete. Without a ring, the node's own set answers alone.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::names::{Handle, fold_key};
-use crate::service::{Caller, Error, PrefixRecord};
+use crate::service::{Caller, Error, Found, PrefixRecord, SearchPosition};
 use crate::storage::Slot;
+use crate::values::SearchQuery;
 
 use super::forward::unexpected;
 use super::router::Router;
@@ -89,6 +92,37 @@ impl Router {
             }
         }
         Ok(merge_pages(pages, usize::try_from(limit).unwrap_or(0)))
+    }
+
+    /// Up to `limit` (at most [`MAX_PAGE`]) handles matching `query` after `after`,
+    /// merged from every set in index order.
+    pub(super) async fn search_everywhere(
+        &self,
+        caller: &Caller,
+        query: &SearchQuery,
+        after: Option<&SearchPosition>,
+        limit: usize,
+    ) -> Result<Vec<Found>, Error> {
+        let limit = u32::try_from(limit).unwrap_or(MAX_PAGE).min(MAX_PAGE);
+        let call = ForwardCall::SearchHandles {
+            caller: caller.clone(),
+            query: query.clone(),
+            after: after.cloned(),
+            limit,
+        };
+        let mut merged = BTreeMap::new();
+        for answer in self.ask_every_set(call).await? {
+            match answer {
+                Answer::Found(found) => {
+                    for hit in found {
+                        merged.entry(hit.position.clone()).or_insert(hit);
+                    }
+                }
+                other => return Err(unexpected(&other)),
+            }
+        }
+        let limit = usize::try_from(limit).unwrap_or(0);
+        Ok(merged.into_values().take(limit).collect())
     }
 
     /// Every naming authority known to any set: one record per prefix (folded), its

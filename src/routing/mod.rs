@@ -5,7 +5,7 @@
 //! node's set owns goes to its own [`Service`]; any other is forwarded to a member of
 //! the set that owns the slot in the cluster map ([`Forwarder`]: reads to the member of
 //! this node's rank first, then the others; writes to any member, whose group forwards
-//! them to its primary). Listing and counting ask every set and merge. Owns the
+//! them to its primary). Listing, counting and searching ask every set and merge. Owns the
 //! forwarding wire ([`ForwardCall`], [`ForwardAnswer`], [`answer_forwarded`]), the
 //! [`Peers`] seam the node implements to carry it, this node's [`LocalSet`], and the
 //! [`RecordSource`](crate::service::RecordSource) the service reads other sets' records

@@ -2,8 +2,8 @@
 //!
 //! A call about one handle goes where the handle's slot is owned ([`Forwarder::route`]);
 //! a prefix operation where the prefix handle `0.NA/<prefix>` is; a mint picks its new
-//! handle first and routes the create. Listing, counting and the list of prefixes ask
-//! every set (module `merge`). HS_SITE, status and key checks are this node's own:
+//! handle first and routes the create. Listing, counting, searching and the list of
+//! prefixes ask every set (module `merge`). HS_SITE, status and key checks are this node's own:
 //! its service reads the key handles from their owners through the [`Forwarder`] it
 //! was given as its record source.
 
@@ -18,10 +18,10 @@ use crate::config::SiteConfig;
 use crate::names::Handle;
 use crate::service::site::{MemberKeys, describe_ring};
 use crate::service::{
-    Applied, Caller, ClientRequest, Error, Freshness, HandleRecord, Handler, KeyAgreement,
-    Operation, PrefixRecord, PrivateRead, Role, Service, Status, mint_with,
+    Applied, Caller, ClientRequest, Error, Found, Freshness, HandleRecord, Handler, KeyAgreement,
+    Operation, PrefixRecord, PrivateRead, Role, SearchPosition, Service, Status, mint_with,
 };
-use crate::values::{HandleValue, SiteInfo, ValueSelection};
+use crate::values::{HandleValue, SearchQuery, SiteInfo, ValueSelection};
 
 use super::LocalSet;
 use super::forward::{Forwarder, unexpected};
@@ -187,6 +187,16 @@ impl Handler for Router {
         limit: usize,
     ) -> Result<Vec<String>, Error> {
         self.list_everywhere(caller, prefix, after, limit).await
+    }
+
+    async fn search_handles(
+        &self,
+        caller: &Caller,
+        query: &SearchQuery,
+        after: Option<&SearchPosition>,
+        limit: usize,
+    ) -> Result<Vec<Found>, Error> {
+        self.search_everywhere(caller, query, after, limit).await
     }
 
     async fn list_prefixes(&self, caller: &Caller) -> Result<Vec<PrefixRecord>, Error> {

@@ -1,5 +1,5 @@
 //! The router over a real store and metadata group, with the other replica set faked:
-//! which calls leave the node, re-routing bounds, listing merge, and authorisation
+//! which calls leave the node, re-routing bounds, listing and search merge, and authorisation
 //! records read from their owner.
 
 use std::sync::{Arc, Mutex};
@@ -19,11 +19,13 @@ use crate::replication::admin::Member;
 use crate::replication::{HandleCommand, Node, slot_of};
 use crate::service::Service;
 use crate::service::{
-    AuthPolicy, Caller, Error, ExistingHandle, Freshness, HandleRecord, Handler, Operation,
-    PrefixRecord,
+    AuthPolicy, Caller, Error, ExistingHandle, Found, Freshness, HandleRecord, Handler, Operation,
+    PrefixRecord, SearchPosition,
 };
 use crate::storage::{Slot, Store};
-use crate::values::{AdminPermissions, AdminRecord, HandleValue, Permissions, ValueSelection};
+use crate::values::{
+    AdminPermissions, AdminRecord, HandleValue, Permissions, SearchQuery, ValueSelection,
+};
 
 /// Eight slots: set 1 (this node, node 1) owns 0-3, set 2 (node 2, faked) 4-7.
 const SLOTS: u32 = 8;
@@ -391,6 +393,69 @@ async fn listing_merges_every_set_in_folded_key_order_with_paging() {
     assert_eq!(listed, expected);
     let count = world.router.count_handles(&admin, "10.1000").await.unwrap();
     assert_eq!(count, u64::try_from(mine.len()).unwrap() + 3);
+}
+
+#[tokio::test]
+async fn searching_merges_every_set_in_index_order_with_paging() {
+    let world = world(|call| match call {
+        ForwardCall::SearchHandles { after, limit, .. } => {
+            let theirs = [
+                ("https://b/", "10.1000/theirs-b"),
+                ("https://d/", "10.1000/theirs-d"),
+            ];
+            let found = theirs
+                .iter()
+                .map(|(data, handle)| Found {
+                    position: SearchPosition {
+                        data: data.as_bytes().to_vec(),
+                        key: crate::names::fold_key(handle),
+                    },
+                    handle: (*handle).to_owned(),
+                })
+                .filter(|found| after.as_ref().is_none_or(|a| found.position > *a))
+                .take(usize::try_from(*limit).unwrap())
+                .collect();
+            Ok(Ok(Answer::Found(found)))
+        }
+        ForwardCall::Values { .. } => Ok(Ok(Answer::Values(None))),
+        _ => Err(()),
+    })
+    .await;
+    let admin = server_admin();
+    let ours: Vec<Handle> = (0..)
+        .map(|n| Handle::parse(&format!("10.1000/ours-{n}")).unwrap())
+        .filter(|h| slot_of(h.key(), SLOTS).0 < 4)
+        .take(3)
+        .collect();
+    for (handle, data) in ours.iter().zip(["https://a/", "https://c/", "https://e/"]) {
+        world
+            .router
+            .administer(&admin, create(handle, vec![url(data)]))
+            .await
+            .unwrap();
+    }
+    let query = SearchQuery::new(None, [("URL", "https://*")]).unwrap();
+    let mut found = Vec::new();
+    let mut after: Option<SearchPosition> = None;
+    loop {
+        let page = world
+            .router
+            .search_handles(&admin, &query, after.as_ref(), 2)
+            .await
+            .unwrap();
+        assert!(page.len() <= 2);
+        let Some(last) = page.last() else { break };
+        after = Some(last.position.clone());
+        found.extend(page.into_iter().map(|hit| hit.handle));
+    }
+    let expected = [
+        ours[0].as_str(),
+        "10.1000/theirs-b",
+        ours[1].as_str(),
+        "10.1000/theirs-d",
+        ours[2].as_str(),
+    ];
+    assert_eq!(found, expected);
 }
 
 #[test]

@@ -15,13 +15,14 @@ use serde::{Deserialize, Serialize};
 use crate::codec::ResponseCode;
 use crate::names::Handle;
 use crate::service::{
-    Applied, Caller, ClientRequest, Error, Freshness, HandleRecord, Handler, Operation,
-    PrefixRecord, PrivateRead, Refusal, Service,
+    Applied, Caller, ClientRequest, Error, Found, Freshness, HandleRecord, Handler, Operation,
+    PrefixRecord, PrivateRead, Refusal, SearchPosition, Service,
 };
 use crate::storage::Slot;
-use crate::values::{HandleValue, ValueSelection};
+use crate::values::{HandleValue, SearchQuery, ValueSelection};
 
-/// The most handles a forwarded listing returns: the largest page an edge asks for.
+/// The most handles a forwarded listing or search returns: the largest page an edge
+/// asks for.
 pub const MAX_PAGE: u32 = 10_000;
 
 /// One handle operation sent to a node of the replica set owning the handle's slot.
@@ -93,6 +94,17 @@ pub enum ForwardCall {
         /// The handle.
         handle: Handle,
     },
+    /// [`Handler::search_handles`], for the receiving set's handles only.
+    SearchHandles {
+        /// Who asks.
+        caller: Caller,
+        /// What is looked for.
+        query: SearchQuery,
+        /// The position of the last hit of the previous page.
+        after: Option<SearchPosition>,
+        /// The most handles to return (at most [`MAX_PAGE`]).
+        limit: u32,
+    },
 }
 
 impl ForwardCall {
@@ -107,7 +119,8 @@ impl ForwardCall {
             ForwardCall::Administer { operation, .. } => operation.handle(),
             ForwardCall::CountHandles { .. }
             | ForwardCall::ListHandles { .. }
-            | ForwardCall::ListPrefixes { .. } => None,
+            | ForwardCall::ListPrefixes { .. }
+            | ForwardCall::SearchHandles { .. } => None,
         }
     }
 }
@@ -129,6 +142,8 @@ pub enum Answer {
     Prefixes(Vec<PrefixRecord>),
     /// A handle's values; `None` when it does not exist.
     Values(Option<Vec<HandleValue>>),
+    /// Handles a search found, in index order.
+    Found(Vec<Found>),
 }
 
 impl Answer {
@@ -142,6 +157,7 @@ impl Answer {
             Answer::Handles(_) => "handles",
             Answer::Prefixes(_) => "prefixes",
             Answer::Values(_) => "values",
+            Answer::Found(_) => "found handles",
         }
     }
 }
@@ -275,6 +291,18 @@ pub(super) async fn run_local(service: &Service, call: ForwardCall) -> Result<An
             Answer::Prefixes(service.list_prefixes(&caller).await?)
         }
         ForwardCall::Values { handle } => Answer::Values(service.values_held_here(&handle)?),
+        ForwardCall::SearchHandles {
+            caller,
+            query,
+            after,
+            limit,
+        } => {
+            let limit = usize::try_from(limit.min(MAX_PAGE)).unwrap_or(0);
+            let found = service
+                .search_handles(&caller, &query, after.as_ref(), limit)
+                .await?;
+            Answer::Found(found)
+        }
     })
 }
 

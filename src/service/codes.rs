@@ -13,7 +13,9 @@
 //! cannot be reached, or a node in no replica set yet, is busy (3), never "not found";
 //! a refusal forwarded from another node keeps the code that node answered. A write
 //! that would make a handle larger than allowed is an invalid value (202): the
-//! values are what the client must change, and J9 clients show the message.
+//! values are what the client must change, and J9 clients show the message. A search
+//! of types the store does not index is a protocol error (4): the request cannot be
+//! answered as asked.
 
 use crate::auth::{AuthError, AuthzError};
 use crate::codec::ResponseCode;
@@ -39,6 +41,7 @@ impl Error {
             Error::Remote { code, .. } => *code,
             Error::Unreadable => ResponseCode::InsufficientPermissions,
             Error::InvalidHandle(_) => ResponseCode::InvalidHandle,
+            Error::NotIndexed { .. } => ResponseCode::ProtocolError,
             Error::Storage(_) => ResponseCode::Error,
             Error::Replication(error) => match **error {
                 GroupError::NoLeader { .. } | GroupError::Behind { .. } => {

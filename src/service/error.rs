@@ -85,12 +85,27 @@ pub enum Error {
         /// Its message.
         message: String,
     },
+    /// A search names no value type the store indexes.
+    #[error("a search needs a TYPE=PATTERN of an indexed type; this server indexes {}", indexed_list(.indexed))]
+    NotIndexed {
+        /// The types indexed (folded).
+        indexed: Vec<String>,
+    },
     /// The store failed.
     #[error("storage failure: {0}")]
     Storage(StorageError),
     /// The replica set could not carry out the write or the fresh read.
     #[error("replication: {0}")]
     Replication(Box<GroupError>),
+}
+
+/// `indexed` for a message: the names, or that there are none.
+fn indexed_list(indexed: &[String]) -> String {
+    if indexed.is_empty() {
+        "no type ([search] indexed_types is empty)".to_owned()
+    } else {
+        indexed.join(", ")
+    }
 }
 
 impl From<GroupError> for Error {

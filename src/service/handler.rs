@@ -17,11 +17,11 @@ use async_trait::async_trait;
 use crate::auth::{Challenge, ChallengeAnswer, Identity, SessionError, SessionKey};
 use crate::codec::{KeyExchange, ProtocolVersion, VerifyRequest};
 use crate::names::Handle;
-use crate::values::{HandleValue, SiteInfo, ValueSelection};
+use crate::values::{HandleValue, SearchQuery, SiteInfo, ValueSelection};
 
 use super::{
-    Applied, Caller, ClientRequest, Error, Freshness, HandleRecord, Operation, PrefixRecord,
-    PrivateRead, Status,
+    Applied, Caller, ClientRequest, Error, Found, Freshness, HandleRecord, Operation, PrefixRecord,
+    PrivateRead, SearchPosition, Status,
 };
 
 /// The outcome of a session setup's key exchange: the session key and the data of
@@ -102,6 +102,21 @@ pub trait Handler: Send + Sync + Debug {
         after: Option<&Handle>,
         limit: usize,
     ) -> Result<Vec<String>, Error>;
+
+    /// Reverse lookup: up to `limit` handles holding values that match `query`, after
+    /// `after` when paging, in the order of the value index (matched value, then
+    /// handle), each with its position (for the next page's `after`). Needs
+    /// LIST_HANDLES on the prefix searched; a search of every prefix finds only the
+    /// handles under prefixes the caller may list; a value that is not public matches
+    /// only for a caller allowed READ_VALUE on its handle. A query naming no indexed
+    /// type is [`Error::NotIndexed`].
+    async fn search_handles(
+        &self,
+        caller: &Caller,
+        query: &SearchQuery,
+        after: Option<&SearchPosition>,
+        limit: usize,
+    ) -> Result<Vec<Found>, Error>;
 
     /// Every naming authority known here (with handles, or homed here), for a
     /// server administrator.

@@ -22,14 +22,14 @@ use crate::names::Handle;
 use crate::replication::{Group, GroupError, HandleCommand, HandleResult, HandleSet, RequestId};
 use crate::resolver::Resolver;
 use crate::storage::{ReadSnapshot, Slice, Store};
-use crate::values::{HandleValue, SiteInfo, ValueSelection};
+use crate::values::{HandleValue, SearchQuery, SiteInfo, ValueSelection};
 
 use super::records::{RecordSource, held_here};
 use super::verifier::Verifier;
 use super::{
-    Applied, AuthPolicy, Caller, ClientRequest, Error, Freshness, HandleRecord, Handler,
-    KeyAgreement, Operation, PrefixRecord, PrivateRead, Refusal, Status, authorise, mint,
-    operation, private_read_of, public_only, site,
+    Applied, AuthPolicy, Caller, ClientRequest, Error, Found, Freshness, HandleRecord, Handler,
+    KeyAgreement, Operation, PrefixRecord, PrivateRead, Refusal, SearchPosition, Status, authorise,
+    mint, operation, private_read_of, public_only, site,
 };
 
 /// How many times a write is authorised when the records it was authorised on keep
@@ -318,6 +318,17 @@ impl Handler for Service {
             list_answered(&*store.read()?, &prefix, after, limit)
         });
         listing.await.map_err(|_panicked| Error::Busy)?
+    }
+
+    /// Reverse lookup in this store (module `search`).
+    async fn search_handles(
+        &self,
+        caller: &Caller,
+        query: &SearchQuery,
+        after: Option<&SearchPosition>,
+        limit: usize,
+    ) -> Result<Vec<Found>, Error> {
+        self.search(caller, query, after, limit).await
     }
 
     async fn list_prefixes(&self, caller: &Caller) -> Result<Vec<PrefixRecord>, Error> {

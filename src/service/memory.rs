@@ -19,16 +19,17 @@ use crate::auth::{
 use crate::clock::unix_now;
 use crate::codec::{KeyExchange, ProtocolVersion, VerifyRequest};
 use crate::names::{Handle, fold_key};
+use crate::storage::{IndexedTypes, Visibility};
 use crate::values::{
-    HandleValue, HashOption, Interface, InterfaceKind, InterfaceProtocol, Permissions,
+    HandleValue, HashOption, Interface, InterfaceKind, InterfaceProtocol, Permissions, SearchQuery,
     ServerRecord, SiteFlags, SiteInfo, ValueSelection,
 };
 
 use super::keys::{other_server_answer, secret_identity};
 use super::{
-    Applied, Caller, ClientRequest, Error, ExistingHandle, ExistingValue, Freshness, HandleRecord,
-    Handler, KeyAgreement, Operation, PrefixRecord, PrivateRead, Refusal, Role, Status,
-    StatusMember, private_read_of, public_only,
+    Applied, Caller, ClientRequest, Error, ExistingHandle, ExistingValue, Found, Freshness,
+    HandleRecord, Handler, KeyAgreement, Operation, PrefixRecord, PrivateRead, Refusal, Role,
+    SearchPosition, Status, StatusMember, private_read_of, public_only,
 };
 
 /// Handles and prefixes in memory, answering as a node would.
@@ -370,6 +371,41 @@ impl Handler for MemoryHandler {
             .take(limit)
             .map(|(_, display)| display.to_owned())
             .collect())
+    }
+
+    /// Every handle is read for the default indexed types (URL, EMAIL), in the
+    /// order of a store's index; the administrator reads every value.
+    async fn search_handles(
+        &self,
+        caller: &Caller,
+        query: &SearchQuery,
+        after: Option<&SearchPosition>,
+        limit: usize,
+    ) -> Result<Vec<Found>, Error> {
+        Self::authorise(caller)?;
+        let types = IndexedTypes::default();
+        let plan = types.plan(query).ok_or_else(|| Error::NotIndexed {
+            indexed: types.names(),
+        })?;
+        let state = self.state();
+        let mut found: Vec<Found> = state
+            .handles
+            .iter()
+            .filter(|(key, _)| plan.covers(key))
+            .filter_map(|(key, record)| {
+                let data = plan.first_match(&record.values, Visibility::All)?;
+                let position = SearchPosition {
+                    data: data.to_vec(),
+                    key: key.clone(),
+                };
+                let handle = record.display.clone();
+                Some(Found { position, handle })
+            })
+            .filter(|found| after.is_none_or(|after| found.position > *after))
+            .collect();
+        found.sort_by(|a, b| a.position.cmp(&b.position));
+        found.truncate(limit);
+        Ok(found)
     }
 
     async fn list_prefixes(&self, caller: &Caller) -> Result<Vec<PrefixRecord>, Error> {

@@ -6,7 +6,8 @@
 //! (which values an anonymous resolution may see, value validation, server-assigned
 //! timestamps, who may administer: an authenticated administrator whom the target
 //! handle, its prefix handle or the server configuration allows the exact change,
-//! module `authorise`), bulk import and export of whole handles (module `bulk`), the
+//! module `authorise`), bulk import and export of whole handles (module `bulk`),
+//! reverse lookup through the store's value index (module `search`), the
 //! HS_SITE a node describes itself with ([`site`]: its set,
 //! or one site per rank over the ring of slots), and the one table from [`Error`] to
 //! RFC 3652 response codes ([`Error::response_code`]).
@@ -27,7 +28,7 @@
 //! [`crate::resolver`] to check keys held by other services; knows nothing of
 //! sockets. The edges reach the layers below only through what this module
 //! re-exports ([`Applied`], [`HandleRecord`], [`PrefixRecord`], [`ExistingHandle`],
-//! [`ExistingValue`], [`Role`]).
+//! [`ExistingValue`], [`Role`], [`Found`], [`SearchPosition`]).
 //!
 //! A request the service declines for a reason of the request's own (a handle that
 //! exists, a missing permission) is a refusal; the word is [`Refusal`] across the
@@ -46,6 +47,7 @@ pub mod memory;
 mod mint;
 mod operation;
 mod records;
+mod search;
 pub mod site;
 mod status;
 mod verifier;
@@ -69,7 +71,9 @@ pub use records::{MAX_FETCHED, RecordSource, held_here};
 pub use status::{Role, Status, StatusMember};
 pub use verifier::{forgive_key_checks, measure_key_checks};
 
-pub use crate::storage::{Applied, HandleRecord, ImportTally, PrefixRecord, Refusal};
+pub use crate::storage::{
+    Applied, Found, HandleRecord, ImportTally, PrefixRecord, Refusal, SearchPosition,
+};
 
 use crate::auth::Identity;
 use crate::values::{HandleValue, Permissions};

@@ -4,7 +4,8 @@
 //! writes it, so a [`Refusal`] leaves the batch untouched. A write that would leave a
 //! handle's values larger than [`MAX_VALUE_LIST_LEN`] octets is refused
 //! ([`Refusal::TooLarge`]): every stored handle fits one resolution answer. The limit
-//! is a constant, so every replica refuses the same writes.
+//! is a constant, so every replica refuses the same writes. Every write of a handle
+//! record keeps the value index in step (module `value_index`).
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use super::error::{Refusal, StorageError};
 use super::read::{decode_handle, decode_prefix};
 use super::slot_index::{index_handle, unindex_handle};
 use super::tables::{self, HandleRecord, PrefixRecord};
+use super::value_index::{IndexWriter, IndexedTypes};
 use crate::codec::MAX_VALUE_LIST_LEN;
 use crate::names::Handle;
 use crate::values::{HandleValue, ValueIndex, value_list_len};
@@ -52,6 +54,7 @@ pub enum ExistingValue {
 pub struct WriteBatch {
     txn: WriteTransaction,
     commits: Arc<Commits>,
+    indexed: Arc<IndexedTypes>,
 }
 
 impl std::fmt::Debug for WriteBatch {
@@ -63,8 +66,16 @@ impl std::fmt::Debug for WriteBatch {
 type HandlesTable<'txn> = Table<'txn, &'static str, &'static [u8]>;
 
 impl WriteBatch {
-    pub(super) fn new(txn: WriteTransaction, commits: Arc<Commits>) -> Self {
-        WriteBatch { txn, commits }
+    pub(super) fn new(
+        txn: WriteTransaction,
+        commits: Arc<Commits>,
+        indexed: Arc<IndexedTypes>,
+    ) -> Self {
+        WriteBatch {
+            txn,
+            commits,
+            indexed,
+        }
     }
 
     /// The transaction under the batch, for the other writers of this module.
@@ -72,9 +83,14 @@ impl WriteBatch {
         &self.txn
     }
 
+    /// The value index of the batch, open for updates.
+    pub(super) fn value_index(&self) -> Result<IndexWriter<'_, '_>, StorageError> {
+        IndexWriter::open(&self.txn, &self.indexed)
+    }
+
     /// Makes every write of the batch durable (fsync) and visible.
     pub fn commit(self) -> Result<(), StorageError> {
-        let WriteBatch { txn, commits } = self;
+        let WriteBatch { txn, commits, .. } = self;
         commits.around(|| txn.commit())?;
         Ok(())
     }
@@ -115,10 +131,16 @@ impl WriteBatch {
             .ok_or(StorageError::Refused(Refusal::HandleNotFound))
     }
 
+    /// Writes `record` under `handle`, and the value index with it.
     fn store(&self, handle: &Handle, record: &HandleRecord) -> Result<(), StorageError> {
-        self.handles()?
-            .insert(handle.key(), record.encode().as_slice())?;
-        Ok(())
+        let key = handle.key();
+        let mut table = self.handles()?;
+        let old = table.insert(key, record.encode().as_slice())?;
+        let old = old
+            .map(|bytes| decode_handle(key, bytes.value()))
+            .transpose()?;
+        let old = old.as_ref().map(|old| old.values.as_slice());
+        self.value_index()?.update(key, old, Some(&record.values))
     }
 
     /// Creates `handle` with `values` (in that order). With
@@ -156,10 +178,15 @@ impl WriteBatch {
 
     /// Deletes `handle` and every value it has.
     pub fn delete(&mut self, handle: &Handle) -> Result<(), StorageError> {
-        if self.handles()?.remove(handle.key())?.is_none() {
+        let key = handle.key();
+        let removed = (self.handles()?.remove(key)?)
+            .map(|old| decode_handle(key, old.value()))
+            .transpose()?;
+        let Some(old) = removed else {
             return Err(Refusal::HandleNotFound.into());
-        }
-        unindex_handle(&self.txn, handle.key())?;
+        };
+        self.value_index()?.update(key, Some(&old.values), None)?;
+        unindex_handle(&self.txn, key)?;
         self.count_handle(handle, CountChange::Removed)
     }
 

@@ -10,8 +10,9 @@
 //! at most [`crate::codec::MAX_VALUE_LIST_LEN`] octets) and one that fails is
 //! [`PutOutcome::Refused`] without stopping the others.
 //!
-//! Speed is the point: the tables are opened once per call, not once per handle, and
-//! the prefix counts are added up and written once per prefix.
+//! Each put keeps the value index in step. Speed is the point: the tables are opened
+//! once per call, not once per handle, and the prefix counts are added up and written
+//! once per prefix.
 
 use std::collections::HashMap;
 use std::ops::Bound;
@@ -24,6 +25,7 @@ use super::error::StorageError;
 use super::read::{ReadSnapshot, decode_handle};
 use super::slots::{Slice, slice_in, slot_of};
 use super::tables::{self, HandleRecord};
+use super::value_index::IndexWriter;
 use crate::names::{Handle, fold_key};
 use crate::values::HandleValue;
 
@@ -116,11 +118,12 @@ impl WriteBatch {
         };
         let mut handles = txn.open_table(tables::HANDLES)?;
         let mut index = txn.open_table(tables::SLOT_INDEX)?;
+        let mut values = self.value_index()?;
         // Folded prefix → (the spelling of its first new handle, handles created).
         let mut created: HashMap<String, (&str, u64)> = HashMap::new();
         let mut outcomes = Vec::with_capacity(puts.len());
         for put in puts {
-            let outcome = put_one(&mut handles, put, sameness)?;
+            let outcome = put_one(&mut handles, &mut values, put, sameness)?;
             if outcome == PutOutcome::Created {
                 let key = put.handle.key();
                 if let Some(count) = slot_count {
@@ -131,7 +134,7 @@ impl WriteBatch {
             }
             outcomes.push(outcome);
         }
-        drop((handles, index));
+        drop((handles, index, values));
         for (prefix, count) in created.into_values() {
             self.update_prefix(prefix, |record| {
                 record.handle_count = record.handle_count.saturating_add(count);
@@ -141,9 +144,10 @@ impl WriteBatch {
     }
 }
 
-/// Writes one put into `handles`.
+/// Writes one put into `handles`, and the value index with it.
 fn put_one(
     handles: &mut HandlesTable<'_>,
+    values: &mut IndexWriter<'_, '_>,
     put: &HandlePut,
     sameness: Sameness,
 ) -> Result<PutOutcome, StorageError> {
@@ -165,6 +169,8 @@ fn put_one(
     };
     let bytes = HandleRecord::encode_parts(display, &put.values);
     handles.insert(key, bytes.as_slice())?;
+    let old = existing.as_ref().map(|old| old.values.as_slice());
+    values.update(key, old, Some(&put.values))?;
     Ok(outcome)
 }
 

@@ -9,7 +9,8 @@
 //!
 //! Order: the ring's slot count (when sliced) comes first, so the slot index is built
 //! as the handles arrive (the index itself is not in the image: it is derived from the
-//! handles and the slot count); then slot states, handles, prefixes, documents, recent
+//! handles and the slot count; the value index likewise, from the handles and this
+//! store's indexed types); then slot states, handles, prefixes, documents, recent
 //! results and the journals of exporting slots. The serde shape of [`ImageRecord`] is
 //! part of the snapshot format (the replication layer writes it with postcard):
 //! variants are only ever appended. The applied state is opaque bytes owned by the
@@ -160,7 +161,7 @@ impl WriteBatch {
         Ok(())
     }
 
-    /// Empties every replicated table (handles, prefixes, documents, slots, index,
+    /// Empties every replicated table (handles, prefixes, documents, slots, indexes,
     /// journals, recent results), to import an image into them with
     /// [`ImageImport::put`]. On an error the caller drops the batch: the store is
     /// left as it was.
@@ -182,6 +183,7 @@ impl WriteBatch {
             .open_table(tables::META)?
             .remove(tables::SLOT_COUNT_KEY)?;
         rebuild_index(self.txn(), None)?;
+        self.clear_value_index()?;
         Ok(ImageImport {
             batch: self,
             slot_count: None,
@@ -219,6 +221,9 @@ impl ImageImport<'_> {
                 }
                 txn.open_table(tables::HANDLES)?
                     .insert(key.as_str(), bytes.as_slice())?;
+                self.batch
+                    .value_index()?
+                    .update(&key, None, Some(&record.values))?;
                 if let Some(count) = self.slot_count {
                     let slot = slot_of(&key, count);
                     txn.open_table(tables::SLOT_INDEX)?

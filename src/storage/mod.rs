@@ -18,8 +18,10 @@
 //! the handle writes it accounts for), whole-store images for snapshots, streamed
 //! record by record ([`ReadSnapshot::export`], [`WriteBatch::import`]), whole handles
 //! put and read many at a time for bulk import and export ([`WriteBatch::put_handles`],
-//! [`ReadSnapshot::handle_records`]) and, in a file of its own, the
-//! replicated log ([`EntryLog`]). Nothing here knows the replication library.
+//! [`ReadSnapshot::handle_records`]), an index of the values of configured types kept
+//! in the same transaction as the handles, for reverse lookup ([`ReadSnapshot::search`],
+//! module `value_index`) and, in a file of its own, the replicated log
+//! ([`EntryLog`]). Nothing here knows the replication library.
 
 mod applied;
 mod batch;
@@ -35,6 +37,7 @@ mod recent;
 mod slot_index;
 mod slots;
 pub mod tables;
+mod value_index;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -54,12 +57,17 @@ pub use read::ReadSnapshot;
 pub use slot_index::StoredRecord;
 pub use slots::{Slice, Slot, SlotState, slot_of};
 pub use tables::{HandleRecord, PrefixRecord};
+pub use value_index::{
+    Found, HitAccess, INDEXED_OCTETS, IndexedTypes, SearchHit, SearchPlan, SearchPosition,
+    Visibility,
+};
 
 /// A handle store in one redb file.
 #[derive(Debug)]
 pub struct Store {
     db: Database,
     commits: Arc<Commits>,
+    indexed: Arc<IndexedTypes>,
 }
 
 /// How much memory each redb file may use to cache its pages, in octets. redb's own
@@ -83,19 +91,26 @@ impl Default for CacheSizes {
 }
 
 impl Store {
-    /// Opens the store at `path` with the default store cache
-    /// ([`Store::open_with_cache`]).
+    /// Opens the store at `path` with the default page cache and the default indexed
+    /// types, URL and EMAIL ([`Store::open_with`]).
     pub fn open(path: &Path) -> Result<Store, StorageError> {
-        Store::open_with_cache(path, CacheSizes::default().store)
+        Store::open_with(path, CacheSizes::default().store, IndexedTypes::default())
     }
 
     /// Opens the store at `path`, creating it when it does not exist, with a page
-    /// cache of `cache` octets, and checks the format version recorded in it.
-    pub fn open_with_cache(path: &Path, cache: usize) -> Result<Store, StorageError> {
+    /// cache of `cache` octets, and checks the format version recorded in it; its value
+    /// index holds the types `indexed` (built on open when the file's was built for
+    /// others, or has none).
+    pub fn open_with(
+        path: &Path,
+        cache: usize,
+        indexed: IndexedTypes,
+    ) -> Result<Store, StorageError> {
         let db = redb::Builder::new().set_cache_size(cache).create(path)?;
         let store = Store {
             db,
             commits: Arc::default(),
+            indexed: Arc::new(indexed),
         };
         store.check_format_version()?;
         Ok(store)
@@ -122,6 +137,7 @@ impl Store {
             };
             slot_index::rebuild_index(&txn, slot_count)?;
         }
+        value_index::ensure_index(&txn, &self.indexed)?;
         txn.commit()?;
         Ok(())
     }
@@ -137,6 +153,7 @@ impl Store {
         Ok(WriteBatch::new(
             self.db.begin_write()?,
             Arc::clone(&self.commits),
+            Arc::clone(&self.indexed),
         ))
     }
 

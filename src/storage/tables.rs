@@ -37,6 +37,12 @@
 //!   store under its slot (empty in a store that was never sliced). Added without a
 //!   format change: a sliced file without it gets it built on open.
 //!
+//! - `value_index`: `(folded value type, first 1024 octets of the data, folded handle
+//!   key)` → `()`: every value of an indexed type (see [`super::IndexedTypes`]), for
+//!   reverse lookup. `indexed_types`: folded value type → `()`, the types the index was
+//!   built for. Added without a format change: a file without them, or whose types
+//!   differ from the configuration, gets the index built on open.
+//!
 //! A folded handle key sorts the handles of one prefix together: they all start with
 //! `PREFIX/`, so listing a prefix is one range scan.
 //!
@@ -80,6 +86,13 @@ pub const SLOT_STATES: TableDefinition<u32, u8> = TableDefinition::new("slot_sta
 pub const SLOT_JOURNAL: TableDefinition<(u32, u64), &str> = TableDefinition::new("slot_journal");
 /// Every handle of a sliced store by slot (see the module docs).
 pub const SLOT_INDEX: TableDefinition<(u32, &str), ()> = TableDefinition::new("slot_index");
+/// A key of [`VALUE_INDEX`]: folded type, data head, folded handle key.
+pub type ValueIndexKey<'a> = (&'a str, &'a [u8], &'a str);
+/// Handles by the values of indexed types they hold (see the module docs).
+pub const VALUE_INDEX: TableDefinition<ValueIndexKey<'static>, ()> =
+    TableDefinition::new("value_index");
+/// The folded value types [`VALUE_INDEX`] holds.
+pub const INDEXED_TYPES: TableDefinition<&str, ()> = TableDefinition::new("indexed_types");
 /// Key in [`META`] of the ring's slot count, once the store is sliced.
 pub const SLOT_COUNT_KEY: &str = "slot_count";
 /// Named documents: small replicated states kept whole (see the module docs).

@@ -7,6 +7,7 @@
 //! - [`known`]: one file per data layout (HS_ADMIN, HS_SITE, HS_VLIST, HS_PUBKEY, and
 //!   the handle-naming HS_ALIAS/HS_SERV), each with `decode`/`encode` (digest §6).
 //! - [`select`]: [`ValueSelection`], the index/type filter of a resolution.
+//! - [`search`]: [`SearchQuery`], the `TYPE=PATTERN` terms of a reverse lookup.
 //! - [`types`]: [`KnownType`], [`validate`], and the permission rules for
 //!   administrative types (DESIGN §2).
 //!
@@ -16,6 +17,7 @@
 //! decoder here refuses trailing octets except the J9 quirks its file documents.
 
 pub mod known;
+pub mod search;
 pub mod select;
 pub mod types;
 pub mod value;
@@ -29,6 +31,7 @@ pub use known::{
     HashOption, Interface, InterfaceKind, InterfaceProtocol, PublicKey, ServerRecord, SiteFlags,
     SiteInfo, ValueList,
 };
+pub use search::{SearchError, SearchQuery, SearchTerm, ValuePattern};
 pub use select::ValueSelection;
 pub use types::{
     InvalidValue, KnownType, MAX_TYPE_NAME_LEN, check_permissions, default_permissions, validate,

@@ -20,8 +20,14 @@ pub fn client() -> Client {
 
 /// A client sending the bootstrap administrator's Basic credentials with every request.
 pub fn admin_client() -> Client {
+    basic_client(ADMIN_BASIC, ADMIN_SECRET_TEXT)
+}
+
+/// A client sending the Basic credentials `user` (`INDEX%3AHANDLE`) and `secret` with
+/// every request.
+pub fn basic_client(user: &str, secret: &str) -> Client {
     use base64::Engine;
-    let credentials = format!("{ADMIN_BASIC}:{ADMIN_SECRET_TEXT}");
+    let credentials = format!("{user}:{secret}");
     let encoded = base64::engine::general_purpose::STANDARD.encode(credentials);
     let mut headers = reqwest::header::HeaderMap::new();
     let value =

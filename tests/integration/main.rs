@@ -21,6 +21,7 @@ mod protocol;
 mod raw;
 mod rest_clients;
 mod retries;
+mod search;
 mod sessions;
 mod signed;
 mod sizes;

@@ -54,7 +54,8 @@ const MAX_POLLS: usize = 300;
 const CONFIG: &str = "[cluster]\nheartbeat_ms = 50\nelection_timeout_min_ms = 300\n\
                       election_timeout_max_ms = 600\nsnapshot_every = 20\n\
                       keep_after_snapshot = 5\n\
-                      [auth]\nserver_admins = [\"300:0.NA/ADMIN\"]\n";
+                      [auth]\nserver_admins = [\"300:0.NA/ADMIN\"]\n\
+                      [http]\nallow_plain_auth_from_loopback = true\n";
 
 /// One member process; killed and reaped when dropped.
 struct Member {

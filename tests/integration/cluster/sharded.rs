@@ -1,6 +1,7 @@
 //! Clusters of several replica sets (a ring of hash slots): handles spread over the
 //! sets, any node answers any handle, a set added or removed under reads and writes
-//! with nothing lost, and a whole set down answering "too busy", never "not found".
+//! with nothing lost (listed and found by value alike), and a whole set down answering
+//! "too busy", never "not found".
 //!
 //! A backup of several sets, taken while slots move, restores each handle once.
 //!
@@ -209,6 +210,38 @@ fn listed(cluster: &Cluster) -> Vec<String> {
         .collect()
 }
 
+/// Every handle whose URL is under `https://example.org/test/`, searched through
+/// member `via`'s JSON API (which asks every set and merges), folded and sorted.
+fn searched(cluster: &Cluster) -> Vec<String> {
+    let http = cluster.member(cluster.via).listening.http.to_string();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_hdl"))
+        .args(["search", "--http", &http, "URL=https://example.org/test/*"])
+        .args(crate::harness::ADMIN_ARGS)
+        .output()
+        .expect("run hdl search");
+    assert!(
+        output.status.success(),
+        "hdl search: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut found: Vec<String> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(str::to_ascii_uppercase)
+        .collect();
+    found.sort();
+    found
+}
+
+/// The handles listed under `test`, folded and sorted.
+fn listed_folded(cluster: &Cluster) -> Vec<String> {
+    let mut listed: Vec<String> = listed(cluster)
+        .iter()
+        .map(|name| name.to_ascii_uppercase())
+        .collect();
+    listed.sort();
+    listed
+}
+
 /// Every acknowledged handle is listed, and every listed handle is held by exactly one
 /// set: the sets' counts add up to the listing (a handle on two sets would count twice).
 fn assert_each_handle_on_one_set(cluster: &Cluster, acked: &[String]) -> Vec<(u64, u64)> {
@@ -318,6 +351,13 @@ fn two_sets_share_a_thousand_handles_and_any_node_answers_any_of_them() {
     for (n, name) in names.iter().enumerate().step_by(7) {
         assert!(resolves_right(cluster.any_member(n), name), "{name}");
     }
+    let found = searched(&cluster);
+    assert_eq!(
+        found.len(),
+        1_000,
+        "a search finds every handle of both sets once"
+    );
+    assert_eq!(found, listed_folded(&cluster));
 }
 
 /// Resolves every acknowledged name through rotating members until `stop`; counts
@@ -468,6 +508,11 @@ fn a_third_set_takes_a_third_of_the_handles_under_reads_and_writes() {
     assert!(new_site.serial_number > old_site.serial_number);
     assert_hashing_reaches_owners(&cluster, &new_site, &acked);
     let per_set = assert_each_handle_on_one_set(&cluster, &acked);
+    assert_eq!(
+        searched(&cluster),
+        listed_folded(&cluster),
+        "the value indexes followed the moved slots"
+    );
     let total: u64 = per_set.iter().map(|(_, h)| h).sum();
     let third = per_set.iter().find(|(id, _)| *id == 3).expect("set 3").1;
     let fraction = third as f64 / total as f64;
