@@ -44,7 +44,8 @@ const STARTUP: Duration = Duration::from_secs(30);
 /// arena keeps what it once held: after a bulk load of 1 M handles a node held 116 MiB,
 /// 74 MiB with two arenas (`hdl bench scale`). Nodes get [`ARENAS`] unless the
 /// environment of the launcher names its own.
-const MALLOC_ARENAS: &str = "MALLOC_ARENA_MAX";
+const ARENA_MAX_VARIABLE: &str = "MALLOC_ARENA_MAX";
+/// The arenas a node gets (see [`ARENA_MAX_VARIABLE`]).
 const ARENAS: &str = "2";
 /// How long an admin call may take, a joining node catching up included.
 const ADMIN_TIMEOUT: Duration = Duration::from_secs(120);
@@ -110,8 +111,8 @@ impl LocalSet {
             .open(&log_path)
             .with_context(|| format!("cannot open {}", log_path.display()))?;
         let mut command = Command::new(std::env::current_exe().context("cannot find hdl")?);
-        if std::env::var_os(MALLOC_ARENAS).is_none() {
-            command.env(MALLOC_ARENAS, ARENAS);
+        if std::env::var_os(ARENA_MAX_VARIABLE).is_none() {
+            command.env(ARENA_MAX_VARIABLE, ARENAS);
         }
         let mut child = command
             .arg("serve")
