@@ -1,6 +1,7 @@
 //! `hdl bench`: load tests. `hdl bench resolve`, a resolution load test against a
 //! running server, is here; `bench_http`, `bench_write`, `bench_auth`,
-//! `bench_failover`, `bench_chaos` and `bench_import` hold the others.
+//! `bench_failover`, `bench_chaos`, `bench_import` and `bench_restart` hold the
+//! others.
 //!
 //! Seeds `--handles` handles `<prefix>/bench/<n>` (one URL value each) with admin
 //! creates over TCP, skipping those that exist; then `--concurrency` tasks resolve for
@@ -69,6 +70,9 @@ enum BenchCommand {
     /// `hdl import` into a fresh local set: handles per second, and again when every
     /// handle is there already.
     Import(super::bench_import::ImportBench),
+    /// A rolling restart of a local set under reads and writes: failed reads, and how
+    /// long writes waited.
+    Restart(super::bench_restart::RestartBench),
 }
 
 /// Arguments of `hdl bench resolve`.
@@ -124,6 +128,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
             BenchCommand::Failover(bench) => super::bench_failover::run(bench).await,
             BenchCommand::Chaos(bench) => super::bench_chaos::run(bench).await,
             BenchCommand::Import(bench) => super::bench_import::run(bench).await,
+            BenchCommand::Restart(bench) => super::bench_restart::run(bench).await,
         }
     })
 }
