@@ -1,6 +1,7 @@
 //! `hdl bench`: load tests. `hdl bench resolve`, a resolution load test against a
 //! running server, is here; `bench_http`, `bench_write`, `bench_auth`,
-//! `bench_failover`, `bench_chaos`, `bench_import` and `bench_scale` hold the others.
+//! `bench_failover`, `bench_chaos`, `bench_import`, `bench_scale` and `bench_restart`
+//! hold the others.
 //!
 //! Seeds `--handles` handles `<prefix>/bench/<n>` (one URL value each) with admin
 //! creates over TCP, skipping those that exist; then `--concurrency` tasks resolve for
@@ -72,6 +73,9 @@ enum BenchCommand {
     /// What one node holding N handles costs: memory, disk, resolution, restart, and a
     /// new member's catch-up from its snapshot.
     Scale(super::bench_scale::ScaleBench),
+    /// A rolling restart of a local set under reads and writes: failed reads, and how
+    /// long writes waited.
+    Restart(super::bench_restart::RestartBench),
 }
 
 /// Arguments of `hdl bench resolve`.
@@ -128,6 +132,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
             BenchCommand::Chaos(bench) => super::bench_chaos::run(bench).await,
             BenchCommand::Import(bench) => super::bench_import::run(bench).await,
             BenchCommand::Scale(bench) => super::bench_scale::run(bench).await,
+            BenchCommand::Restart(bench) => super::bench_restart::run(bench).await,
         }
     })
 }

@@ -29,7 +29,6 @@ use std::time::Duration;
 
 use anyhow::{Context, anyhow, bail};
 use clap::Args;
-use hdl::replication::SetId;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use tokio::signal::unix::{Signal, SignalKind, signal};
@@ -297,7 +296,7 @@ async fn settle(set: &LocalSet, shared: &Shared) -> anyhow::Result<(Vec<FinalVal
     let mut reads = Vec::new();
     let mut round = 1;
     loop {
-        set.await_caught_up(SetId(hdl::cluster_file::FIRST_SET), &all)
+        set.await_caught_up(hdl::placement::FIRST_SET_GROUP, &all)
             .await?;
         let (finals, records): (Vec<FinalValue>, Vec<Record>) =
             final_values(shared, shared.keys_used())

@@ -11,7 +11,6 @@
 //! Reports each kill, then the median, 90th percentile and worst recovery and the resolution errors.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
@@ -31,7 +30,7 @@ use tokio::time::Instant;
 
 use super::admin_arg::Bootstrap;
 use super::bench_write::numbered_create;
-use super::cluster_up::{DEFAULT_FILE, GRACE, load};
+use super::cluster_up::LocalClusterArgs;
 use super::local_set::LocalSet;
 
 /// How long the set may take to take writes again, or a node to catch up.
@@ -42,15 +41,8 @@ const STEP: Duration = Duration::from_millis(10);
 /// Arguments of `hdl bench failover`.
 #[derive(Debug, Args)]
 pub struct FailoverBench {
-    /// The cluster file of the set to run.
-    #[arg(long, default_value = DEFAULT_FILE)]
-    cluster: PathBuf,
-    /// Directory of the set's data; overrides the file's `data_dir`.
-    #[arg(long)]
-    data_dir: Option<PathBuf>,
-    /// The port the nodes' ports are offsets from; overrides the file's `base_port`.
-    #[arg(long)]
-    base_port: Option<u16>,
+    #[command(flatten)]
+    set: LocalClusterArgs,
     /// How many times to kill the primary.
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     kills: u32,
@@ -64,9 +56,9 @@ pub struct FailoverBench {
 
 /// Resolutions made by the resolver, and how many failed.
 #[derive(Debug, Default)]
-struct Resolutions {
-    done: AtomicU64,
-    failed: AtomicU64,
+pub(super) struct Resolutions {
+    pub done: AtomicU64,
+    pub failed: AtomicU64,
 }
 
 /// What one kill came to.
@@ -81,17 +73,11 @@ struct Round {
 
 /// Runs the benchmark and stops the set it started, whatever the outcome.
 pub async fn run(bench: &FailoverBench) -> anyhow::Result<()> {
-    let file = load(&bench.cluster, bench.data_dir.as_ref(), bench.base_port)?;
-    let mut set = LocalSet::launch(file).await?;
-    let outcome = measure(&mut set, bench).await;
-    set.stop_all(GRACE).await;
-    outcome
+    LocalSet::run_with(bench.set.load()?, async |set| measure(set, bench).await).await
 }
 
 async fn measure(set: &mut LocalSet, bench: &FailoverBench) -> anyhow::Result<()> {
-    let (bootstrap, credentials) = bench_administrator(&bench.prefix)?;
-    set.form(Some(&bootstrap)).await?;
-    let servers: Vec<SocketAddr> = set.nodes.iter().map(|n| n.plan.handle).collect();
+    let (credentials, servers) = form_for_bench(set, &bench.prefix).await?;
     let client = Client::new(servers.clone()).with_credentials(credentials);
     let seed = Handle::parse(&format!("{}/failover-seed", bench.prefix)).context("--prefix")?;
     probe(&client, &seed).await?;
@@ -158,7 +144,7 @@ async fn one_kill(
 }
 
 /// Creates `name`, retrying until the set acknowledges it; when it did.
-async fn probe(client: &Client, name: &Handle) -> anyhow::Result<Instant> {
+pub(super) async fn probe(client: &Client, name: &Handle) -> anyhow::Result<Instant> {
     let deadline = Instant::now() + PATIENCE;
     while Instant::now() < deadline {
         let value = HandleValue::new(1, "URL", format!("https://example.org/{name}"));
@@ -200,6 +186,18 @@ async fn await_caught_up(set: &LocalSet, index: usize) -> anyhow::Result<()> {
         "node {} did not catch up within {PATIENCE:?}",
         set.nodes[index].plan.id
     )
+}
+
+/// Forms `set` with a fresh administrator of `prefix` ([`bench_administrator`]);
+/// its credentials, and the members' Handle protocol addresses.
+pub(super) async fn form_for_bench(
+    set: &LocalSet,
+    prefix: &str,
+) -> anyhow::Result<(Credentials, Vec<SocketAddr>)> {
+    let (bootstrap, credentials) = bench_administrator(prefix)?;
+    set.form(Some(&bootstrap)).await?;
+    let servers = set.nodes.iter().map(|n| n.plan.handle).collect();
+    Ok((credentials, servers))
 }
 
 /// A fresh administrator of `prefix` for this run: a random secret, bootstrapped as
@@ -244,7 +242,7 @@ pub(super) async fn write_until(
 
 /// Resolves `seed` over UDP until `stop`, each time asking the members from the next
 /// one on; counts resolutions and failures (no member answered with the values).
-async fn resolve_until(
+pub(super) async fn resolve_until(
     servers: Vec<SocketAddr>,
     seed: &Handle,
     stop: &AtomicBool,

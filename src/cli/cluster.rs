@@ -1,6 +1,6 @@
 //! `hdl cluster`: forms and inspects a cluster's replica sets over the peer protocol,
 //! authenticated with the cluster secret; `hdl cluster up` (in `cluster_up`) runs a
-//! local cluster, `status` and `site-values` are in `cluster_status`, the node calls
+//! local cluster and `hdl cluster restart` restarts one, `status` and `site-values` are in `cluster_status`, the node calls
 //! the subcommands share in `cluster_calls`.
 
 use std::net::SocketAddr;
@@ -43,6 +43,10 @@ enum ClusterCommand {
     /// Start every node of a cluster file as a child `hdl serve`, form its sets where
     /// new, make the ring, and run until SIGINT or SIGTERM, then stop the nodes.
     Up(super::cluster_up::UpArgs),
+    /// Restart every node of a running `hdl cluster up` one at a time, the primaries
+    /// last (each hands its primary to a caught-up member as it stops), waiting until
+    /// each has caught up again; the launcher does it and prints each step here.
+    Restart(super::cluster_up::RestartArgs),
     /// Form a new cluster of the node at --peer alone (replica set 1 and the metadata
     /// group; it must belong to no set yet), make the ring of --slot-count slots, and
     /// with --admin-key or --admin-secret-file create the bootstrap administrator of
@@ -165,6 +169,7 @@ async fn command(command: &ClusterCommand) -> anyhow::Result<()> {
             super::cluster_status::site_values(target, config.as_deref()).await?;
         }
         ClusterCommand::Up(args) => super::cluster_up::up(args).await?,
+        ClusterCommand::Restart(args) => super::cluster_up::restart(args).await?,
         ClusterCommand::Rebalance(args) => super::reshard::rebalance(args).await?,
         ClusterCommand::AddSet(args) => super::reshard::add_set(args).await?,
         ClusterCommand::RemoveSet(args) => super::reshard::remove_set(args).await?,

@@ -100,6 +100,18 @@ impl LocalSet {
         Ok(set)
     }
 
+    /// Launches the set of `file`, runs `work` on it, then stops every node (whatever
+    /// `work` came to) and returns what `work` did.
+    pub async fn run_with(
+        file: ClusterFile,
+        work: impl AsyncFnOnce(&mut LocalSet) -> anyhow::Result<()>,
+    ) -> anyhow::Result<()> {
+        let mut set = LocalSet::launch(file).await?;
+        let outcome = work(&mut set).await;
+        set.stop_all(super::cluster_up::GRACE).await;
+        outcome
+    }
+
     /// Starts node `index` (again) and waits for its `listening` line.
     pub async fn start(&mut self, index: usize) -> anyhow::Result<()> {
         let args = self.serve_args(&self.nodes[index].plan);
@@ -188,13 +200,13 @@ impl LocalSet {
         }
         let primary = self.primary_id().await?;
         for (set, indexes) in &sets {
-            self.await_caught_up(*set, indexes).await?;
+            self.await_caught_up(GroupId::Set(*set), indexes).await?;
         }
         Ok(primary)
     }
 
     /// The sets of the cluster file and the indexes of their nodes, set 1 first.
-    fn sets(&self) -> Vec<(SetId, Vec<usize>)> {
+    pub fn sets(&self) -> Vec<(SetId, Vec<usize>)> {
         let mut sets: Vec<(SetId, Vec<usize>)> = Vec::new();
         for (index, node) in self.nodes.iter().enumerate() {
             let set = SetId(node.plan.set);
@@ -266,11 +278,10 @@ impl LocalSet {
         Ok(())
     }
 
-    /// Waits (bounded) until every running node of set `set` (at `indexes`) has
-    /// applied what the set's primary had logged, so that a cluster reported ready
+    /// Waits (bounded) until every running node of `group` (at `indexes`) has
+    /// applied what the group's primary had logged, so that a cluster reported ready
     /// answers alike on every member (the bootstrap administrator included).
-    pub async fn await_caught_up(&self, set: SetId, indexes: &[usize]) -> anyhow::Result<()> {
-        let group = GroupId::Set(set);
+    pub async fn await_caught_up(&self, group: GroupId, indexes: &[usize]) -> anyhow::Result<()> {
         let peers: Vec<SocketAddr> = indexes
             .iter()
             .filter(|index| self.nodes[**index].child.is_some())
@@ -289,7 +300,7 @@ impl LocalSet {
                 break last_log;
             }
             if Instant::now() >= deadline {
-                bail!("replica set {} has no primary within {STARTUP:?}", set.0);
+                bail!("{group} has no primary within {STARTUP:?}");
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         };
@@ -321,15 +332,20 @@ impl LocalSet {
         }
     }
 
-    /// The id of set 1's primary (bounded wait): the leader named by the running node
-    /// in the highest term. A restarted ex-primary may still call itself primary in
-    /// its old term until it hears of the new one; the term tells who is current.
+    /// The id of set 1's primary (bounded wait), as [`LocalSet::leader_of`].
     pub async fn primary_id(&self) -> anyhow::Result<NodeId> {
+        self.leader_of(FIRST_SET_GROUP).await
+    }
+
+    /// The id of `group`'s primary (bounded wait): the leader named by the running
+    /// node in the highest term. A restarted ex-primary may still call itself primary
+    /// in its old term until it hears of the new one; the term tells who is current.
+    pub async fn leader_of(&self, group: GroupId) -> anyhow::Result<NodeId> {
         let deadline = Instant::now() + STARTUP;
         while Instant::now() < deadline {
             let mut newest: Option<MemberStatus> = None;
             for peer in self.running_peers() {
-                if let Ok(status) = self.set_status(peer).await
+                if let Ok(status) = self.admin.status(peer, group).await
                     && newest
                         .as_ref()
                         .is_none_or(|n| currency(&status) > currency(n))
@@ -342,7 +358,7 @@ impl LocalSet {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        bail!("no primary within {STARTUP:?}")
+        bail!("{group} has no primary within {STARTUP:?}")
     }
 
     fn running_peers(&self) -> impl Iterator<Item = SocketAddr> + '_ {
@@ -362,17 +378,19 @@ impl LocalSet {
         child.kill().await.context("cannot kill a node")
     }
 
+    /// SIGTERMs node `index` (a planned stop: it hands off what it leads and
+    /// drains), SIGKILLs it if still running after `grace`, and reaps it.
+    pub async fn terminate(&mut self, index: usize, grace: Duration) -> anyhow::Result<ExitStatus> {
+        let mut child = self.nodes[index].child.take().context("not running")?;
+        send_sigterm(&child);
+        stop(&mut child, grace).await.context("cannot reap a node")
+    }
+
     /// Stops every node: SIGTERM, then SIGKILL for those still running after
     /// `grace`; reaps each and prints how it ended.
     pub async fn stop_all(&mut self, grace: Duration) {
-        for node in &self.nodes {
-            if let Some(pid) = node
-                .pid()
-                .and_then(|pid| Pid::from_raw(pid.try_into().ok()?))
-            {
-                // Already gone is fine: it is reaped below either way.
-                let _ = kill_process(pid, Signal::TERM);
-            }
+        for child in self.nodes.iter().filter_map(|node| node.child.as_ref()) {
+            send_sigterm(child);
         }
         let deadline = Instant::now() + grace;
         for node in &mut self.nodes {
@@ -382,6 +400,17 @@ impl LocalSet {
                 println!("node {} stopped: {}", node.plan.id, describe(ended));
             }
         }
+    }
+}
+
+/// Sends SIGTERM to `child` while it runs; one gone already is fine, as the caller
+/// reaps it either way.
+fn send_sigterm(child: &Child) {
+    if let Some(pid) = child
+        .id()
+        .and_then(|pid| Pid::from_raw(pid.try_into().ok()?))
+    {
+        let _ = kill_process(pid, Signal::TERM);
     }
 }
 

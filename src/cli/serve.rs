@@ -1,4 +1,6 @@
-//! `hdl serve`: runs one node, a member of its replica set, until SIGINT or SIGTERM.
+//! `hdl serve`: runs one node, a member of its replica set, until SIGINT or SIGTERM,
+//! then hands the primary of each group it leads to another member and drains; it
+//! says on stderr what came of each hand-off.
 //!
 //! Parses the arguments and the configuration file; [`hdl::node::Node`] does the rest.
 //! A node that forms a set of itself (no `--no-bootstrap`) with no administrator given
@@ -103,7 +105,11 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         if let Some(admin) = &admin {
             admin.print_options()?;
         }
-        node.run(shutdown).await?;
+        for report in node.run(shutdown).await? {
+            if report.led() {
+                eprintln!("hdl serve: {report}");
+            }
+        }
         Ok(())
     })
 }

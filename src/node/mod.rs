@@ -12,8 +12,9 @@
 //! ([`server_key`]) the Handle edge signs certified answers with, and learns the other
 //! members' keys for the HS_SITE it describes. A set whose store `hdl restore` made
 //! ([`restore`]) is finished before the node serves; `hdl backup` is answered over
-//! the peer port ([`backup`]). [`Node::run`]
-//! serves until its shutdown future resolves, then drains: both edges stop accepting
+//! the peer port ([`backup`]). [`Node::run`] serves until its shutdown future
+//! resolves, then hands the leadership of every group it leads to an up-to-date member
+//! ([`hand_off`]), then drains: both edges stop accepting
 //! and answer what they had accepted, within [`DRAIN_DEADLINE`]; only then are the
 //! groups stopped (their Raft, then the peer port), since a write forwarded to the
 //! primary while draining still needs the peer link. A group whose Raft stops on a
@@ -34,6 +35,7 @@ pub mod data_dir;
 mod error;
 pub mod forward;
 pub mod groups;
+pub mod hand_off;
 pub mod moves;
 pub mod restore;
 pub mod server_key;
@@ -50,6 +52,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 pub use error::NodeError;
+pub use hand_off::HandOffReport;
 pub use set::{JoinError, SetHost};
 
 use crate::auth::{Identity, SigningKey};
@@ -276,13 +279,18 @@ impl Node {
         self.addresses
     }
 
-    /// Serves until `shutdown` resolves; then drains both edges (each within
-    /// [`DRAIN_DEADLINE`]) and stops the groups. A node that belongs to no replica set
+    /// Serves until `shutdown` resolves; then hands off the groups it leads (each
+    /// within [`hand_off::HAND_OFF_DEADLINE`], while the edges still serve), drains
+    /// both edges (each within [`DRAIN_DEADLINE`]) and stops the groups; returns what
+    /// each hand-off came to. A node that belongs to no replica set
     /// serves its edges once it joins one. If one of its groups fails (its Raft stops
     /// on a storage error), the node stops serving at once, without draining, stops
     /// the groups and returns [`NodeError::GroupFailed`]. The groups are stopped even
     /// when an edge failed; the first error is returned.
-    pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), NodeError> {
+    pub async fn run(
+        self,
+        shutdown: impl Future<Output = ()>,
+    ) -> Result<Vec<HandOffReport>, NodeError> {
         let Node {
             config,
             addresses,
@@ -310,14 +318,19 @@ impl Node {
             metrics,
             server_key,
         };
+        let mut hand_offs = Vec::new();
+        let planned = async {
+            shutdown.await;
+            hand_offs = hand_off::hand_off_all(&sets, &map).await;
+        };
         let served = tokio::select! {
-            served = edges.serve_once_joined(&sets, shutdown) => served,
+            served = edges.serve_once_joined(&sets, planned) => served,
             failed = first_failure(&sets, &map) => Err(failed),
         };
         tracing::info!("stopping the groups");
         mover.abort();
         let stopped = stop_groups(&sets, &map, peers).await;
-        served.and(stopped)
+        served.and(stopped).map(|()| hand_offs)
     }
 }
 

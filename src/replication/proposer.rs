@@ -15,6 +15,10 @@
 //! Entries are proposed in the order their writes were queued, and no write is
 //! answered before its entry is applied. The queue is bounded ([`QUEUE`]): a write
 //! waits for room in it, within its caller's patience.
+//!
+//! [`Proposer::hold`] takes all the room: once every entry in flight is applied it
+//! returns, and until its [`Hold`] is dropped nothing more is proposed (writes queue),
+//! so the log stays still while the leader hands its leadership over.
 
 use std::sync::Arc;
 
@@ -28,7 +32,7 @@ use super::network::ForwardError;
 use super::types::{GroupConfig, NodeId, Proposal, Request};
 
 /// Entries being committed at once: one being replicated while the next is appended.
-pub const IN_FLIGHT: usize = 2;
+pub const IN_FLIGHT: u32 = 2;
 /// Most client requests in one entry.
 pub const MAX_REQUESTS: usize = 1024;
 /// Most octets of encoded requests in one entry (a request larger than this goes
@@ -51,22 +55,44 @@ struct Submission<M: Machine> {
 /// Proposes a group's client writes at this node's Raft; clones share its queue.
 pub struct Proposer<M: Machine> {
     queue: mpsc::Sender<Submission<M>>,
+    /// Entries that may be in flight: a permit each.
+    room: Arc<Semaphore>,
 }
 
 impl<M: Machine> Clone for Proposer<M> {
     fn clone(&self) -> Self {
         Proposer {
             queue: self.queue.clone(),
+            room: Arc::clone(&self.room),
         }
     }
+}
+
+/// While held, the proposer proposes nothing ([`Proposer::hold`]).
+#[derive(Debug)]
+pub struct Hold {
+    /// Every permit of the room, given back when dropped; none if the room was
+    /// closed, when the proposer has stopped proposing anyway.
+    _room: Option<OwnedSemaphorePermit>,
 }
 
 impl<M: Machine> Proposer<M> {
     /// Starts proposing writes to `raft`; stops when every clone is dropped.
     pub fn start(raft: Raft<GroupConfig<M>>) -> Proposer<M> {
         let (queue, submissions) = mpsc::channel(QUEUE);
-        tokio::spawn(propose_all(raft, submissions));
-        Proposer { queue }
+        let room = Arc::new(Semaphore::new(IN_FLIGHT as usize));
+        tokio::spawn(propose_all(raft, submissions, Arc::clone(&room)));
+        Proposer { queue, room }
+    }
+
+    /// Waits until every entry in flight is applied (or refused), then proposes
+    /// nothing more until the returned [`Hold`] is dropped; writes made meanwhile
+    /// queue, and are proposed (or refused, if this node no longer leads) after.
+    pub async fn hold(&self) -> Hold {
+        let room = Arc::clone(&self.room).acquire_many_owned(IN_FLIGHT);
+        Hold {
+            _room: room.await.ok(),
+        }
     }
 
     /// Proposes `request` (with others waiting, if any) and answers once its entry is
@@ -97,8 +123,8 @@ impl<M: Machine> Proposer<M> {
 async fn propose_all<M: Machine>(
     raft: Raft<GroupConfig<M>>,
     mut submissions: mpsc::Receiver<Submission<M>>,
+    room: Arc<Semaphore>,
 ) {
-    let room = Arc::new(Semaphore::new(IN_FLIGHT));
     let mut held = None;
     loop {
         let first = match held.take() {

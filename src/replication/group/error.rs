@@ -6,7 +6,7 @@ use openraft::error::Fatal;
 use thiserror::Error;
 
 use crate::replication::NodeId;
-use crate::replication::network::{ForwardError, PeerError};
+use crate::replication::network::{ForwardError, PeerError, TakeOverRefused};
 
 /// Why a group could not start, write, read or carry out an admin call.
 #[derive(Debug, Error)]
@@ -66,4 +66,46 @@ fn last_error(last: &Option<Box<GroupError>>) -> String {
         Some(error) => format!(" (last error: {error})"),
         None => String::new(),
     }
+}
+
+/// Why a leader stopping did not hand its leadership over ([`Group::hand_off`](super::Group::hand_off)).
+#[derive(Debug, Error)]
+pub enum HandOffError {
+    /// The entries being committed were not applied in time.
+    #[error("the entries in flight were not applied within {0:?}")]
+    Busy(Duration),
+    /// No other voter's log reached the leader's last entry in time (or there is none).
+    #[error("no other voter caught up with the log within {0:?}")]
+    NoneCaughtUp(Duration),
+    /// The leader was elected too recently: the others could not vote before the
+    /// deadline.
+    #[error("this node was elected less than its lease ({0:?}) before the deadline")]
+    LeaseOutlasts(Duration),
+    /// The voter asked to take over refused.
+    #[error("node {to} refused to take over: {refused}")]
+    Refused {
+        /// The voter.
+        to: NodeId,
+        /// Why.
+        refused: TakeOverRefused,
+    },
+    /// The voter asked to take over could not be reached.
+    #[error("node {to} could not be asked to take over: {error}")]
+    Unreachable {
+        /// The voter.
+        to: NodeId,
+        /// What the link said.
+        error: PeerError,
+    },
+    /// The voter stood but no new leader was heard of in time.
+    #[error("node {to} stood, but no new primary was heard of within {waited:?}")]
+    NotElected {
+        /// The voter.
+        to: NodeId,
+        /// The hand-off's whole allowance.
+        waited: Duration,
+    },
+    /// This node's Raft has stopped.
+    #[error("the group has stopped on this node: {0}")]
+    Stopped(Fatal<NodeId>),
 }

@@ -11,13 +11,15 @@
 //!
 //! Invariants: a write is acknowledged only once the leader has committed and applied
 //! it; a fresh read returns only after the local store applied the leader's read index;
-//! every wait is bounded. A Raft that stops on a storage failure says so
-//! ([`Group::failed`]), so the node can stop rather than serve a store that no longer
-//! changes.
+//! every wait is bounded. A leader that is stopping hands its leadership to an
+//! up-to-date voter first ([`Group::hand_off`], in [`hand_off`]). A Raft that stops
+//! on a storage failure says so ([`Group::failed`]), so the node can stop rather than
+//! serve a store that no longer changes.
 
 mod admin_client;
 mod election;
 mod error;
+mod hand_off;
 mod leader;
 
 use std::collections::BTreeMap;
@@ -32,7 +34,8 @@ use openraft::{Raft, SnapshotPolicy};
 use tokio::sync::oneshot;
 
 pub use admin_client::AdminClient;
-pub use error::GroupError;
+pub use error::{GroupError, HandOffError};
+pub use hand_off::HandOff;
 
 use super::admin::{self, Member, MemberStatus};
 use super::contact::LeaderContact;

@@ -3,6 +3,7 @@
 //! them goes away; a member cut off alone never raises the term over them.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::net::TcpListener;
@@ -10,7 +11,7 @@ use tokio::net::TcpListener;
 use super::*;
 use crate::names::Handle;
 use crate::replication::admin::{AdminAnswer, AdminRequest};
-use crate::replication::network::{ClusterSecret, Dispatch, PeerLimits, serve};
+use crate::replication::network::{ClusterSecret, Dispatch, PeerLimits, TakeOverRefused, serve};
 use crate::replication::{HandleCommand, HandleSet, SetId};
 use crate::storage::{Applied, ExistingHandle, StorageError, WriteBatch};
 use crate::values::HandleValue;
@@ -256,6 +257,102 @@ async fn writes_made_at_once_share_entries_and_each_gets_its_own_output() {
         entries < WRITES / 4,
         "{WRITES} writes took {entries} entries"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_leader_hands_off_to_a_caught_up_voter_under_writes_and_loses_none() {
+    const WRITERS: u64 = 8;
+    let nodes = formed_nodes().await;
+    let (_, leader) = nodes[0].counter.members();
+    let leader = nodes.iter().find(|node| Some(node.id) == leader).unwrap();
+    let term = leader.counter.status().term;
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut writers = tokio::task::JoinSet::new();
+    for n in 0..WRITERS {
+        // Through every node, the leader included: its own writes queue while held.
+        let group = nodes[usize::try_from(n).unwrap() % nodes.len()]
+            .counter
+            .clone();
+        let stop = Arc::clone(&stop);
+        writers.spawn(async move {
+            let mut written = 0u64;
+            while !stop.load(Ordering::Relaxed) && written < 10_000 {
+                group.client_write(1).await.unwrap();
+                written += 1;
+            }
+            written
+        });
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    // Not the leader: nothing to hand over.
+    let follower = nodes.iter().find(|node| node.id != leader.id).unwrap();
+    assert_eq!(
+        follower.counter.hand_off(WAIT).await.unwrap(),
+        HandOff::NotLeader
+    );
+    let HandOff::HandedTo(successor) = leader.counter.hand_off(WAIT).await.unwrap() else {
+        panic!("the leader had nothing to hand over")
+    };
+    assert_ne!(successor, leader.id);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut written = 0;
+    while let Some(count) = writers.join_next().await {
+        written += count.unwrap();
+    }
+
+    // One election, the one asked for; every acknowledged write counted once.
+    for node in &nodes {
+        let status = node.counter.status();
+        assert_eq!(status.leader, Some(successor), "node {}", node.id);
+        assert_eq!(status.term, term + 1, "node {}", node.id);
+    }
+    let total = nodes[0].counter.client_write(0).await.unwrap();
+    assert_eq!(total, written);
+    // The set's leadership stayed where it was.
+    assert!(nodes.iter().all(|node| node.set.members().1.is_some()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn only_the_leader_a_member_follows_may_ask_it_to_take_over() {
+    let nodes = formed_nodes().await;
+    let (_, leader) = nodes[0].set.members();
+    let leader = leader.unwrap();
+    let follower = nodes.iter().find(|node| node.id != leader).unwrap();
+    let other = nodes
+        .iter()
+        .find(|node| node.id != leader && node.id != follower.id)
+        .unwrap();
+    let term = follower.set.status().term;
+    // Another follower asks, as if it led: refused, and nobody stands.
+    let network = GroupNetwork::<HandleSet>::new(Links::new(other.id, secret()), SET);
+    let asked = network
+        .connection(follower.id, &follower.me)
+        .take_over(None, WAIT)
+        .await
+        .unwrap();
+    assert_eq!(
+        asked,
+        Err(TakeOverRefused::NotMyLeader {
+            asker: other.id,
+            leader: Some(leader)
+        })
+    );
+    // The leader asks with a log id past the follower's: refused too.
+    let network = GroupNetwork::<HandleSet>::new(Links::new(leader, secret()), SET);
+    let ahead = openraft::LogId::new(openraft::CommittedLeaderId::new(term + 5, leader), 1 << 40);
+    let asked = network
+        .connection(follower.id, &follower.me)
+        .take_over(Some(ahead), WAIT)
+        .await
+        .unwrap();
+    assert!(
+        matches!(asked, Err(TakeOverRefused::Behind { .. })),
+        "{asked:?}"
+    );
+    assert_eq!(follower.set.status().term, term);
+    assert_eq!(follower.set.members().1, Some(leader));
 }
 
 /// A machine whose disk is full: applying any command fails as redb fails then.

@@ -11,7 +11,7 @@ use openraft::error::{
     Fatal, InstallSnapshotError, NetworkError, PayloadTooLarge, RPCError, RaftError, RemoteError,
     Unreachable,
 };
-use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::network::{Backoff, RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
     VoteRequest, VoteResponse,
@@ -19,12 +19,21 @@ use openraft::raft::{
 
 use super::frame::FrameError;
 use super::link::Links;
-use super::message::{self, Destination, ForwardError, GroupAnswer, GroupCall, Reply};
+use super::message::{
+    self, Destination, ForwardError, GroupAnswer, GroupCall, Reply, TakeOverRefused,
+};
 use super::stream::PeerError;
 use crate::replication::admin::{AdminAnswer, AdminRequest};
 use crate::replication::contact::Standing;
 use crate::replication::machine::Machine;
+use crate::replication::types::LogId;
 use crate::replication::{GroupConfig, GroupId, Node, NodeId, Request};
+
+/// How long a leader waits before it tries a member it could not reach again:
+/// openraft's default, 500 ms, kept a member that had just restarted out of the
+/// quorum for up to that long, and a rolling restart stopping the next member
+/// meanwhile stalled every write.
+const UNREACHABLE_RETRY: Duration = Duration::from_millis(100);
 
 /// The error of one RPC as openraft takes it.
 type RpcError<E = openraft::error::Infallible> = RPCError<NodeId, Node, RaftError<NodeId, E>>;
@@ -177,6 +186,21 @@ impl<M: Machine> GroupConnection<M> {
         }
     }
 
+    /// Asks the peer, which follows this node, to stand for election now: this node
+    /// leads, is stopping, and its log ends at `last_log`. The outer error is the
+    /// transport's; the inner one is the peer's refusal.
+    pub async fn take_over(
+        &self,
+        last_log: Option<LogId>,
+        timeout: Duration,
+    ) -> Result<Result<(), TakeOverRefused>, PeerError> {
+        match self.call(&GroupCall::TakeOver { last_log }, timeout).await {
+            Ok(GroupAnswer::TakeOver(answer)) => Ok(answer),
+            Ok(other) => Err(mismatch("TakeOver", &other)),
+            Err(failure) => Err(failure.into_peer_error()),
+        }
+    }
+
     /// Sends `call` to this group on the peer and reads its answer within `timeout`.
     async fn call(
         &self,
@@ -299,6 +323,10 @@ fn raft_error(fatal: Fatal<NodeId>) -> RaftError<NodeId> {
 }
 
 impl<M: Machine> RaftNetwork<GroupConfig<M>> for GroupConnection<M> {
+    fn backoff(&self) -> Backoff {
+        Backoff::new(std::iter::repeat(UNREACHABLE_RETRY))
+    }
+
     async fn append_entries(
         &mut self,
         rpc: AppendEntriesRequest<GroupConfig<M>>,

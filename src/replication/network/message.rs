@@ -20,6 +20,7 @@ use super::frame::FrameError;
 
 use crate::replication::contact::Standing;
 use crate::replication::machine::Machine;
+use crate::replication::types::LogId;
 use crate::replication::{GroupConfig, GroupId, Node, NodeId, Request};
 
 /// Whom a request frame is for: the head of every request, before its body.
@@ -63,6 +64,13 @@ pub enum GroupCall<M: Machine> {
     /// Whether the receiver still hears a leader, and how far its log reaches: asked
     /// by a member that no longer hears one before it stands for election.
     Canvass,
+    /// Sent by the leader, which is stopping, to the member it hands its leadership
+    /// to: stand for election now. `last_log` is the leader's last log id, which the
+    /// member must hold already (the leader has stopped proposing).
+    TakeOver {
+        /// The id of the last entry in the leader's log.
+        last_log: Option<LogId>,
+    },
 }
 
 /// The answer to a [`GroupCall`] of the same variant.
@@ -87,6 +95,8 @@ pub enum GroupAnswer<M: Machine> {
     ReadIndex(Result<Option<u64>, ForwardError>),
     /// The answer to [`GroupCall::Canvass`].
     Canvass(Standing),
+    /// The answer to [`GroupCall::TakeOver`]: the member stood, or why it did not.
+    TakeOver(Result<(), TakeOverRefused>),
 }
 
 impl<M: Machine> GroupCall<M> {
@@ -99,6 +109,7 @@ impl<M: Machine> GroupCall<M> {
             GroupCall::Forward(_) => "Forward",
             GroupCall::ReadIndex => "ReadIndex",
             GroupCall::Canvass => "Canvass",
+            GroupCall::TakeOver { .. } => "TakeOver",
         }
     }
 
@@ -121,6 +132,7 @@ impl<M: Machine> GroupAnswer<M> {
             GroupAnswer::Forward(_) => "Forward",
             GroupAnswer::ReadIndex(_) => "ReadIndex",
             GroupAnswer::Canvass(_) => "Canvass",
+            GroupAnswer::TakeOver(_) => "TakeOver",
         }
     }
 }
@@ -137,6 +149,30 @@ pub(super) fn encode<H: Serialize, B: Serialize>(
 /// The head of `bytes` and the body after it.
 pub(super) fn split_head<H: DeserializeOwned>(bytes: &[u8]) -> Result<(H, &[u8]), FrameError> {
     postcard::take_from_bytes(bytes).map_err(FrameError::Decode)
+}
+
+/// Why a member did not stand for election when asked to take over.
+#[derive(Debug, Clone, PartialEq, Eq, Error, Serialize, Deserialize)]
+pub enum TakeOverRefused {
+    /// The asker is not the leader this member follows: only its leader may ask.
+    #[error("node {asker} asked, but this member follows {leader:?}")]
+    NotMyLeader {
+        /// The node that asked.
+        asker: NodeId,
+        /// The leader this member knows of.
+        leader: Option<NodeId>,
+    },
+    /// This member's log does not reach the leader's last entry yet.
+    #[error("this member's log ends at {mine:?}, before the leader's last entry {leaders:?}")]
+    Behind {
+        /// The id of its last log entry.
+        mine: Option<LogId>,
+        /// The leader's.
+        leaders: Option<LogId>,
+    },
+    /// This member's Raft has stopped, or its log could not be read.
+    #[error("this member cannot stand: {0}")]
+    Unable(String),
 }
 
 /// Why a request that only the leader can carry out (a forwarded write, a read index,

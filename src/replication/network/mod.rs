@@ -8,9 +8,10 @@
 //! above it: every request names its [`Destination`] (a group, a group's member for an
 //! admin call, or the node itself) before its body, so one connection to a peer carries
 //! the calls of every group a node belongs to ([`GroupCall`]: Raft RPCs, forwarded
-//! client writes, read indexes). The calling side of one group is [`GroupNetwork`]; the
-//! answering side is the node's [`Registry`] of [`Endpoint`]s ([`GroupEndpoint`] for a
-//! group's Raft), which is the link's [`Dispatch`]. Also the secret file.
+//! client writes, read indexes, a stopping leader's hand-off). The calling side of one
+//! group is [`GroupNetwork`]; the answering side is the node's [`Registry`] of
+//! [`Endpoint`]s ([`GroupEndpoint`] for a group's Raft), which is the link's
+//! [`Dispatch`]. Also the secret file.
 //!
 //! Invariants: every size read from a peer is bounded before anything is allocated (a
 //! small bound until the peer is authenticated); nothing but the handshake is read from
@@ -39,7 +40,7 @@ pub use listener::{
     Dispatch, DispatchFuture, HANDSHAKE_TIMEOUT, MAX_IN_FLIGHT, MAX_PEERS, MAX_STRANGERS,
     PeerLimits, STRANGERS_PER_SOURCE, serve,
 };
-pub use message::{Destination, ForwardError, GroupAnswer, GroupCall, Reply};
+pub use message::{Destination, ForwardError, GroupAnswer, GroupCall, Reply, TakeOverRefused};
 pub use secret_file::{SecretFileError, read_or_create_secret_file, read_secret_file};
 pub use server::{Endpoint, EndpointAnswer, GroupEndpoint, Registry};
 pub use stream::PeerError;

@@ -11,11 +11,14 @@ use openraft::raft::AppendEntriesResponse;
 use openraft::{Raft, ServerState};
 
 use super::listener::{Dispatch, DispatchFuture};
-use super::message::{self, Destination, ForwardError, GroupAnswer, GroupCall, Reply, fatal};
+use super::message::{
+    self, Destination, ForwardError, GroupAnswer, GroupCall, Reply, TakeOverRefused, fatal,
+};
 use crate::replication::admin::{self, AdminRequest};
 use crate::replication::contact::{LeaderContact, Standing};
 use crate::replication::machine::Machine;
 use crate::replication::proposer::Proposer;
+use crate::replication::types::LogId;
 use crate::replication::{GroupConfig, GroupId, LogStore, Node, NodeId};
 
 /// The answer body (after [`Reply::Answered`]) an endpoint gives, or why the request
@@ -148,7 +151,7 @@ impl<M: Machine> GroupEndpoint<M> {
         }
     }
 
-    async fn carry_out(&self, call: GroupCall<M>) -> GroupAnswer<M> {
+    async fn carry_out(&self, from: NodeId, call: GroupCall<M>) -> GroupAnswer<M> {
         let raft = &self.raft;
         match call {
             GroupCall::AppendEntries(rpc) => {
@@ -181,6 +184,9 @@ impl<M: Machine> GroupEndpoint<M> {
                 GroupAnswer::InstallSnapshot(answer)
             }
             GroupCall::Canvass => GroupAnswer::Canvass(self.standing().await),
+            GroupCall::TakeOver { last_log } => {
+                GroupAnswer::TakeOver(self.take_over(from, last_log).await)
+            }
             GroupCall::Forward(request) => {
                 GroupAnswer::Forward(self.proposer.propose(request).await)
             }
@@ -191,6 +197,28 @@ impl<M: Machine> GroupEndpoint<M> {
                     .map_err(ForwardError::from),
             ),
         }
+    }
+
+    /// Stands for election at once, as the leader `from` asks before it stops: only
+    /// when `from` is the leader this member follows and its log reaches the leader's
+    /// `last_log`. The stopping leader grants its vote (it waits first until its
+    /// own lease, which nothing renews after its election, has run out), which with
+    /// this member's own is a quorum of three: neither the pre-vote canvass nor the
+    /// other members' leases are waited for.
+    async fn take_over(&self, from: NodeId, leaders: Option<LogId>) -> Result<(), TakeOverRefused> {
+        let leader = self.raft.metrics().borrow().current_leader;
+        if leader != Some(from) {
+            return Err(TakeOverRefused::NotMyLeader {
+                asker: from,
+                leader,
+            });
+        }
+        let unable = |error: &dyn std::fmt::Display| TakeOverRefused::Unable(error.to_string());
+        let mine = self.log.last_log_id().await.map_err(|e| unable(&e))?;
+        if mine < leaders {
+            return Err(TakeOverRefused::Behind { mine, leaders });
+        }
+        self.raft.trigger().elect().await.map_err(|e| unable(&e))
     }
 
     /// Whether this node hears a leader (or is one), and its last log id.
@@ -206,10 +234,10 @@ impl<M: Machine> GroupEndpoint<M> {
 }
 
 impl<M: Machine> Endpoint for GroupEndpoint<M> {
-    fn answer<'a>(&'a self, _from: NodeId, body: &'a [u8]) -> EndpointAnswer<'a> {
+    fn answer<'a>(&'a self, from: NodeId, body: &'a [u8]) -> EndpointAnswer<'a> {
         Box::pin(async move {
             let call: GroupCall<M> = decode(body)?;
-            let answer = self.carry_out(call).await;
+            let answer = self.carry_out(from, call).await;
             postcard::to_stdvec(&answer).map_err(|error| error.to_string())
         })
     }

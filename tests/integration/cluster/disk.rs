@@ -19,11 +19,10 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use hdl::client::{AdminRequest, Client, Overwrite};
-use hdl::names::Handle;
+use hdl::client::Client;
 use hdl::values::HandleValue;
 
-use super::{Set, assert_resolves_data, receive};
+use super::{Set, assert_resolves_data, create_request, receive};
 use crate::harness::{Listening, admin_credentials};
 
 /// Bytes of each value written: a few hundred writes fill the small disks below.
@@ -151,11 +150,7 @@ fn write_big(servers: Vec<Listening>, stop: &AtomicBool, acked: &mpsc::Sender<St
             return;
         }
         let name = format!("test/disk-{n}");
-        let request = AdminRequest::Create {
-            handle: Handle::parse(&name).expect("handle"),
-            values: vec![big_value(&name)],
-            overwrite: Overwrite::Refuse,
-        };
+        let request = create_request(&name, big_value(&name));
         if runtime.block_on(client.admin(request)).is_ok() && acked.send(name).is_err() {
             return;
         }

@@ -10,12 +10,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::thread;
 
-use hdl::client::{AdminRequest, Client, Overwrite};
+use hdl::client::Client;
 use hdl::codec::ResponseCode;
-use hdl::names::Handle;
 use serde_json::Value;
 
-use super::{Set, assert_resolves, create, receive, secondary_catches_up_after, url, write_until};
+use super::{
+    Set, assert_resolves, create, create_request, receive, secondary_catches_up_after, url,
+    write_until,
+};
 use crate::harness::{ADMIN_ARGS, admin_credentials};
 
 /// Every member of the status is caught up (lag 0) and there are `count` of them.
@@ -97,11 +99,7 @@ fn write_through_any(servers: Vec<SocketAddr>, stop: &AtomicBool, acked: &mpsc::
             return;
         }
         let name = format!("test/chaos-{n}");
-        let request = AdminRequest::Create {
-            handle: Handle::parse(&name).expect("handle"),
-            values: vec![url(&name)],
-            overwrite: Overwrite::Refuse,
-        };
+        let request = create_request(&name, url(&name));
         if runtime.block_on(client.admin(request)).is_ok() && acked.send(name).is_err() {
             return;
         }

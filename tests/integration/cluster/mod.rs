@@ -3,7 +3,8 @@
 //! `faults` kills and restarts members and changes membership under load, `chaos`
 //! runs `hdl bench chaos` (kills under load, then the history check), `disk` fills
 //! or fails one member's disk, `groups` checks the metadata group beside the set,
-//! `up` runs `hdl cluster up`, `peer_port` floods the members' peer ports with
+//! `up` runs `hdl cluster up`, `restart` restarts its nodes one by one under load
+//! with `hdl cluster restart`, `peer_port` floods the members' peer ports with
 //! connections that never authenticate, `membership` makes changes at once,
 //! `partitions` cuts members off in network namespaces ([`netns`]), `backup` backs a
 //! set up under writes and restores it.
@@ -17,6 +18,7 @@ mod membership;
 mod netns;
 mod partitions;
 mod peer_port;
+mod restart;
 mod sharded;
 mod up;
 
@@ -341,15 +343,20 @@ fn url(name: &str) -> HandleValue {
     HandleValue::new(1, "URL", format!("https://example.org/{name}"))
 }
 
+/// The create of `name` with `value`, refused if `name` exists.
+fn create_request(name: &str, value: HandleValue) -> AdminRequest {
+    AdminRequest::Create {
+        handle: Handle::parse(name).expect("handle"),
+        values: vec![value],
+        overwrite: Overwrite::Refuse,
+    }
+}
+
 /// Creates `name` through the Handle protocol at `member`, authenticated as the
 /// bootstrap administrator; the response code (RC_ERROR when nothing answered).
 fn create(member: &Member, name: &str) -> ResponseCode {
     let client = Client::new(vec![member.listening.handle]).with_credentials(admin_credentials());
-    let request = AdminRequest::Create {
-        handle: Handle::parse(name).expect("handle"),
-        values: vec![url(name)],
-        overwrite: Overwrite::Refuse,
-    };
+    let request = create_request(name, url(name));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

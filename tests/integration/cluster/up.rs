@@ -23,16 +23,16 @@ use super::{MAX_POLLS, Member, WAIT, assert_resolves, create};
 use crate::harness::{ADMIN_SECRET, Listening};
 
 /// Base ports tried before giving up; each try is a fresh random one.
-const TRIES: usize = 5;
+pub(super) const TRIES: usize = 5;
 /// Lines read from the launcher before giving up on `ready`.
 const MAX_LINES: usize = 50;
 
 /// A running `hdl cluster up`; SIGTERMed and reaped when dropped, so its own
 /// shutdown reaps the nodes even when a test fails.
-struct Launcher {
+pub(super) struct Launcher {
     child: Child,
     lines: mpsc::Receiver<String>,
-    nodes: Vec<(u64, Listening)>,
+    pub(super) nodes: Vec<(u64, Listening)>,
     /// The words of each `administrator: ` line, as a shell splits them.
     administrator: Vec<Vec<String>>,
 }
@@ -50,7 +50,7 @@ impl Drop for Launcher {
 impl Launcher {
     /// Starts `hdl cluster up` of `cluster/local.toml` on `dir` with `base_port`;
     /// `None` if it exits before it is ready (a port was taken meanwhile).
-    fn start(dir: &Path, base_port: u16) -> Option<Launcher> {
+    pub(super) fn start(dir: &Path, base_port: u16) -> Option<Launcher> {
         Launcher::start_file("local.toml", dir, base_port)
     }
 
@@ -132,7 +132,7 @@ impl Launcher {
         panic!("hdl cluster up printed too much")
     }
 
-    fn member(&self, id: u64) -> Member {
+    pub(super) fn member(&self, id: u64) -> Member {
         let (_, listening) = self.nodes.iter().find(|(n, _)| *n == id).expect("listed");
         Member {
             id,
@@ -193,7 +193,7 @@ fn node_pids(dir: &Path, peer: SocketAddr) -> Vec<i32> {
 }
 
 /// `hdl cluster status --json` asked of the node at `peer`.
-fn cluster_status(dir: &Path, peer: SocketAddr) -> Value {
+pub(super) fn cluster_status(dir: &Path, peer: SocketAddr) -> Value {
     let output = Command::new(env!("CARGO_BIN_EXE_hdl"))
         .args(["cluster", "status", "--json", "--peer", &peer.to_string()])
         .arg("--secret-file")
