@@ -25,7 +25,7 @@ use super::error::StorageError;
 use super::read::{ReadSnapshot, decode_handle};
 use super::slots::{Slice, slice_in, slot_of};
 use super::tables::{self, HandleRecord};
-use super::value_index::IndexWriter;
+use super::value_index::{IndexChanges, IndexWriter};
 use crate::names::{Handle, fold_key};
 use crate::values::HandleValue;
 
@@ -104,8 +104,9 @@ impl PutOutcome {
 type HandlesTable<'txn> = redb::Table<'txn, &'static str, &'static [u8]>;
 
 impl WriteBatch {
-    /// Writes each of `puts` in order (see the module docs), an existing handle's values
-    /// compared as `sameness` says; one outcome per put.
+    /// Writes each of `puts` (see the module docs), an existing handle's values
+    /// compared as `sameness` says; one outcome per put, in the order of `puts`. Two
+    /// puts of one handle are carried out in their order.
     pub fn put_handles(
         &mut self,
         puts: &[HandlePut],
@@ -117,25 +118,37 @@ impl WriteBatch {
             Slice::Ring(count) => Some(count),
         };
         let mut handles = txn.open_table(tables::HANDLES)?;
-        let mut index = txn.open_table(tables::SLOT_INDEX)?;
         let mut values = self.value_index()?;
-        // Folded prefix → (the spelling of its first new handle, handles created).
-        let mut created: HashMap<String, (&str, u64)> = HashMap::new();
-        let mut outcomes = Vec::with_capacity(puts.len());
-        for put in puts {
-            let outcome = put_one(&mut handles, &mut values, put, sameness)?;
-            if outcome == PutOutcome::Created {
-                let key = put.handle.key();
-                if let Some(count) = slot_count {
-                    index.insert((slot_of(key, count).0, key), ())?;
-                }
-                let prefix = put.handle.prefix();
-                created.entry(fold_key(prefix)).or_insert((prefix, 0)).1 += 1;
-            }
-            outcomes.push(outcome);
+        let mut value_changes = IndexChanges::default();
+        let mut outcomes = vec![PutOutcome::Refused; puts.len()];
+        for at in key_order(puts) {
+            let put = &puts[at];
+            outcomes[at] = put_one(&mut handles, &values, &mut value_changes, put, sameness)?;
         }
-        drop((handles, index, values));
-        for (prefix, count) in created.into_values() {
+        values.write(value_changes)?;
+        let created = || {
+            puts.iter()
+                .zip(&outcomes)
+                .filter(|(_, o)| **o == PutOutcome::Created)
+        };
+        if let Some(count) = slot_count {
+            let mut slotted: Vec<(u32, &str)> = created()
+                .map(|(put, _)| (slot_of(put.handle.key(), count).0, put.handle.key()))
+                .collect();
+            slotted.sort_unstable();
+            let mut index = txn.open_table(tables::SLOT_INDEX)?;
+            for entry in slotted {
+                index.insert(entry, ())?;
+            }
+        }
+        // Folded prefix → (the spelling of its first new handle, handles created).
+        let mut counts: HashMap<String, (&str, u64)> = HashMap::new();
+        for (put, _) in created() {
+            let prefix = put.handle.prefix();
+            counts.entry(fold_key(prefix)).or_insert((prefix, 0)).1 += 1;
+        }
+        drop((handles, values));
+        for (prefix, count) in counts.into_values() {
             self.update_prefix(prefix, |record| {
                 record.handle_count = record.handle_count.saturating_add(count);
             })?;
@@ -144,10 +157,19 @@ impl WriteBatch {
     }
 }
 
-/// Writes one put into `handles`, and the value index with it.
+/// The positions of `puts` in the order of their folded keys (two puts of one handle
+/// in their own order), so that the `handles` table is written front to back.
+fn key_order(puts: &[HandlePut]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..puts.len()).collect();
+    order.sort_by_key(|&at| puts[at].handle.key());
+    order
+}
+
+/// Writes one put into `handles`, and gathers the value index's changes for it.
 fn put_one(
     handles: &mut HandlesTable<'_>,
-    values: &mut IndexWriter<'_, '_>,
+    values: &IndexWriter<'_, '_>,
+    value_changes: &mut IndexChanges,
     put: &HandlePut,
     sameness: Sameness,
 ) -> Result<PutOutcome, StorageError> {
@@ -170,7 +192,7 @@ fn put_one(
     let bytes = HandleRecord::encode_parts(display, &put.values);
     handles.insert(key, bytes.as_slice())?;
     let old = existing.as_ref().map(|old| old.values.as_slice());
-    values.update(key, old, Some(&put.values))?;
+    values.gather(value_changes, key, old, Some(&put.values));
     Ok(outcome)
 }
 

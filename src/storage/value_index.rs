@@ -25,7 +25,7 @@
 //! it stands ([`HitAccess`]): the first match counting every value, and the first
 //! counting public values only.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 
 use redb::{ReadableTable, Table, TableHandle, WriteTransaction};
@@ -227,6 +227,19 @@ pub(super) struct IndexWriter<'txn, 't> {
     types: &'t IndexedTypes,
 }
 
+/// Changes to the index gathered over many handles (a bulk put), written in index
+/// order by [`IndexWriter::write`]: a batch of handles then touches each page of the
+/// index once, where writing each handle's entries as it comes would touch a page per
+/// handle. Of two changes to one entry the later wins.
+#[derive(Debug, Default)]
+pub(super) struct IndexChanges(BTreeMap<(String, Vec<u8>, String), IndexChange>);
+
+#[derive(Debug, Clone, Copy)]
+enum IndexChange {
+    Insert,
+    Remove,
+}
+
 impl<'txn, 't> IndexWriter<'txn, 't> {
     /// The index in `txn`, for the types `types`.
     pub(super) fn open(
@@ -247,13 +260,41 @@ impl<'txn, 't> IndexWriter<'txn, 't> {
         old: Option<&[HandleValue]>,
         new: Option<&[HandleValue]>,
     ) -> Result<(), StorageError> {
+        let mut changes = IndexChanges::default();
+        self.gather(&mut changes, key, old, new);
+        self.write(changes)
+    }
+
+    /// Adds to `changes` what [`IndexWriter::update`] would write for these arguments.
+    pub(super) fn gather(
+        &self,
+        changes: &mut IndexChanges,
+        key: &str,
+        old: Option<&[HandleValue]>,
+        new: Option<&[HandleValue]>,
+    ) {
         let old = self.types.entries(old.unwrap_or_default());
         let new = self.types.entries(new.unwrap_or_default());
-        for (value_type, data) in old.difference(&new) {
-            self.table.remove((value_type.as_str(), *data, key))?;
+        let mut note = |(value_type, data): &(String, &[u8]), change| {
+            let entry = (value_type.clone(), data.to_vec(), key.to_owned());
+            changes.0.insert(entry, change);
+        };
+        for entry in old.difference(&new) {
+            note(entry, IndexChange::Remove);
         }
-        for (value_type, data) in new.difference(&old) {
-            self.table.insert((value_type.as_str(), *data, key), ())?;
+        for entry in new.difference(&old) {
+            note(entry, IndexChange::Insert);
+        }
+    }
+
+    /// Writes `changes`, in index order.
+    pub(super) fn write(&mut self, changes: IndexChanges) -> Result<(), StorageError> {
+        for ((value_type, data, key), change) in changes.0 {
+            let entry = (value_type.as_str(), data.as_slice(), key.as_str());
+            match change {
+                IndexChange::Insert => self.table.insert(entry, ())?,
+                IndexChange::Remove => self.table.remove(entry)?,
+            };
         }
         Ok(())
     }

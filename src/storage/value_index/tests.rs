@@ -8,8 +8,8 @@ use redb::{Database, ReadableDatabase, TableHandle};
 use super::*;
 use crate::names::Handle;
 use crate::storage::{
-    CacheSizes, ExistingHandle, ExistingValue, HandlePut, ImageRecord, PutMode, Sameness, Slot,
-    Store, slot_of,
+    CacheSizes, ExistingHandle, ExistingValue, HandlePut, ImageRecord, PutMode, PutOutcome,
+    Sameness, Slot, Store, slot_of,
 };
 use crate::values::{Permissions, ValueIndex};
 
@@ -23,6 +23,26 @@ fn url(index: u32, url: &str) -> HandleValue {
 
 fn temp_store(dir: &tempfile::TempDir) -> Store {
     Store::open(&dir.path().join("handles.redb")).unwrap()
+}
+
+/// A store sliced into a ring of 4 slots, holding every one.
+fn sliced_store(dir: &tempfile::TempDir) -> Store {
+    let store = temp_store(dir);
+    let mut batch = store.write().unwrap();
+    batch
+        .make_slice(4, &(0..4).map(Slot).collect::<Vec<_>>())
+        .unwrap();
+    batch.commit().unwrap();
+    store
+}
+
+/// A bulk put of `name` with one URL value, `data`.
+fn put(name: &str, data: &str, mode: PutMode) -> HandlePut {
+    HandlePut {
+        handle: handle(name),
+        values: vec![url(1, data)],
+        mode,
+    }
 }
 
 fn create(store: &Store, text: &str, values: Vec<HandleValue>) {
@@ -299,16 +319,8 @@ fn values_that_are_not_public_count_only_for_readers_of_every_value() {
 #[test]
 fn bulk_puts_and_slot_deletions_keep_the_index() {
     let dir = tempfile::tempdir().unwrap();
-    let store = temp_store(&dir);
-    let put = |name: &str, data: &str, mode| HandlePut {
-        handle: handle(name),
-        values: vec![url(1, data)],
-        mode,
-    };
+    let store = sliced_store(&dir);
     let mut batch = store.write().unwrap();
-    batch
-        .make_slice(4, &(0..4).map(Slot).collect::<Vec<_>>())
-        .unwrap();
     let puts = [
         put("10.1/a", "https://a/", PutMode::CreateOnly),
         put("10.1/b", "https://b/", PutMode::CreateOnly),
@@ -336,6 +348,43 @@ fn bulk_puts_and_slot_deletions_keep_the_index() {
     batch.commit().unwrap();
     assert_index_follows_handles(&store);
     assert!(search(&store, None, &[("URL", "https://b/")]).is_empty());
+}
+
+#[test]
+fn one_bulk_batch_putting_a_handle_twice_out_of_key_order_ends_as_its_last_put() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sliced_store(&dir);
+    let mut batch = store.write().unwrap();
+    let puts = [
+        put("10.1/z", "https://first/", PutMode::CreateOnly),
+        put("10.1/a", "https://a/", PutMode::CreateOnly),
+        put("10.1/Z", "https://second/", PutMode::Replace),
+        put("10.1/z", "https://third/", PutMode::CreateOnly),
+    ];
+    let outcomes = batch.put_handles(&puts, Sameness::Exact).unwrap();
+    batch.commit().unwrap();
+    let expected = [
+        PutOutcome::Created,
+        PutOutcome::Created,
+        PutOutcome::Replaced,
+        PutOutcome::Differs,
+    ];
+    assert_eq!(
+        outcomes, expected,
+        "one outcome per put, in the puts' order"
+    );
+    assert_index_follows_handles(&store);
+    assert_eq!(
+        search(&store, None, &[("URL", "https://second/")]),
+        ["10.1/z"]
+    );
+    assert!(search(&store, None, &[("URL", "https://first/")]).is_empty());
+    let read = store.read().unwrap();
+    let indexed: usize = (0..4)
+        .map(|slot| read.slot_page(Slot(slot), None, 10).unwrap().len())
+        .sum();
+    assert_eq!(indexed, 2, "each created handle in the slot index once");
+    assert_eq!(read.prefix("10.1").unwrap().unwrap().handle_count, 2);
 }
 
 #[test]
