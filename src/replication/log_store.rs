@@ -6,6 +6,14 @@
 //! for all its entries (group commit), and its callback runs only after that
 //! transaction is durable; the vote is durable before `save_vote` returns.
 //!
+//! Two things keep the disk off the path of a write that need not be there: the
+//! newest entries are kept in memory ([`LogTail`]), so that replicating and applying
+//! them reads no file; and `save_committed` (called before every apply) only notes the
+//! position, which the next append writes in its own transaction. It was a
+//! transaction of its own that did not wait for the disk either, so a crash loses no
+//! more than before: the committed position on disk may lag, and the entries after
+//! it are applied again once a leader says they are committed.
+//!
 //! Invariant: on disk, the log is never purged past what the group's state machine
 //! has applied durably (`last_purged <= last_applied`), whenever the node crashes.
 //! openraft 0.9 breaks it on its own: a follower sent a snapshot queues the install on
@@ -32,7 +40,7 @@ use std::io;
 use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds};
 use std::path::Path;
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use openraft::storage::{LogFlushed, RaftLogStorage};
 use openraft::{ErrorSubject, ErrorVerb, LogState, OptionalSend, RaftLogReader, Vote};
@@ -41,6 +49,7 @@ use tokio::sync::watch;
 use super::blocking;
 use super::durable::{Durable, SYNC_EVERY};
 use super::error::Error;
+use super::log_tail::LogTail;
 use super::machine::Machine;
 use super::state_machine::StateMachine;
 use super::types::{Entry, GroupConfig, LogId, NodeId, RaftStorageError, from_bytes, to_bytes};
@@ -49,27 +58,32 @@ use crate::storage::{CacheSizes, EntryLog, StorageError};
 /// The file, inside a node's data directory, that holds its log.
 pub const LOG_FILE: &str = "raft-log.redb";
 
-/// A group's Raft log and vote, holding entries of `M`; clones share the same file (a
-/// clone is the log reader).
-pub struct LogStore<M> {
+/// A group's Raft log and vote, holding entries of `M`; clones share the same file,
+/// tail and noted committed position (a clone is the log reader).
+pub struct LogStore<M: Machine> {
     log: Arc<EntryLog>,
+    tail: Arc<LogTail<M>>,
+    /// The encoded committed position noted since the last append wrote one.
+    committed: Arc<Mutex<Option<Vec<u8>>>>,
     /// The state machine's durably applied log id, which purges wait for (and hasten);
     /// `None` for a log alone.
     applied: Option<(watch::Receiver<Option<LogId>>, Weak<Durable>)>,
     machine: PhantomData<fn() -> M>,
 }
 
-impl<M> Clone for LogStore<M> {
+impl<M: Machine> Clone for LogStore<M> {
     fn clone(&self) -> Self {
         LogStore {
             log: Arc::clone(&self.log),
+            tail: Arc::clone(&self.tail),
+            committed: Arc::clone(&self.committed),
             applied: self.applied.clone(),
             machine: PhantomData,
         }
     }
 }
 
-impl<M> Debug for LogStore<M> {
+impl<M: Machine> Debug for LogStore<M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LogStore").field("log", &self.log).finish()
     }
@@ -89,6 +103,8 @@ impl<M: Machine> LogStore<M> {
         let log = EntryLog::open_with_cache(&data_dir.join(LOG_FILE), cache)?;
         Ok(LogStore {
             log: Arc::new(log),
+            tail: Arc::default(),
+            committed: Arc::default(),
             applied: None,
             machine: PhantomData,
         })
@@ -141,6 +157,9 @@ impl<M: Machine> LogStore<M> {
     }
 
     async fn entries(&self, range: Bounds) -> Result<Vec<Entry<M>>, Error> {
+        if let Some(entries) = tail_read(&self.tail, range) {
+            return Ok(entries);
+        }
         let log = Arc::clone(&self.log);
         let records = blocking(move || Ok(log.read_range(range)?)).await?;
         records
@@ -184,6 +203,25 @@ impl<M: Machine> LogStore<M> {
         let log = Arc::clone(&self.log);
         blocking(move || Ok(read(&log)?)).await
     }
+}
+
+/// The entries of `range` from `tail`, if it holds them all.
+fn tail_read<M: Machine>(tail: &LogTail<M>, range: Bounds) -> Option<Vec<Entry<M>>> {
+    let start = match range.0 {
+        Bound::Included(start) => start,
+        Bound::Excluded(start) => start.checked_add(1)?,
+        Bound::Unbounded => 0,
+    };
+    let end = match range.1 {
+        Bound::Included(last) => Some(last.checked_add(1)?),
+        Bound::Excluded(end) => Some(end),
+        Bound::Unbounded => None,
+    };
+    tail.read(start, end)
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 fn decode_entry<M: Machine>(index: u64, bytes: &[u8]) -> Result<Entry<M>, Error> {
@@ -253,13 +291,16 @@ impl<M: Machine> RaftLogStorage<GroupConfig<M>> for LogStore<M> {
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), RaftStorageError> {
         let bytes =
             to_bytes(&committed, "committed log id").map_err(logs_error(ErrorVerb::Write))?;
-        self.write(move |log| Ok(log.save_committed(&bytes)?))
-            .await
-            .map_err(logs_error(ErrorVerb::Write))
+        *lock(&self.committed) = Some(bytes);
+        Ok(())
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId>, RaftStorageError> {
-        let bytes = self.read_meta(EntryLog::committed).await;
+        let noted = lock(&self.committed).clone();
+        let bytes = match noted {
+            Some(noted) => Ok(Some(noted)),
+            None => self.read_meta(EntryLog::committed).await,
+        };
         bytes
             .and_then(|bytes| decode_opt::<Option<LogId>>(bytes.as_deref(), "committed log id"))
             .map(Option::flatten)
@@ -275,16 +316,28 @@ impl<M: Machine> RaftLogStorage<GroupConfig<M>> for LogStore<M> {
         I: IntoIterator<Item = Entry<M>> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
+        let entries: Vec<Entry<M>> = entries.into_iter().collect();
         let records: Result<Vec<(u64, Vec<u8>)>, Error> = entries
-            .into_iter()
-            .map(|entry| Ok((entry.log_id.index, to_bytes(&entry, "log entry")?)))
+            .iter()
+            .map(|entry| Ok((entry.log_id.index, to_bytes(entry, "log entry")?)))
             .collect();
+        let lengths: Vec<usize> = records
+            .iter()
+            .flatten()
+            .map(|(_, bytes)| bytes.len())
+            .collect();
+        let committed = lock(&self.committed).take();
         let written = match records {
-            Ok(records) => self.write(move |log| Ok(log.append(records)?)).await,
+            Ok(records) => {
+                self.write(move |log| Ok(log.append(records, committed.as_deref())?))
+                    .await
+            }
             Err(error) => Err(error),
         };
         match written {
             Ok(()) => {
+                self.tail
+                    .appended(entries.into_iter().zip(lengths).collect());
                 callback.log_io_completed(Ok(()));
                 Ok(())
             }
@@ -296,6 +349,7 @@ impl<M: Machine> RaftLogStorage<GroupConfig<M>> for LogStore<M> {
     }
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), RaftStorageError> {
+        self.tail.truncating(log_id.index);
         self.write(move |log| Ok(log.truncate_from(log_id.index)?))
             .await
             .map_err(logs_error(ErrorVerb::Delete))
@@ -307,6 +361,7 @@ impl<M: Machine> RaftLogStorage<GroupConfig<M>> for LogStore<M> {
             .map_err(logs_error(ErrorVerb::Delete))?;
         let bytes =
             to_bytes(&log_id, "last purged log id").map_err(logs_error(ErrorVerb::Delete))?;
+        self.tail.purging(log_id.index);
         self.write(move |log| Ok(log.purge_upto(log_id.index, &bytes)?))
             .await
             .map_err(logs_error(ErrorVerb::Delete))

@@ -206,6 +206,60 @@ async fn log_entries_and_vote_survive_a_reopen() {
 }
 
 #[tokio::test]
+async fn the_committed_position_is_written_with_the_next_append() {
+    let (dir, _store, mut log, _sm) = open_temp();
+    let entries: Vec<Entry<HandleSet>> = (1..=2)
+        .map(|i| command_entry(i, create(&format!("10.1/{i}"), "https://x.example/")))
+        .collect();
+    log.blocking_append(entries[..1].to_vec()).await.unwrap();
+    log.save_committed(Some(log_id(1, 1, 1))).await.unwrap();
+    assert_eq!(log.read_committed().await.unwrap(), Some(log_id(1, 1, 1)));
+    log.blocking_append(entries[1..].to_vec()).await.unwrap();
+    drop(log);
+
+    let mut log = LogStore::open(dir.path()).unwrap();
+    assert_eq!(log.read_committed().await.unwrap(), Some(log_id(1, 1, 1)));
+}
+
+#[tokio::test]
+async fn reads_kept_in_memory_agree_with_the_file_after_truncation_and_purge() {
+    let (dir, _store, mut log, _sm) = open_temp();
+    let entry = |i: u64, url: &str| command_entry(i, create(&format!("10.1/{i}"), url));
+    let first: Vec<Entry<HandleSet>> = (1..=6).map(|i| entry(i, "https://a.example/")).collect();
+    log.blocking_append(first).await.unwrap();
+    log.truncate(log_id(1, 1, 5)).await.unwrap();
+    log.purge(log_id(1, 1, 2)).await.unwrap();
+    let again = vec![
+        entry(5, "https://b.example/"),
+        entry(6, "https://b.example/"),
+    ];
+    log.blocking_append(again.clone()).await.unwrap();
+    let ranges = [3..7, 3..5, 4..6, 6..7, 0..9];
+    let mut remembered = Vec::new();
+    for range in ranges.clone() {
+        remembered.push(log.try_get_log_entries(range).await.unwrap());
+    }
+    drop(log);
+
+    let mut file = LogStore::open(dir.path()).unwrap();
+    for (range, remembered) in ranges.into_iter().zip(remembered) {
+        let read = file.try_get_log_entries(range.clone()).await.unwrap();
+        assert_eq!(remembered, read, "entries {range:?}");
+    }
+    let expected = [
+        vec![
+            entry(3, "https://a.example/"),
+            entry(4, "https://a.example/"),
+        ],
+        again,
+    ];
+    assert_eq!(
+        file.try_get_log_entries(0..).await.unwrap(),
+        expected.concat()
+    );
+}
+
+#[tokio::test]
 async fn a_request_proposed_twice_is_applied_once_and_answers_alike() {
     let (_dir, store, _log, mut sm) = open_temp();
     let first = command_entry(1, create("10.1/once", "https://first.example/"));

@@ -10,13 +10,14 @@
 //! reconciles a log that is behind or ahead of the applied state on start.
 //!
 //! Every write is one transaction. Appends, truncation, purge and the vote are durable
-//! (fsync) when the call returns; the committed position is written without fsync,
-//! because losing it in a crash only means entries are applied again from the log.
+//! (fsync) when the call returns; the committed position has no transaction of its
+//! own: it rides along with an append (losing the newest one in a crash only means
+//! entries are applied again from the log).
 
 use std::ops::RangeBounds;
 use std::path::Path;
 
-use redb::{Database, Durability, ReadableDatabase, ReadableTable, WriteTransaction};
+use redb::{Database, ReadableDatabase, ReadableTable, WriteTransaction};
 
 use super::error::StorageError;
 use super::{check_format_version, tables};
@@ -51,9 +52,12 @@ impl EntryLog {
 
     /// Writes `entries` (index, bytes) in one transaction, replacing any entry with the
     /// same index, and returns once they are durable: many entries share one fsync.
+    /// `committed`, when given, is recorded as the committed position in the same
+    /// transaction.
     pub fn append<B: AsRef<[u8]>>(
         &self,
         entries: impl IntoIterator<Item = (u64, B)>,
+        committed: Option<&[u8]>,
     ) -> Result<(), StorageError> {
         let txn = self.db.begin_write()?;
         {
@@ -61,6 +65,10 @@ impl EntryLog {
             for (index, bytes) in entries {
                 log.insert(index, bytes.as_ref())?;
             }
+        }
+        if let Some(committed) = committed {
+            txn.open_table(tables::RAFT_META)?
+                .insert(tables::COMMITTED_KEY, committed)?;
         }
         txn.commit()?;
         Ok(())
@@ -123,14 +131,6 @@ impl EntryLog {
         self.meta(tables::VOTE_KEY)
     }
 
-    /// Records the committed position without waiting for the disk: a later durable
-    /// write (an append, the vote) carries it to disk.
-    pub fn save_committed(&self, committed: &[u8]) -> Result<(), StorageError> {
-        let mut txn = self.db.begin_write()?;
-        txn.set_durability(Durability::None)?;
-        put_meta(txn, tables::COMMITTED_KEY, committed)
-    }
-
     /// The last committed position saved.
     pub fn committed(&self) -> Result<Option<Vec<u8>>, StorageError> {
         self.meta(tables::COMMITTED_KEY)
@@ -166,9 +166,12 @@ mod tests {
     fn appends_read_back_in_order_and_survive_a_reopen() {
         let dir = tempfile::tempdir().unwrap();
         let log = open(&dir);
-        log.append((1..=5_u64).map(|i| (i, vec![u8::try_from(i).unwrap(); 3])))
-            .unwrap();
-        log.append([(6_u64, b"six".as_slice())]).unwrap();
+        log.append(
+            (1..=5_u64).map(|i| (i, vec![u8::try_from(i).unwrap(); 3])),
+            None,
+        )
+        .unwrap();
+        log.append([(6_u64, b"six".as_slice())], None).unwrap();
         log.save_vote(b"vote").unwrap();
         drop(log);
 
@@ -183,7 +186,7 @@ mod tests {
     fn truncate_and_purge_remove_exactly_their_side() {
         let dir = tempfile::tempdir().unwrap();
         let log = open(&dir);
-        log.append((0..10_u64).map(|i| (i, [0_u8]))).unwrap();
+        log.append((0..10_u64).map(|i| (i, [0_u8])), None).unwrap();
         log.truncate_from(7).unwrap();
         log.purge_upto(2, b"purged at 2").unwrap();
         assert_eq!(indexes(&log.read_range(..).unwrap()), vec![3, 4, 5, 6]);
@@ -194,12 +197,13 @@ mod tests {
     }
 
     #[test]
-    fn committed_is_kept_once_a_durable_write_follows() {
+    fn committed_is_kept_with_the_append_that_carries_it() {
         let dir = tempfile::tempdir().unwrap();
         let log = open(&dir);
         assert_eq!(log.committed().unwrap(), None);
-        log.save_committed(b"c1").unwrap();
-        log.save_vote(b"v").unwrap();
+        log.append([(1_u64, b"one".as_slice())], Some(b"c1"))
+            .unwrap();
+        log.append([(2_u64, b"two".as_slice())], None).unwrap();
         drop(log);
         assert_eq!(open(&dir).committed().unwrap(), Some(b"c1".to_vec()));
     }
