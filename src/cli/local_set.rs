@@ -397,7 +397,13 @@ impl LocalSet {
             if let Some(mut child) = node.child.take() {
                 let left = deadline.saturating_duration_since(Instant::now());
                 let ended = stop(&mut child, left).await;
-                println!("node {} stopped: {}", node.plan.id, describe(ended));
+                let took = grace.saturating_sub(deadline.saturating_duration_since(Instant::now()));
+                println!(
+                    "node {} stopped {:.1} s after SIGTERM: {}",
+                    node.plan.id,
+                    took.as_secs_f64(),
+                    describe(ended)
+                );
             }
         }
     }

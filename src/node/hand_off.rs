@@ -30,9 +30,10 @@ pub struct HandOffReport {
 }
 
 impl HandOffReport {
-    /// Whether this node led the group, so that there was something to say.
+    /// Whether this node led the group with other voters, so that there was something
+    /// to say.
     pub fn led(&self) -> bool {
-        !matches!(self.outcome, Ok(HandOff::NotLeader))
+        !matches!(self.outcome, Ok(HandOff::NotLeader | HandOff::NoOtherVoter))
     }
 }
 
@@ -45,6 +46,7 @@ impl fmt::Display for HandOffReport {
                 write!(f, "handed the primary of {group} to node {to} in {took} ms")
             }
             Ok(HandOff::NotLeader) => write!(f, "was not the primary of {group}"),
+            Ok(HandOff::NoOtherVoter) => write!(f, "was the only voter of {group}"),
             Err(error) => write!(
                 f,
                 "could not hand off the primary of {group} ({error}); stopping without: the others elect once its lease runs out"

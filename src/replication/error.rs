@@ -98,6 +98,10 @@ pub enum Error {
     /// Making the applied state durable failed; the group stops.
     #[error("syncing the applied state to disk failed: {0}")]
     Sync(String),
+    /// The group stopped while a snapshot was being built or installed, which was
+    /// given up (an install leaves the store as it was).
+    #[error("the group stopped while a snapshot was built or installed")]
+    Stopped,
     /// The blocking task doing the disk work panicked or was cancelled.
     #[error("storage task did not finish: {0}")]
     Task(#[from] tokio::task::JoinError),

@@ -55,6 +55,11 @@ use super::state_machine::StateMachine;
 use super::types::{Entry, GroupConfig, LogId, NodeId, RaftStorageError, from_bytes, to_bytes};
 use crate::storage::{CacheSizes, EntryLog, StorageError};
 
+/// The most octets of stored entries a leader reads for one AppendEntries (at least
+/// one entry, whatever its size): a member catching up gets the log a few MiB at a
+/// time, and the leader holds no more than that for it.
+pub const REPLICATED_OCTETS: usize = 4 << 20;
+
 /// The file, inside a node's data directory, that holds its log.
 pub const LOG_FILE: &str = "raft-log.redb";
 
@@ -156,12 +161,16 @@ impl<M: Machine> LogStore<M> {
         }
     }
 
-    async fn entries(&self, range: Bounds) -> Result<Vec<Entry<M>>, Error> {
+    /// The entries in `range`, as many as fit in `octets` of stored entries (at least
+    /// one when the range holds any). Those the tail holds whole come from memory: at
+    /// most its [`TAIL_OCTETS`](super::log_tail::TAIL_OCTETS), no more than a read
+    /// of the file may give.
+    async fn entries(&self, range: Bounds, octets: usize) -> Result<Vec<Entry<M>>, Error> {
         if let Some(entries) = tail_read(&self.tail, range) {
             return Ok(entries);
         }
         let log = Arc::clone(&self.log);
-        let records = blocking(move || Ok(log.read_range(range)?)).await?;
+        let records = blocking(move || Ok(log.read_range_within(range, octets)?)).await?;
         records
             .iter()
             .map(|(index, bytes)| decode_entry(*index, bytes))
@@ -257,7 +266,21 @@ impl<M: Machine> RaftLogReader<GroupConfig<M>> for LogStore<M> {
         range: RB,
     ) -> Result<Vec<Entry<M>>, RaftStorageError> {
         let bounds = (range.start_bound().cloned(), range.end_bound().cloned());
-        self.entries(bounds)
+        self.entries(bounds, usize::MAX)
+            .await
+            .map_err(logs_error(ErrorVerb::Read))
+    }
+
+    /// What a leader sends a member in one AppendEntries: openraft asks for up to
+    /// `max_payload_entries` (300), which bulk writes (thousands of handles an entry)
+    /// made hundreds of MiB, decoded and then encoded again, for a member catching up.
+    async fn limited_get_log_entries(
+        &mut self,
+        start: u64,
+        end: u64,
+    ) -> Result<Vec<Entry<M>>, RaftStorageError> {
+        let bounds = (Bound::Included(start), Bound::Excluded(end));
+        self.entries(bounds, REPLICATED_OCTETS)
             .await
             .map_err(logs_error(ErrorVerb::Read))
     }

@@ -31,6 +31,11 @@
 //! snapshot (openraft assumes so: it never installs a snapshot that is not newer than
 //! the current one).
 //!
+//! A group that stops sets its state machine's [`Stopping`]: a snapshot being built or
+//! installed (minutes of blocking work on a large store, which the process would wait
+//! for before it exits) gives up at its next record; an install given up leaves the
+//! store as it was, behind its current snapshot, which the next start installs again.
+//!
 //! The last log id the store has applied durably is published by its [`Durable`]
 //! ([`StateMachine::durable`]) once a sync or an install has made it so; the log store
 //! purges behind it ([`super::LogStore::open_beside`]).
@@ -39,6 +44,7 @@ use std::fs::File;
 use std::io::{BufReader, BufWriter, Seek, SeekFrom};
 use std::marker::PhantomData;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 
 use openraft::storage::RaftStateMachine;
@@ -94,6 +100,7 @@ pub struct StateMachine<M> {
     /// runtime).
     syncing: bool,
     snapshots: Arc<SnapshotFile>,
+    stopping: Stopping,
     machine: PhantomData<fn() -> M>,
 }
 
@@ -102,7 +109,28 @@ pub struct StateMachine<M> {
 pub struct SnapshotBuilder<M> {
     store: Arc<Store>,
     snapshots: Arc<SnapshotFile>,
+    stopping: Stopping,
     machine: PhantomData<fn() -> M>,
+}
+
+/// Whether a state machine's group has stopped; clones share it.
+#[derive(Debug, Clone, Default)]
+pub struct Stopping(Arc<AtomicBool>);
+
+impl Stopping {
+    /// Makes snapshot builds and installs in progress give up at their next record.
+    pub fn stop(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    /// [`Error::Stopped`] once [`Stopping::stop`] was called.
+    fn check(&self) -> Result<(), Error> {
+        if self.0.load(Ordering::Relaxed) {
+            Err(Error::Stopped)
+        } else {
+            Ok(())
+        }
+    }
 }
 
 impl<M: Machine> StateMachine<M> {
@@ -111,15 +139,23 @@ impl<M: Machine> StateMachine<M> {
     /// install) is brought to it first. Blocks on the disk.
     pub fn open(store: Arc<Store>, data_dir: &Path) -> Result<StateMachine<M>, Error> {
         let snapshots = Arc::new(SnapshotFile::open(data_dir)?);
-        let applied = catch_up_with_snapshot(&store, &snapshots)?;
+        let stopping = Stopping::default();
+        let applied = catch_up_with_snapshot(&store, &snapshots, &stopping)?;
         Ok(StateMachine {
             durable: Arc::new(Durable::new(Arc::clone(&store), applied.last_applied)),
             syncing: false,
             store,
             applied,
             snapshots,
+            stopping,
             machine: PhantomData,
         })
+    }
+
+    /// What stops this state machine's snapshot builds and installs; the group sets it
+    /// once its Raft has stopped.
+    pub fn stopping(&self) -> Stopping {
+        self.stopping.clone()
     }
 
     /// When this state machine's applies reach the disk; held weakly, as it goes when
@@ -137,7 +173,11 @@ impl<M: Machine> StateMachine<M> {
 
 /// The store's applied state, after installing the current snapshot when it covers
 /// more of the log than the store does.
-fn catch_up_with_snapshot(store: &Store, snapshots: &SnapshotFile) -> Result<AppliedState, Error> {
+fn catch_up_with_snapshot(
+    store: &Store,
+    snapshots: &SnapshotFile,
+    stopping: &Stopping,
+) -> Result<AppliedState, Error> {
     let applied = AppliedState::read(&*store.read()?)?;
     let Some((meta, mut data)) = snapshots.load()? else {
         return Ok(applied);
@@ -150,7 +190,7 @@ fn catch_up_with_snapshot(store: &Store, snapshots: &SnapshotFile) -> Result<App
         store = ?applied.last_applied,
         "the store is behind its current snapshot (a crash during an install): installing it again"
     );
-    install(store, &meta, &mut data)
+    install(store, &meta, &mut data, stopping)
 }
 
 /// What one batch of entries did: the applied state after it, and each entry's
@@ -229,10 +269,11 @@ fn save_and_install(
     snapshots: &SnapshotFile,
     meta: &SnapshotMeta,
     data: &mut File,
+    stopping: &Stopping,
 ) -> Result<AppliedState, Error> {
     records_of(meta, data)?;
     snapshots.save(meta, data, Replace::Always)?;
-    install(store, meta, data)
+    install(store, meta, data, stopping)
 }
 
 /// The records of snapshot `data` (read from its start), refused unless its head
@@ -254,8 +295,14 @@ fn records_of<'a>(
 }
 
 /// Replaces the store's contents with snapshot `data` (read from its start), which
-/// must be the snapshot `meta`: one batch, committed once.
-fn install(store: &Store, meta: &SnapshotMeta, data: &mut File) -> Result<AppliedState, Error> {
+/// must be the snapshot `meta`: one batch, committed once, unless the group stops
+/// first.
+fn install(
+    store: &Store,
+    meta: &SnapshotMeta,
+    data: &mut File,
+    stopping: &Stopping,
+) -> Result<AppliedState, Error> {
     let mut records = records_of(meta, data)?;
     let applied = AppliedState {
         last_applied: meta.last_log_id,
@@ -264,6 +311,7 @@ fn install(store: &Store, meta: &SnapshotMeta, data: &mut File) -> Result<Applie
     let mut batch = store.write()?;
     let mut import = batch.import()?;
     while let Some(record) = records.next_record()? {
+        stopping.check()?;
         import.put(record)?;
     }
     batch.set_applied_state(&to_bytes(&applied, "applied state")?)?;
@@ -272,9 +320,13 @@ fn install(store: &Store, meta: &SnapshotMeta, data: &mut File) -> Result<Applie
 }
 
 /// Streams the store, from one read snapshot, into a new snapshot file and makes it
-/// the current snapshot.
-fn build(store: &Store, snapshots: &SnapshotFile) -> Result<(SnapshotMeta, File), Error> {
-    let (meta, mut data) = snapshot_data(&*store.read()?, snapshots.scratch()?)?;
+/// the current snapshot, unless the group stops first.
+fn build(
+    store: &Store,
+    snapshots: &SnapshotFile,
+    stopping: &Stopping,
+) -> Result<(SnapshotMeta, File), Error> {
+    let (meta, mut data) = snapshot_data(&*store.read()?, snapshots.scratch()?, stopping)?;
     snapshots.save(&meta, &mut data, Replace::UnlessOlder)?;
     data.seek(SeekFrom::Start(0)).map_err(Error::SnapshotData)?;
     Ok((meta, data))
@@ -284,14 +336,19 @@ fn build(store: &Store, snapshots: &SnapshotFile) -> Result<(SnapshotMeta, File)
 /// meanwhile), in a new unnamed file in `dir` (the snapshot module's scratch files),
 /// read from its start: what a backup holds of a replica set. Blocks on the disk.
 pub fn snapshot_data_now(store: &Store, dir: &Path) -> Result<(SnapshotMeta, File), Error> {
-    let (meta, mut data) = snapshot_data(&*store.read()?, scratch_file(dir)?)?;
+    let never = Stopping::default();
+    let (meta, mut data) = snapshot_data(&*store.read()?, scratch_file(dir)?, &never)?;
     data.seek(SeekFrom::Start(0)).map_err(Error::SnapshotData)?;
     Ok((meta, data))
 }
 
 /// Writes snapshot data of everything `read` holds (its applied state as the meta) to
-/// `out`; the meta, and `out` after the data.
-fn snapshot_data(read: &ReadSnapshot, out: File) -> Result<(SnapshotMeta, File), Error> {
+/// `out`, unless `stopping` stops it; the meta, and `out` after the data.
+fn snapshot_data(
+    read: &ReadSnapshot,
+    out: File,
+    stopping: &Stopping,
+) -> Result<(SnapshotMeta, File), Error> {
     let applied = AppliedState::read(read)?;
     let meta = SnapshotMeta {
         snapshot_id: snapshot_id(applied.last_applied),
@@ -299,7 +356,10 @@ fn snapshot_data(read: &ReadSnapshot, out: File) -> Result<(SnapshotMeta, File),
         last_membership: applied.membership,
     };
     let mut writer = SnapshotWriter::new(BufWriter::new(out), &meta)?;
-    read.export(|record| writer.record(&record))?;
+    read.export(|record| {
+        stopping.check()?;
+        writer.record(&record)
+    })?;
     let data = writer
         .finish()?
         .into_inner()
@@ -332,7 +392,8 @@ impl<M: Machine> RaftSnapshotBuilder<GroupConfig<M>> for SnapshotBuilder<M> {
     async fn build_snapshot(&mut self) -> Result<Snapshot<M>, RaftStorageError> {
         let store = Arc::clone(&self.store);
         let snapshots = Arc::clone(&self.snapshots);
-        let (meta, data) = blocking(move || build(&store, &snapshots))
+        let stopping = self.stopping.clone();
+        let (meta, data) = blocking(move || build(&store, &snapshots, &stopping))
             .await
             .map_err(snapshot_error(ErrorVerb::Write))?;
         Ok(Snapshot {
@@ -380,6 +441,7 @@ impl<M: Machine> RaftStateMachine<GroupConfig<M>> for StateMachine<M> {
         SnapshotBuilder {
             store: Arc::clone(&self.store),
             snapshots: Arc::clone(&self.snapshots),
+            stopping: self.stopping.clone(),
             machine: PhantomData,
         }
     }
@@ -399,11 +461,12 @@ impl<M: Machine> RaftStateMachine<GroupConfig<M>> for StateMachine<M> {
     ) -> Result<(), RaftStorageError> {
         let store = Arc::clone(&self.store);
         let snapshots = Arc::clone(&self.snapshots);
-        let meta = meta.clone();
+        let (meta, stopping) = (meta.clone(), self.stopping.clone());
         let mut data = snapshot.into_std().await;
-        let applied = blocking(move || save_and_install(&store, &snapshots, &meta, &mut data))
-            .await
-            .map_err(snapshot_error(ErrorVerb::Write))?;
+        let applied =
+            blocking(move || save_and_install(&store, &snapshots, &meta, &mut data, &stopping))
+                .await
+                .map_err(snapshot_error(ErrorVerb::Write))?;
         self.applied_durably(applied);
         Ok(())
     }

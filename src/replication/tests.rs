@@ -439,9 +439,9 @@ async fn a_snapshot_installs_the_same_store_elsewhere() {
     );
 }
 
-#[tokio::test]
-async fn a_snapshot_sent_as_another_is_refused_and_changes_nothing() {
-    let (_dir, _store, _log, mut leader) = open_temp();
+/// A state machine that applied one create, and a snapshot it built.
+async fn one_handle_snapshot() -> (TempDir, StateMachine, types::Snapshot<HandleSet>) {
+    let (dir, _store, _log, mut leader) = open_temp();
     leader
         .apply([command_entry(1, create("10.1/a", "u"))])
         .await
@@ -452,6 +452,12 @@ async fn a_snapshot_sent_as_another_is_refused_and_changes_nothing() {
         .build_snapshot()
         .await
         .unwrap();
+    (dir, leader, built)
+}
+
+#[tokio::test]
+async fn a_snapshot_sent_as_another_is_refused_and_changes_nothing() {
+    let (_dir, _leader, built) = one_handle_snapshot().await;
 
     let (_dir, follower_store, _log, mut follower) = open_temp();
     let mut meta = built.meta.clone();
@@ -465,6 +471,39 @@ async fn a_snapshot_sent_as_another_is_refused_and_changes_nothing() {
     assert!(follower_store.read().unwrap().image().is_empty());
     assert_eq!(follower.applied_state().await.unwrap().0, None);
     assert!(follower.get_current_snapshot().await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn a_stopped_state_machine_gives_up_its_snapshot_builds_and_installs() {
+    let (_dir, mut leader, built) = one_handle_snapshot().await;
+    leader.stopping().stop();
+    assert!(
+        leader
+            .get_snapshot_builder()
+            .await
+            .build_snapshot()
+            .await
+            .is_err()
+    );
+
+    let (_dir, follower_store, _log, mut follower) = open_temp();
+    follower
+        .apply([command_entry(1, create("10.1/kept", "k"))])
+        .await
+        .unwrap();
+    let before = follower_store.read().unwrap().image();
+    follower.stopping().stop();
+    assert!(
+        follower
+            .install_snapshot(&built.meta, built.snapshot)
+            .await
+            .is_err()
+    );
+    assert_eq!(follower_store.read().unwrap().image(), before);
+    assert_eq!(
+        follower.applied_state().await.unwrap().0,
+        Some(log_id(1, 1, 1))
+    );
 }
 
 /// A large sliced store (20,000 handles, its slot index, a journal) built into a

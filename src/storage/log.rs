@@ -76,12 +76,29 @@ impl EntryLog {
 
     /// The entries whose indexes fall in `range`, in index order.
     pub fn read_range(&self, range: impl RangeBounds<u64>) -> Result<Vec<LogRecord>, StorageError> {
+        self.read_range_within(range, usize::MAX)
+    }
+
+    /// The first entries whose indexes fall in `range`, in index order, as many as fit
+    /// in `octets` of entry bytes; the first is read whatever its size, so a range that
+    /// holds entries never reads as empty.
+    pub fn read_range_within(
+        &self,
+        range: impl RangeBounds<u64>,
+        octets: usize,
+    ) -> Result<Vec<LogRecord>, StorageError> {
         let txn = self.db.begin_read()?;
         let log = txn.open_table(tables::RAFT_LOG)?;
         let mut records = Vec::new();
+        let mut read = 0usize;
         for entry in log.range(range)? {
             let (index, bytes) = entry?;
-            records.push((index.value(), bytes.value().to_vec()));
+            let bytes = bytes.value();
+            read = read.saturating_add(bytes.len());
+            if read > octets && !records.is_empty() {
+                break;
+            }
+            records.push((index.value(), bytes.to_vec()));
         }
         Ok(records)
     }
@@ -180,6 +197,21 @@ mod tests {
         assert_eq!(log.read_range(3..=3).unwrap(), vec![(3, vec![3; 3])]);
         assert_eq!(log.last().unwrap(), Some((6, b"six".to_vec())));
         assert_eq!(log.vote().unwrap(), Some(b"vote".to_vec()));
+    }
+
+    #[test]
+    fn a_read_within_octets_stops_before_the_entry_that_overflows_but_reads_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = open(&dir);
+        log.append((1..=5_u64).map(|i| (i, vec![0_u8; 10])), None)
+            .unwrap();
+        assert_eq!(indexes(&log.read_range_within(.., 25).unwrap()), vec![1, 2]);
+        assert_eq!(
+            indexes(&log.read_range_within(2.., 30).unwrap()),
+            vec![2, 3, 4]
+        );
+        assert_eq!(indexes(&log.read_range_within(4.., 3).unwrap()), vec![4]);
+        assert!(log.read_range_within(6.., 3).unwrap().is_empty());
     }
 
     #[test]

@@ -37,6 +37,9 @@ type Metrics = RaftMetrics<NodeId, Node>;
 pub enum HandOff {
     /// This node did not lead the group: there was nothing to hand over.
     NotLeader,
+    /// This node is the group's only voter: there is nobody to hand it to, and nothing
+    /// to wait for.
+    NoOtherVoter,
     /// Node `to` leads the group now, elected at this node's request.
     HandedTo(NodeId),
 }
@@ -54,8 +57,17 @@ impl<M: Machine> Group<M> {
     /// not lead the group (or stops leading it meanwhile).
     pub async fn hand_off(&self, within: Duration) -> Result<HandOff, HandOffError> {
         let deadline = Instant::now() + within;
-        if self.inner.raft.metrics().borrow().state != ServerState::Leader {
-            return Ok(HandOff::NotLeader);
+        let alone = {
+            let metrics = self.inner.raft.metrics();
+            let metrics = metrics.borrow();
+            if metrics.state != ServerState::Leader {
+                return Ok(HandOff::NotLeader);
+            }
+            let membership = metrics.membership_config.membership();
+            membership.voter_ids().all(|id| id == metrics.id)
+        };
+        if alone {
+            return Ok(HandOff::NoOtherVoter);
         }
         let hold = timeout_at(deadline, self.inner.proposer.hold())
             .await

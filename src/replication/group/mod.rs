@@ -42,6 +42,7 @@ use super::contact::LeaderContact;
 use super::machine::Machine;
 use super::network::{GroupEndpoint, GroupNetwork, Links, Registry};
 use super::proposer::Proposer;
+use super::state_machine::Stopping;
 use super::{GroupConfig, GroupId, LogStore, Node, NodeId, Request, RequestId, StateMachine};
 use crate::storage::{CacheSizes, Store};
 use leader::{ReadIndex, Write};
@@ -123,6 +124,8 @@ struct Inner<M: Machine> {
     network: GroupNetwork<M>,
     registry: Arc<Registry>,
     next_request: AtomicU64,
+    /// Set once its Raft stopped: snapshot work in progress gives up.
+    stopping: Stopping,
     /// Dropped with the group, which ends its election driver.
     _elections: oneshot::Sender<()>,
 }
@@ -144,6 +147,7 @@ impl<M: Machine> Group<M> {
             Ok::<_, super::Error>((log, state_machine))
         })
         .await??;
+        let stopping = state_machine.stopping();
         let network = GroupNetwork::new(host.links, group);
         let config = Arc::new(raft_config(settings).validate()?);
         let log_reader = log.clone();
@@ -184,6 +188,7 @@ impl<M: Machine> Group<M> {
             network,
             registry: host.registry,
             next_request,
+            stopping,
             _elections: elections,
         };
         Ok(Group {
@@ -323,10 +328,14 @@ impl<M: Machine> Group<M> {
         Ok(())
     }
 
-    /// Stops answering the group's peer calls and stops its Raft.
+    /// Stops answering the group's peer calls and stops its Raft, then the snapshot
+    /// builds and installs it left running (on tokio's blocking pool, which the process
+    /// waits for before it exits): they give up at their next record.
     pub async fn shutdown(&self) -> Result<(), GroupError> {
         self.inner.registry.remove_group(self.inner.group);
-        self.inner.raft.shutdown().await?;
+        let stopped = self.inner.raft.shutdown().await;
+        self.inner.stopping.stop();
+        stopped?;
         Ok(())
     }
 }

@@ -371,6 +371,32 @@ impl Machine for FullDisk {
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_only_voter_has_nobody_to_hand_off_to_though_a_learner_follows() {
+    let nodes = [start_node(1).await, start_node(2).await];
+    let admin = AdminClient::new(secret(), WAIT);
+    let first = nodes[0].me.peer;
+    admin
+        .call(first, COUNTER, &AdminRequest::Init)
+        .await
+        .unwrap();
+    let learner = AdminRequest::AddLearner {
+        id: 2,
+        node: nodes[1].me.clone(),
+    };
+    admin.call(first, COUNTER, &learner).await.unwrap();
+    assert_eq!(nodes[0].counter.client_write(1).await.unwrap(), 1);
+    assert_eq!(
+        nodes[0].counter.hand_off(WAIT).await.unwrap(),
+        HandOff::NoOtherVoter
+    );
+    assert_eq!(
+        nodes[1].counter.hand_off(WAIT).await.unwrap(),
+        HandOff::NotLeader
+    );
+    assert_eq!(nodes[0].counter.client_write(1).await.unwrap(), 2);
+}
+
 #[tokio::test]
 async fn a_group_whose_storage_fails_says_it_failed_and_one_shut_down_does_not() {
     const HELD: Duration = Duration::from_millis(300);

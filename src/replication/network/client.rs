@@ -4,18 +4,20 @@
 
 use std::error::Error as StdError;
 use std::fmt;
+use std::future::Future;
 use std::marker::PhantomData;
 use std::time::Duration;
 
 use openraft::error::{
     Fatal, InstallSnapshotError, NetworkError, PayloadTooLarge, RPCError, RaftError, RemoteError,
-    Unreachable,
+    ReplicationClosed, StreamingError, Unreachable,
 };
 use openraft::network::{Backoff, RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
-    VoteRequest, VoteResponse,
+    SnapshotResponse, VoteRequest, VoteResponse,
 };
+use openraft::{OptionalSend, Vote};
 
 use super::frame::FrameError;
 use super::link::Links;
@@ -26,7 +28,7 @@ use super::stream::PeerError;
 use crate::replication::admin::{AdminAnswer, AdminRequest};
 use crate::replication::contact::Standing;
 use crate::replication::machine::Machine;
-use crate::replication::types::LogId;
+use crate::replication::types::{LogId, Snapshot};
 use crate::replication::{GroupConfig, GroupId, Node, NodeId, Request};
 
 /// How long a leader waits before it tries a member it could not reach again:
@@ -215,7 +217,7 @@ impl<M: Machine> GroupConnection<M> {
 
     /// One Raft RPC: `pick` takes the answer out of the expected variant, or names the
     /// variant that came instead.
-    async fn rpc<T, E: StdError>(
+    pub(super) async fn rpc<T, E: StdError>(
         &self,
         call: GroupCall<M>,
         option: &RPCOption,
@@ -357,6 +359,18 @@ impl<M: Machine> RaftNetwork<GroupConfig<M>> for GroupConnection<M> {
             },
         )
         .await
+    }
+
+    /// Sends the snapshot in chunks, as [`super::snapshot_send`] says, rather than
+    /// openraft's way.
+    async fn full_snapshot(
+        &mut self,
+        vote: Vote<NodeId>,
+        snapshot: Snapshot<M>,
+        cancel: impl Future<Output = ReplicationClosed> + OptionalSend + 'static,
+        _option: RPCOption,
+    ) -> Result<SnapshotResponse<NodeId>, StreamingError<GroupConfig<M>, Fatal<NodeId>>> {
+        super::snapshot_send::send_snapshot(self, vote, snapshot, cancel).await
     }
 
     async fn vote(

@@ -19,8 +19,11 @@
 //!   the flow) is replaced instead of swallowing calls;
 //! - bounded: [`LinkSettings::max_pending_calls`] calls in flight per connection (the
 //!   others wait for a slot within their timeouts), the same number of frames queued
-//!   for the socket, and bodies of at most [`MAX_FRAME_LEN`] bytes both ways. The table
-//!   of peers has one entry per address the caller names (the members it knows).
+//!   for the socket and at most [`super::stream::MAX_HELD_OCTETS`] of their bodies (a call that times
+//!   out gives up its answer, not its frame's place in the queue: without a bound on
+//!   octets, a peer too busy to read let a caller that kept retrying pile up frames),
+//!   and bodies of at most [`MAX_FRAME_LEN`] bytes both ways. The table of peers has one
+//!   entry per address the caller names (the members it knows).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -39,7 +42,7 @@ use tracing::{debug, warn};
 use super::auth::{self, ClusterSecret};
 use super::frame::{FrameError, MAX_FRAME_LEN};
 use super::seal::Kind;
-use super::stream::{Outgoing, PeerError, PeerStream, SealedReader, SealedWriter};
+use super::stream::{OctetBudget, Outgoing, PeerError, PeerStream, SealedReader, SealedWriter};
 use crate::replication::NodeId;
 
 /// The most calls in flight on one connection, by default.
@@ -228,6 +231,8 @@ struct Link {
     shared: Arc<Shared>,
     queue: mpsc::Sender<Outgoing>,
     permits: Semaphore,
+    /// The octets of the frames queued for the socket.
+    queued: OctetBudget,
     next_call: AtomicU64,
     probing: AtomicBool,
     probe_timeout: Duration,
@@ -314,6 +319,7 @@ impl Link {
             shared,
             queue,
             permits: Semaphore::new(settings.max_pending_calls.max(1)),
+            queued: OctetBudget::new(),
             // 0 is the call id of pings.
             next_call: AtomicU64::new(1),
             probing: AtomicBool::new(false),
@@ -337,6 +343,9 @@ impl Link {
         let Ok(_permit) = acquired else {
             return Err(Attempt::Unsent(request));
         };
+        let Ok(held) = timeout_at(deadline, self.queued.hold(request.len())).await else {
+            return Err(Attempt::Failed(PeerError::Timeout(timeout)));
+        };
         let call = self.next_call.fetch_add(1, Ordering::Relaxed);
         let (answered, answer) = oneshot::channel();
         let pending = {
@@ -355,6 +364,7 @@ impl Link {
             kind: Kind::Call,
             call,
             body: request,
+            held,
         };
         let sent = match timeout_at(deadline, self.queue.send(frame)).await {
             Ok(Ok(())) => Ok(()),
@@ -395,6 +405,7 @@ impl Link {
                 kind: Kind::Ping,
                 call: 0,
                 body: Vec::new(),
+                held: None,
             };
             let _sent = timeout_at(deadline, queue.send(ping)).await;
             drop(queue);

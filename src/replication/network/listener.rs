@@ -10,9 +10,9 @@
 //! the place of an older stranger rather than being refused (so strangers at other
 //! addresses can never keep a member, or `hdl cluster`, out); at most
 //! [`PeerLimits::peers`] authenticated connections are served at once, in room of
-//! their own; per connection at most [`MAX_IN_FLIGHT`] calls are dispatched at once
-//! and the connection is not read further while they are (backpressure through TCP, never an
-//! unbounded queue); a frame that does not open drops the connection before anything
+//! their own; per connection at most [`MAX_IN_FLIGHT`] calls, of at most
+//! [`super::stream::MAX_HELD_OCTETS`] of bodies, are dispatched at once and the connection is not read
+//! further while they are (backpressure through TCP, never an unbounded queue); a frame that does not open drops the connection before anything
 //! in it is dispatched; on shutdown the listener is closed and every connection with
 //! it, calls in flight included.
 
@@ -32,7 +32,7 @@ use super::auth::{self, ClusterSecret};
 use super::frame::MAX_FRAME_LEN;
 use super::seal::{Kind, SessionKeys};
 use super::strangers::{StrangerId, Strangers};
-use super::stream::{Outgoing, PeerError, PeerStream, SealedReader};
+use super::stream::{OctetBudget, Outgoing, PeerError, PeerStream, SealedReader};
 use crate::replication::NodeId;
 
 /// How long a new connection has to authenticate, by default. A member does it in
@@ -242,8 +242,9 @@ async fn authenticate(
     Ok((from, keys, room))
 }
 
-/// Reads calls and dispatches each in its own task, at most [`MAX_IN_FLIGHT`] at once;
-/// answers pings. The calls in flight are aborted when this returns.
+/// Reads calls and dispatches each in its own task, at most [`MAX_IN_FLIGHT`] at once
+/// and [`super::stream::MAX_HELD_OCTETS`] of their bodies; answers pings. The calls in flight are
+/// aborted when this returns.
 async fn read_calls(
     mut reader: SealedReader,
     from: NodeId,
@@ -251,6 +252,7 @@ async fn read_calls(
     queue: mpsc::Sender<Outgoing>,
 ) -> PeerError {
     let slots = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+    let budget = OctetBudget::new();
     let mut calls = JoinSet::new();
     loop {
         while calls.try_join_next().is_some() {}
@@ -265,6 +267,10 @@ async fn read_calls(
         };
         match frame.kind {
             Kind::Call => {
+                // Held until the answer is queued; a full budget is not read further.
+                let Some(held) = budget.hold(frame.body.len()).await else {
+                    return PeerError::Closed;
+                };
                 let dispatch = Arc::clone(&dispatch);
                 let queue = queue.clone();
                 calls.spawn(async move {
@@ -280,9 +286,10 @@ async fn read_calls(
                         kind: Kind::Answer,
                         call: frame.call,
                         body,
+                        held: None,
                     };
                     let _closed = queue.send(answer).await;
-                    drop(slot);
+                    drop((slot, held));
                 });
             }
             Kind::Ping => {
@@ -291,6 +298,7 @@ async fn read_calls(
                     kind: Kind::Pong,
                     call: frame.call,
                     body: Vec::new(),
+                    held: None,
                 };
                 if queue.send(pong).await.is_err() {
                     return PeerError::Closed;

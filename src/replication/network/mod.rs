@@ -30,6 +30,7 @@ mod message;
 pub mod seal;
 mod secret_file;
 mod server;
+mod snapshot_send;
 mod strangers;
 mod stream;
 

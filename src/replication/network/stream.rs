@@ -15,7 +15,7 @@ use thiserror::Error;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::sync::mpsc;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
 use super::frame::{self, FrameError, HEADER_LEN};
 use super::seal::{self, Frame, Kind, Opener, SEALED_HEADER_LEN, Sealer, SessionKeys};
@@ -29,6 +29,31 @@ const WRITE_BATCH: usize = 64 << 10;
 
 /// The write buffer is cut back to this after carrying a larger frame.
 const WRITE_BUFFER_KEPT: usize = 1 << 20;
+
+/// The most octets of frame bodies one side of a connection holds at once: the calls a
+/// link has queued for its socket, or the calls a listener has read and not answered
+/// yet. Counts of calls alone let a stalled peer pin that many frames of up to
+/// [`frame::MAX_FRAME_LEN`] each (a leader once held 3.5 GiB of snapshot chunks queued
+/// for a learner busy installing); this bounds their octets whatever their sizes.
+pub const MAX_HELD_OCTETS: usize = 32 << 20;
+
+/// The octets of frame bodies one side of a connection holds, at most
+/// [`MAX_HELD_OCTETS`]; a body larger than that takes the whole budget.
+#[derive(Debug, Clone)]
+pub(super) struct OctetBudget(Arc<Semaphore>);
+
+impl OctetBudget {
+    pub(super) fn new() -> OctetBudget {
+        OctetBudget(Arc::new(Semaphore::new(MAX_HELD_OCTETS)))
+    }
+
+    /// Waits until a body of `len` octets fits, and holds its place until the permit
+    /// is dropped. `None` never happens: the budget is never closed.
+    pub(super) async fn hold(&self, len: usize) -> Option<OwnedSemaphorePermit> {
+        let octets = u32::try_from(len.min(MAX_HELD_OCTETS)).unwrap_or(u32::MAX);
+        Arc::clone(&self.0).acquire_many_owned(octets).await.ok()
+    }
+}
 
 /// Why talking to a peer failed.
 #[derive(Debug, Error)]
@@ -198,6 +223,9 @@ pub(super) struct Outgoing {
     pub(super) call: u64,
     /// Its body.
     pub(super) body: Vec<u8>,
+    /// Its place in its sender's [`OctetBudget`], if it takes one: given back once the
+    /// frame is sealed.
+    pub(super) held: Option<OwnedSemaphorePermit>,
 }
 
 /// The sending half of an authenticated connection.
@@ -222,6 +250,8 @@ impl SealedWriter {
                 {
                     return error.into();
                 }
+                // Sealed: its octets are in the buffer now, no longer in the queue.
+                drop(frame.held);
                 if self.buffer.len() < WRITE_BATCH {
                     next = queue.try_recv().ok();
                 }
