@@ -222,12 +222,8 @@ impl Resolver {
                     code: code @ ResponseCode::ServiceReferral,
                     referral,
                 }) => {
+                    self.trace(Step::referred(code, &referral));
                     let values = referral.values.unwrap_or_default();
-                    self.trace(Step::Referred {
-                        code: code.to_u32(),
-                        to: String::from_utf8_lossy(&referral.handle).into_owned(),
-                        values: values.len(),
-                    });
                     service = self
                         .referred_service(handle, &referral.handle, &values)
                         .await?;

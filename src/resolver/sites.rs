@@ -56,18 +56,12 @@ impl Resolver {
             let values = match self.service_values(&ask, &service).await {
                 Ok(values) => values,
                 Err(ClientError::Referred { code, referral }) => {
+                    self.trace(Step::referred(code, &referral));
                     let values = referral.values.unwrap_or_default();
-                    self.trace(Step::Referred {
-                        code: code.to_u32(),
-                        to: String::from_utf8_lossy(&referral.handle).into_owned(),
-                        values: values.len(),
-                    });
-                    let sites = self.sites_of_delegation(&values).await?;
-                    let servers = servers_of(sites, service.as_str().as_bytes(), Purpose::Read);
-                    if servers.is_empty() {
-                        return Err(no_service());
-                    }
-                    ask = Client::new(servers);
+                    ask = self
+                        .delegate(&values, &service)
+                        .await?
+                        .ok_or_else(no_service)?;
                     continue;
                 }
                 Err(source) => {
@@ -100,6 +94,18 @@ impl Resolver {
         Err(ResolveError::TooDeep {
             prefix: prefix.to_owned(),
         })
+    }
+
+    /// A client of the servers a prefix referral's `values` name for the prefix handle
+    /// `service`; `None` when they name none.
+    async fn delegate(
+        &self,
+        values: &[HandleValue],
+        service: &Handle,
+    ) -> Result<Option<Client>, ResolveError> {
+        let sites = self.sites_of_delegation(values).await?;
+        let servers = servers_of(sites, service.as_str().as_bytes(), Purpose::Read);
+        Ok((!servers.is_empty()).then(|| Client::new(servers)))
     }
 
     /// The sites a prefix referral's values name: HS_SITE.PREFIX and HS_NA_DELEGATE

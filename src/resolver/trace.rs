@@ -1,10 +1,13 @@
 //! The steps of a global resolution, for `hdl resolve --trace` (as the reference
-//! `hdl-trace` prints them). Owns [`Step`] and [`TraceSink`]; pure.
+//! `hdl-trace` prints them). Owns [`Step`] and [`TraceSink`]; pure (depends on
+//! [`crate::codec`] for the referral a step reports).
 
 use std::fmt;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
+
+use crate::codec::{Referral, ResponseCode};
 
 /// Receives each step of a resolution as it happens.
 pub type TraceSink = Arc<dyn Fn(&Step) + Send + Sync>;
@@ -63,6 +66,17 @@ pub enum Step {
         /// How many values came back.
         values: usize,
     },
+}
+
+impl Step {
+    /// The step of a referral answered with `code`.
+    pub fn referred(code: ResponseCode, referral: &Referral) -> Step {
+        Step::Referred {
+            code: code.to_u32(),
+            to: String::from_utf8_lossy(&referral.handle).into_owned(),
+            values: referral.values.as_ref().map_or(0, Vec::len),
+        }
+    }
 }
 
 impl fmt::Display for Step {
