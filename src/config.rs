@@ -168,6 +168,13 @@
 //! # HS_PUBKEY can be resolved there or its HS_SECKEY answer checked there (OC 201).
 //! # Default: none; such identities are then refused (406).
 //! ghr = []
+//! # Whether a resolution of a missing handle under a prefix this node does not serve
+//! # (not homed with `hdl home`, no handle under it, no prefix handle 0.NA/<prefix>
+//! # here) is answered 301 ("that prefix doesn't live here", as the reference server
+//! # does) rather than 100 (not found). Set it on services under a Global Handle
+//! # Registry, so that a misdirected client learns it asked the wrong service.
+//! # Default: false (a service on its own answers every prefix).
+//! refuse_unserved = false
 //! ```
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -410,6 +417,8 @@ impl Default for StorageConfig {
 pub struct ResolverConfig {
     /// Servers of the Global Handle Registry.
     pub ghr: Vec<SocketAddr>,
+    /// Answer 301 rather than 100 under a prefix not served here.
+    pub refuse_unserved: bool,
 }
 
 /// The most value types a node indexes for reverse lookup.

@@ -124,7 +124,7 @@ pub async fn client(server: &ServerArg) -> anyhow::Result<Client> {
 }
 
 /// A client of every address `server` resolves to.
-async fn client_of(server: &str) -> anyhow::Result<Client> {
+pub async fn client_of(server: &str) -> anyhow::Result<Client> {
     let (host, port) = split_server(server)?;
     let addresses: Vec<SocketAddr> = tokio::net::lookup_host((host, port))
         .await

@@ -30,6 +30,7 @@ mod default_admin;
 mod delete;
 mod export;
 mod genericbatch;
+mod home;
 mod http_session;
 mod import;
 mod keygen;
@@ -83,6 +84,14 @@ enum Command {
     Remove(remove::RemoveArgs),
     /// List the handles under a prefix.
     List(list::ListArgs),
+    /// Tell a server it serves a prefix (server administrators only).
+    Home(home::HomeArgs),
+    /// Tell a server it no longer serves a prefix (server administrators only).
+    Unhome(home::HomeArgs),
+    /// List the prefixes a server was told it serves (server administrators only).
+    Homed(home::HomedArgs),
+    /// Print a server's site information as the hex data of an HS_SITE value.
+    Site(home::SiteArgs),
     /// Find handles by value (reverse lookup: URL=https://example.org/*), over a
     /// node's JSON API.
     Search(search::SearchArgs),
@@ -125,6 +134,10 @@ pub fn run() -> ExitCode {
         Command::Modify(args) => modify::run(&args),
         Command::Remove(args) => remove::run(&args),
         Command::List(args) => list::run(&args),
+        Command::Home(args) => home::run(&args, home::Homing::Home),
+        Command::Unhome(args) => home::run(&args, home::Homing::Unhome),
+        Command::Homed(args) => home::run_homed(&args),
+        Command::Site(args) => home::run_site(&args),
         Command::Search(args) => search::run(&args),
         Command::Batch(args) => batch::run(&args),
         Command::Export(args) => export::run(&args),

@@ -5,18 +5,26 @@
 //! With `--verify [--server-pubkey FILE]`, asks with CT and refuses (non-zero exit)
 //! an answer whose server signature is missing or wrong; the key is the server's
 //! entry in its own site information, or the one given.
+//!
+//! With `--root HOST:PORT` the handle is resolved globally: the Global Handle Registry
+//! there is asked for the prefix's service, whose server the site's hash picks is
+//! asked in turn (module [`hdl::resolver`]); an HS_ALIAS is followed unless
+//! `--no-follow`, and `--trace` prints each step on stderr.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
 use hdl::auth::VerifyingKey;
 use hdl::client::{Client, ServerKeys, Transport};
-use hdl::values::{ValueIndex, ValueSelection};
+use hdl::names::Handle;
+use hdl::resolver::{Aliases, Resolver, Step};
+use hdl::values::{HandleValue, ValueIndex, ValueSelection};
 
 use super::admin_arg::AuthArgs;
-use super::connect::{ServerArg, Target, TransportArg, runtime};
+use super::connect::{ServerArg, Target, TransportArg, client_of, parse_reference, runtime};
 use super::output::{resolution_json, value_line};
 use super::value_arg::parse_index;
 
@@ -55,6 +63,16 @@ pub struct ResolveArgs {
     /// `pubkey.bin`) or in hex.
     #[arg(long, value_name = "FILE", requires = "verify")]
     server_pubkey: Option<PathBuf>,
+    /// Resolve globally, starting at the Global Handle Registry server HOST:PORT: its
+    /// prefix handle names the service asked (follows HS_SERV, referrals, HS_ALIAS).
+    #[arg(long, value_name = "HOST:PORT", conflicts_with_all = ["server", "verify", "every_value"])]
+    root: Option<String>,
+    /// With --root: print each step of the resolution on stderr.
+    #[arg(long, requires = "root")]
+    trace: bool,
+    /// With --root: answer an alias's own values instead of following its HS_ALIAS.
+    #[arg(long, requires = "root")]
+    no_follow: bool,
 }
 
 /// Resolves and prints the values.
@@ -63,6 +81,9 @@ pub fn run(args: &ResolveArgs) -> anyhow::Result<()> {
         indexes: args.indexes.iter().copied().map(ValueIndex).collect(),
         types: args.types.clone(),
     };
+    if let Some(root) = &args.root {
+        return resolve_globally(args, root, &selection);
+    }
     let transport = args.transport.transport(Transport::Auto);
     let resolution = runtime()?.block_on(async {
         let target = Target::new(&args.reference, &args.server)
@@ -87,15 +108,51 @@ pub fn run(args: &ResolveArgs) -> anyhow::Result<()> {
         };
         anyhow::Ok(resolution)
     })?;
-    if args.json {
-        let json = resolution_json(resolution.handle.as_str(), &resolution.values);
-        println!("{json}");
+    print_values(args, &resolution.handle, &resolution.values);
+    Ok(())
+}
+
+/// Resolves through the Global Handle Registry at `root` and prints the values of the
+/// handle the aliases lead to (or of the alias, with --no-follow).
+fn resolve_globally(
+    args: &ResolveArgs,
+    root: &str,
+    selection: &ValueSelection,
+) -> anyhow::Result<()> {
+    let aliases = if args.no_follow {
+        Aliases::Show
     } else {
-        for value in &resolution.values {
+        Aliases::Follow
+    };
+    let resolved = runtime()?.block_on(async {
+        let handle = parse_reference(&args.reference)?.handle;
+        let registry = client_of(root).await?.servers().to_vec();
+        let mut resolver = Resolver::new(registry);
+        if args.trace {
+            resolver = resolver.with_trace(Arc::new(|step: &Step| eprintln!("trace: {step}")));
+        }
+        anyhow::Ok(
+            resolver
+                .resolve_following(&handle, selection, aliases)
+                .await?,
+        )
+    })?;
+    let Some(handle) = resolved.chain.last() else {
+        anyhow::bail!("the resolution named no handle");
+    };
+    print_values(args, handle, &resolved.values);
+    Ok(())
+}
+
+/// Prints `values` of `handle`: REST JSON with --json, else one line each.
+fn print_values(args: &ResolveArgs, handle: &Handle, values: &[HandleValue]) {
+    if args.json {
+        println!("{}", resolution_json(handle.as_str(), values));
+    } else {
+        for value in values {
             println!("{}", value_line(value));
         }
     }
-    Ok(())
 }
 
 /// The key to check each server's answers with: the one in `file`, or each server's

@@ -5,7 +5,9 @@
 //! `100:HS_ADMIN:300:111111111111:0.NA/TEST`: admin index 300, the 12-character
 //! permission bit string, admin handle), encoded as an HS_ADMIN record, and for
 //! HS_PUBKEY, whose DATA is `file:KEY.pem` (the public half of that PEM key, as
-//! `hdl keygen` writes it) or the HS_PUBKEY octets in hex (as `hdl keygen` prints). Each value
+//! `hdl keygen` writes it) or the HS_PUBKEY octets in hex (as `hdl keygen` prints), and for
+//! HS_SITE, HS_SITE.6, HS_SITE.PREFIX and HS_NA_DELEGATE, whose DATA is the site record in
+//! hex (as `hdl site` prints). Each value
 //! gets the permissions of its type (`values::default_permissions`), the default TTL
 //! and no references; the server checks the data of known types.
 
@@ -28,6 +30,14 @@ pub fn parse_value(text: &str) -> Result<HandleValue, String> {
     let data = match KnownType::from_name(value_type) {
         Some(KnownType::HsAdmin) => admin_data(data)?,
         Some(KnownType::HsPubkey) => public_key_data(data)?,
+        Some(
+            KnownType::HsSite
+            | KnownType::HsSite6
+            | KnownType::HsSitePrefix
+            | KnownType::HsNaDelegate,
+        ) => decode_hex(data).ok_or_else(|| {
+            format!("{value_type} data must be hex octets (as `hdl site` prints), not {data:?}")
+        })?,
         _ => data.as_bytes().to_vec(),
     };
     Ok(HandleValue {

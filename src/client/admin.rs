@@ -1,4 +1,5 @@
-//! Administrative requests (digest §3.4): create, delete, add, modify and remove.
+//! Administrative requests (digest §3.4, §3.6): create, delete, add, modify and
+//! remove, and homing prefixes (home, unhome, list the homed ones).
 //!
 //! Owns [`AdminRequest`] and [`Overwrite`], and their translation into a codec
 //! [`Request`] with its OpFlags. Pure.
@@ -67,18 +68,34 @@ pub enum AdminRequest {
         /// The indexes.
         indexes: Vec<ValueIndex>,
     },
+    /// OC 300: the server serves the prefix of `prefix` (`0.NA/<prefix>`) from now.
+    Home {
+        /// The prefix handle.
+        prefix: Handle,
+    },
+    /// OC 301: the server no longer serves the prefix of `prefix`.
+    Unhome {
+        /// The prefix handle.
+        prefix: Handle,
+    },
+    /// OC 302: the prefix handles of the prefixes the server serves (the success
+    /// response is a list of handles).
+    ListHomed,
 }
 
 impl AdminRequest {
-    /// The handle the request changes; `None` for a mint, whose handle the server picks.
+    /// The handle the request changes (the prefix handle of a prefix homed or
+    /// unhomed); `None` for a mint, whose handle the server picks, and a listing.
     pub fn handle(&self) -> Option<&Handle> {
         match self {
             AdminRequest::Create { handle, .. }
             | AdminRequest::Delete { handle }
             | AdminRequest::AddValues { handle, .. }
             | AdminRequest::ModifyValues { handle, .. }
-            | AdminRequest::RemoveValues { handle, .. } => Some(handle),
-            AdminRequest::Mint { .. } => None,
+            | AdminRequest::RemoveValues { handle, .. }
+            | AdminRequest::Home { prefix: handle }
+            | AdminRequest::Unhome { prefix: handle } => Some(handle),
+            AdminRequest::Mint { .. } | AdminRequest::ListHomed => None,
         }
     }
 
@@ -127,6 +144,15 @@ impl AdminRequest {
             AdminRequest::RemoveValues { handle, indexes } => Request::RemoveValue {
                 handle: handle.as_str().as_bytes().to_vec(),
                 indexes,
+            },
+            AdminRequest::Home { prefix } => Request::HomeNa {
+                prefix: prefix.as_str().as_bytes().to_vec(),
+            },
+            AdminRequest::Unhome { prefix } => Request::UnhomeNa {
+                prefix: prefix.as_str().as_bytes().to_vec(),
+            },
+            AdminRequest::ListHomed => Request::ListHomedNas {
+                handle: b"/".to_vec(),
             },
         };
         (request, flags)

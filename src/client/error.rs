@@ -12,7 +12,7 @@ use thiserror::Error;
 use super::Transport;
 use super::credentials::AnswerError;
 use crate::auth::CipherError;
-use crate::codec::{CodecError, ResponseCode};
+use crate::codec::{CodecError, Referral, ResponseCode};
 use crate::names::NameError;
 use crate::values::DecodeError;
 
@@ -27,6 +27,15 @@ pub enum ClientError {
         code: ResponseCode,
         /// The server's text, possibly empty.
         message: String,
+    },
+    /// The server referred the request elsewhere: RC_SERVICE_REFERRAL (302) or
+    /// RC_PREFIX_REFERRAL (303), with the body naming where (digest §3.9).
+    #[error("{} {} to {:?} ({} values)", code.to_u32(), describe(*code), String::from_utf8_lossy(&referral.handle), referral.values.as_ref().map_or(0, Vec::len))]
+    Referred {
+        /// The response code.
+        code: ResponseCode,
+        /// Where to ask instead.
+        referral: Referral,
     },
     /// Every server was tried over every allowed transport and none answered usably.
     #[error("no server answered ({attempts} attempts); last: {last}")]
@@ -87,7 +96,7 @@ impl ClientError {
     /// The server's response code, when the server answered with an error.
     pub fn response_code(&self) -> Option<ResponseCode> {
         match self {
-            ClientError::Server { code, .. } => Some(*code),
+            ClientError::Server { code, .. } | ClientError::Referred { code, .. } => Some(*code),
             _ => None,
         }
     }

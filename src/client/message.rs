@@ -214,13 +214,7 @@ impl Answer {
                 code,
                 message: error.message,
             }),
-            Response::Referral(referral) => Err(ClientError::Server {
-                code,
-                message: format!(
-                    "referred to {:?}",
-                    String::from_utf8_lossy(&referral.handle)
-                ),
-            }),
+            Response::Referral(referral) => Err(ClientError::Referred { code, referral }),
             response if code == ResponseCode::Success => Ok(Answer {
                 response,
                 flags: message.header.flags,
@@ -352,5 +346,26 @@ mod tests {
         let answer = Answer::of(message).unwrap();
         assert_eq!(answer.response, found(values));
         assert_eq!(answer.flags, OpFlags::J9_DEFAULT);
+    }
+
+    #[test]
+    fn a_referral_keeps_where_it_refers_to() {
+        let outgoing = resolution();
+        let referral = crate::codec::Referral {
+            handle: b"0.NA/TEST".to_vec(),
+            values: Some(vec![HandleValue::new(1, "HS_SITE", vec![0, 1])]),
+        };
+        let response = Response::Referral(referral.clone());
+        let message = reply(&outgoing, ResponseCode::ServiceReferral, response, true);
+        let err = Answer::of(message).unwrap_err();
+        assert_eq!(err.response_code(), Some(ResponseCode::ServiceReferral));
+        assert_eq!(
+            err.to_string(),
+            "302 service referral to \"0.NA/TEST\" (1 values)"
+        );
+        let ClientError::Referred { referral: kept, .. } = err else {
+            panic!("not a referral: {err:?}")
+        };
+        assert_eq!(kept, referral);
     }
 }

@@ -501,13 +501,13 @@ mod tests {
     #[test]
     fn unsupported_operation_is_distinct() {
         let mut bytes = sample_request();
-        bytes[22..24].copy_from_slice(&300u16.to_be_bytes()); // OC_HOME_NA
+        bytes[22..24].copy_from_slice(&1003u16.to_be_bytes()); // OC_BACKUP_SERVER
         let err = Message::decode(&bytes).unwrap_err();
         let CodecError::UnsupportedOperation { envelope, header } = err else {
             panic!("{err:?}");
         };
         assert_eq!(envelope.request_id, 7);
-        assert_eq!(header.opcode, OpCode::HomeNa);
+        assert_eq!(header.opcode, OpCode::BackupServer);
     }
 
     #[test]

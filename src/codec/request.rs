@@ -7,7 +7,8 @@
 //! and the server hash works on bytes). The authentication bodies (200, 201) are in
 //! [`super::auth`], the session setup body (400) in [`super::session`]. CNRI's
 //! maintenance operations are not typed here: decoding them yields `None`, which the
-//! message layer reports as an unsupported operation.
+//! message layer reports as an unsupported operation. Homing (300–302) is typed: its
+//! bodies are one handle, as J9 sends them.
 
 use super::auth::{AuthAnswer, VerifyRequest};
 use super::codes::OpCode;
@@ -87,6 +88,21 @@ pub enum Request {
     ChallengeResponse(AuthAnswer),
     /// OC 201: check a secret-key answer against a stored HS_SECKEY.
     VerifyResponse(VerifyRequest),
+    /// OC 300: serve the prefix of this prefix handle (`0.NA/<prefix>`) here (CNRI).
+    HomeNa {
+        /// The prefix handle.
+        prefix: Vec<u8>,
+    },
+    /// OC 301: stop serving the prefix of this prefix handle here (CNRI).
+    UnhomeNa {
+        /// The prefix handle.
+        prefix: Vec<u8>,
+    },
+    /// OC 302: list the prefixes homed here (CNRI; J9 ignores the handle).
+    ListHomedNas {
+        /// The ignored handle.
+        handle: Vec<u8>,
+    },
     /// OC 400: set up a session.
     SessionSetup(SessionSetup),
     /// OC 401: end the session named by the envelope SessionId (J9's generic body).
@@ -115,6 +131,9 @@ impl Request {
             Request::ListHandles { .. } => OpCode::ListHandles,
             Request::ChallengeResponse(_) => OpCode::ChallengeResponse,
             Request::VerifyResponse(_) => OpCode::VerifyResponse,
+            Request::HomeNa { .. } => OpCode::HomeNa,
+            Request::UnhomeNa { .. } => OpCode::UnhomeNa,
+            Request::ListHomedNas { .. } => OpCode::ListHomedNas,
             Request::SessionSetup(_) => OpCode::SessionSetup,
             Request::SessionTerminate { .. } => OpCode::SessionTerminate,
             Request::SessionExchangeKey { .. } => OpCode::SessionExchangeKey,
@@ -135,6 +154,9 @@ impl Request {
             Request::GetSiteInfo { handle: h }
             | Request::DeleteHandle { handle: h }
             | Request::ListHandles { prefix: h }
+            | Request::HomeNa { prefix: h }
+            | Request::UnhomeNa { prefix: h }
+            | Request::ListHomedNas { handle: h }
             | Request::SessionTerminate { handle: h }
             | Request::SessionExchangeKey { encrypted_key: h } => w.bytes(h),
             Request::CreateHandle(hv) | Request::AddValue(hv) | Request::ModifyValue(hv) => {
@@ -172,6 +194,9 @@ impl Request {
             OpCode::ListHandles => Request::ListHandles { prefix: handle(r)? },
             OpCode::ChallengeResponse => Request::ChallengeResponse(AuthAnswer::decode(r)?),
             OpCode::VerifyResponse => Request::VerifyResponse(VerifyRequest::decode(r)?),
+            OpCode::HomeNa => Request::HomeNa { prefix: handle(r)? },
+            OpCode::UnhomeNa => Request::UnhomeNa { prefix: handle(r)? },
+            OpCode::ListHomedNas => Request::ListHomedNas { handle: handle(r)? },
             OpCode::SessionSetup => Request::SessionSetup(SessionSetup::decode(r)?),
             OpCode::SessionTerminate => Request::SessionTerminate { handle: handle(r)? },
             OpCode::SessionExchangeKey => Request::SessionExchangeKey {
@@ -307,6 +332,15 @@ mod tests {
             Request::SessionTerminate {
                 handle: b"/".to_vec(),
             },
+            Request::HomeNa {
+                prefix: b"0.NA/10.5555".to_vec(),
+            },
+            Request::UnhomeNa {
+                prefix: b"0.NA/10.5555".to_vec(),
+            },
+            Request::ListHomedNas {
+                handle: b"/".to_vec(),
+            },
             Request::SessionExchangeKey {
                 encrypted_key: vec![7; 64],
             },
@@ -317,7 +351,7 @@ mod tests {
 
     #[test]
     fn maintenance_operations_have_no_typed_body() {
-        for opcode in [300, 106, 1000, 0, 77] {
+        for opcode in [106, 1000, 0, 77] {
             let mut r = Reader::new(&[0, 0, 0, 0]);
             assert_eq!(Request::decode(OpCode::from_u32(opcode), &mut r), Ok(None));
             assert_eq!(r.offset(), 0);

@@ -111,7 +111,8 @@ impl Shape {
                 | OpCode::SessionTerminate
                 | OpCode::SessionExchangeKey => Some(Shape::Done),
                 OpCode::SessionSetup => Some(Shape::SessionSetup),
-                OpCode::ListHandles => Some(Shape::ListHandles),
+                OpCode::HomeNa | OpCode::UnhomeNa => Some(Shape::Done),
+                OpCode::ListHandles | OpCode::ListHomedNas => Some(Shape::ListHandles),
                 OpCode::VerifyResponse => Some(Shape::Verification),
                 _ => None,
             },
@@ -260,26 +261,6 @@ mod tests {
     }
 
     #[test]
-    fn prefix_referral_carries_values() {
-        // Digest §11.2: empty handle, then one HS_SITE.PREFIX value.
-        let value = HandleValue {
-            timestamp: 0x5f00_0000,
-            ..HandleValue::new(1, "HS_SITE.PREFIX", vec![0, 1])
-        };
-        let response = Response::Referral(Referral {
-            handle: vec![],
-            values: Some(vec![value]),
-        });
-        let bytes = encode(&response);
-        assert_eq!(
-            &bytes[..26],
-            &hex("00000000 00000001 00000001 5f000000 00 00015180 0e 0000000e")[..]
-        );
-        let code = ResponseCode::PrefixReferral;
-        assert_eq!(decode(OpCode::Resolution, code, &bytes), response);
-    }
-
-    #[test]
     fn service_referral_without_values_round_trips() {
         let response = Response::Referral(Referral {
             handle: b"0.NA/10".to_vec(),
@@ -292,6 +273,48 @@ mod tests {
             response,
             "00000007 302e4e412f3130",
         );
+    }
+
+    /// A referral to `handle` carrying one value of type `kind`.
+    fn referral_to(handle: &[u8], kind: &str) -> Response {
+        let value = HandleValue {
+            timestamp: 0x5f00_0000,
+            ..HandleValue::new(1, kind, vec![0, 1])
+        };
+        Response::Referral(Referral {
+            handle: handle.to_vec(),
+            values: Some(vec![value]),
+        })
+    }
+
+    #[test]
+    fn referrals_carry_values_and_a_cut_list_is_refused() {
+        // Digest §11.2: a prefix referral has an empty handle, then HS_SITE.PREFIX
+        // values; a service referral names the service handle before its values.
+        let cases = [
+            (
+                ResponseCode::PrefixReferral,
+                referral_to(b"", "HS_SITE.PREFIX"),
+                "00000000 00000001 00000001 5f000000 00 00015180 0e 0000000e",
+            ),
+            (
+                ResponseCode::ServiceReferral,
+                referral_to(b"0.NA/10", "HS_SITE"),
+                "00000007 302e4e412f3130 00000001 00000001 5f000000 00 00015180",
+            ),
+        ];
+        for (code, response, head) in cases {
+            let bytes = encode(&response);
+            let head = hex(head);
+            assert_eq!(&bytes[..head.len()], &head[..], "{code:?}");
+            assert_eq!(decode(OpCode::Resolution, code, &bytes), response);
+            let mut cut = Reader::new(&bytes[..bytes.len() - 1]);
+            let shape = Shape::of(OpCode::Resolution, code).unwrap();
+            assert!(
+                shape.decode(&mut cut).is_err(),
+                "a value list cut short is an error, not an absent list"
+            );
+        }
     }
 
     #[test]
@@ -364,7 +387,15 @@ mod tests {
             shape(OpCode::SessionSetup, ResponseCode::Success),
             Some(Shape::SessionSetup)
         );
-        assert_eq!(shape(OpCode::HomeNa, ResponseCode::Success), None);
+        assert_eq!(
+            shape(OpCode::HomeNa, ResponseCode::Success),
+            Some(Shape::Done)
+        );
+        assert_eq!(
+            shape(OpCode::ListHomedNas, ResponseCode::Success),
+            Some(Shape::ListHandles)
+        );
+        assert_eq!(shape(OpCode::BackupServer, ResponseCode::Success), None);
         assert_eq!(
             shape(OpCode::ModifyValue, ResponseCode::Success),
             Some(Shape::Done)

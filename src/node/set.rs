@@ -35,7 +35,7 @@ use crate::replication::{Bootstrap, GroupError, GroupHost, GroupSettings, Handle
 use crate::resolver::Resolver;
 use crate::routing::LocalSet;
 use crate::service::site::MemberKeys;
-use crate::service::{AuthPolicy, RecordSource, Service};
+use crate::service::{AuthPolicy, RecordSource, Service, Unserved};
 use crate::storage::{IndexedTypes, Slice, Slot};
 
 /// How many times a node that formed set 1 alone looks for the set in the map before
@@ -187,7 +187,12 @@ impl SetHost {
         )
         .with_records(Arc::clone(&self.records))
         .with_member_keys(Arc::clone(&self.member_keys))
-        .with_max_handle_octets(self.config.handle.max_handle_octets);
+        .with_max_handle_octets(self.config.handle.max_handle_octets)
+        .with_unserved(if self.config.resolver.refuse_unserved {
+            Unserved::Refuse
+        } else {
+            Unserved::NotFound
+        });
         if !self.config.resolver.ghr.is_empty() {
             service = service.with_resolver(Resolver::new(self.config.resolver.ghr.clone()));
         }

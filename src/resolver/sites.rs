@@ -1,8 +1,10 @@
 //! From a handle to the addresses of the servers responsible for it: the prefix
-//! handle's HS_SITE values at the GHR (following HS_SERV), the primary sites first,
-//! and in each site the server its hash picks (digest §6.2, §7, §9).
+//! handle's HS_SITE values at the GHR (following HS_SERV and prefix referrals), the
+//! primary sites first, and in each site the server its hash picks (digest §6.2, §7,
+//! §9).
 
 use std::net::SocketAddr;
+use std::time::Instant;
 
 use crate::client::{Client, ClientError, Transport};
 use crate::codec::{ResponseCode, server_index};
@@ -12,9 +14,11 @@ use crate::values::{
     SiteFlags, SiteInfo, ValueSelection,
 };
 
-use super::ResolveError;
+use super::cache::shortest_ttl;
+use super::{Purpose, ResolveError, Resolver, Step};
 
-/// How many service handles (HS_SERV) are followed, one inside the other.
+/// How many service handles (HS_SERV) and prefix referrals are followed, one inside
+/// the other.
 pub const MAX_SERVICE_DEPTH: usize = 4;
 
 /// The value types that say where a prefix's service is.
@@ -26,80 +30,169 @@ pub(super) fn lives_at_registry(handle: &Handle) -> bool {
     prefix == "0" || prefix.starts_with("0.")
 }
 
-/// The servers responsible for `handle`, in the order to ask them.
-pub(super) async fn servers_for(
-    registry: &Client,
-    handle: &Handle,
-) -> Result<Vec<SocketAddr>, ResolveError> {
-    let prefix = handle.prefix_key().to_owned();
-    let no_service = || ResolveError::NoService {
-        prefix: prefix.clone(),
-    };
-    let mut service = prefix_handle(&prefix).map_err(|_| no_service())?;
-    for _ in 0..=MAX_SERVICE_DEPTH {
-        let values = service_values(registry, &service).await?;
-        let sites = sites_of(&values);
-        if !sites.is_empty() {
-            let servers = servers_of(sites, handle.as_str().as_bytes());
-            return if servers.is_empty() {
-                Err(no_service())
-            } else {
-                Ok(servers)
-            };
+impl Resolver {
+    /// The sites of the service of `prefix`: from the cache while its TTL lasts, else
+    /// from the prefix handle `0.NA/<prefix>` at the GHR, following its HS_SERV values
+    /// and prefix referrals (at most [`MAX_SERVICE_DEPTH`] steps).
+    pub(super) async fn sites_of_prefix(
+        &self,
+        prefix: &str,
+    ) -> Result<Vec<SiteInfo>, ResolveError> {
+        let no_service = || ResolveError::NoService {
+            prefix: prefix.to_owned(),
+        };
+        let prefix_handle = prefix_handle(prefix).map_err(|_| no_service())?;
+        if let Some(sites) = self.cache.get(prefix_handle.key(), Instant::now()) {
+            self.trace(Step::Cached {
+                prefix: prefix.to_owned(),
+                sites: sites.len(),
+            });
+            return Ok(sites);
         }
-        let next = values
-            .iter()
-            .filter(|value| value.known_type() == Some(KnownType::HsServ))
-            .find_map(|value| HandleTarget::decode(&value.data).ok())
-            .and_then(|target| Handle::parse(target.as_str()).ok());
-        service = next.ok_or_else(no_service)?;
+        let mut ask = self.registry.clone();
+        let mut service = prefix_handle.clone();
+        let mut used = Vec::new();
+        for _ in 0..=MAX_SERVICE_DEPTH {
+            let values = match self.service_values(&ask, &service).await {
+                Ok(values) => values,
+                Err(ClientError::Referred { code, referral }) => {
+                    self.trace(Step::referred(code, &referral));
+                    let values = referral.values.unwrap_or_default();
+                    ask = self
+                        .delegate(&values, &service)
+                        .await?
+                        .ok_or_else(no_service)?;
+                    continue;
+                }
+                Err(source) => {
+                    return Err(ResolveError::Client {
+                        what: format!("resolving {service}"),
+                        source,
+                    });
+                }
+            };
+            let sites = sites_of(&values);
+            if !sites.is_empty() {
+                used.extend(values);
+                let ttl = shortest_ttl(&used);
+                self.trace(Step::Sites {
+                    prefix: prefix.to_owned(),
+                    sites: sites.len(),
+                    ttl,
+                });
+                self.cache
+                    .insert(prefix_handle.key(), sites.clone(), ttl, Instant::now());
+                return Ok(sites);
+            }
+            service = service_handle(&values, KnownType::HsServ).ok_or_else(no_service)?;
+            self.trace(Step::ServiceHandle {
+                handle: service.to_string(),
+            });
+            used.extend(values);
+            ask = self.registry.clone();
+        }
+        Err(ResolveError::TooDeep {
+            prefix: prefix.to_owned(),
+        })
     }
-    Err(ResolveError::TooDeep { prefix })
+
+    /// A client of the servers a prefix referral's `values` name for the prefix handle
+    /// `service`; `None` when they name none.
+    async fn delegate(
+        &self,
+        values: &[HandleValue],
+        service: &Handle,
+    ) -> Result<Option<Client>, ResolveError> {
+        let sites = self.sites_of_delegation(values).await?;
+        let servers = servers_of(sites, service.as_str().as_bytes(), Purpose::Read);
+        Ok((!servers.is_empty()).then(|| Client::new(servers)))
+    }
+
+    /// The sites a prefix referral's values name: HS_SITE.PREFIX and HS_NA_DELEGATE
+    /// directly, else those of the service handle an HS_SERV.PREFIX names (at the GHR).
+    async fn sites_of_delegation(
+        &self,
+        values: &[HandleValue],
+    ) -> Result<Vec<SiteInfo>, ResolveError> {
+        let sites = decoded_sites(values, &[KnownType::HsSitePrefix, KnownType::HsNaDelegate]);
+        if !sites.is_empty() {
+            return Ok(sites);
+        }
+        let Some(service) = service_handle(values, KnownType::HsServPrefix) else {
+            return Ok(Vec::new());
+        };
+        self.trace(Step::ServiceHandle {
+            handle: service.to_string(),
+        });
+        let values = self
+            .service_values(&self.registry, &service)
+            .await
+            .map_err(|source| ResolveError::Client {
+                what: format!("resolving service handle {service}"),
+                source,
+            })?;
+        Ok(sites_of(&values))
+    }
+
+    /// The HS_SITE, HS_SITE.6 and HS_SERV values of `service` at `servers`; none when
+    /// they do not hold it.
+    async fn service_values(
+        &self,
+        servers: &Client,
+        service: &Handle,
+    ) -> Result<Vec<HandleValue>, ClientError> {
+        let selection = ValueSelection {
+            indexes: Vec::new(),
+            types: SERVICE_TYPES.iter().map(|t| (*t).to_owned()).collect(),
+        };
+        self.trace(Step::Asking {
+            handle: service.to_string(),
+            servers: servers.servers().to_vec(),
+        });
+        match servers.resolve(service, &selection, Transport::Tcp).await {
+            Ok(resolution) => Ok(resolution.values),
+            Err(ClientError::Server {
+                code: ResponseCode::HandleNotFound | ResponseCode::ValuesNotFound,
+                ..
+            }) => Ok(Vec::new()),
+            Err(error) => Err(error),
+        }
+    }
 }
 
-/// The HS_SITE, HS_SITE.6 and HS_SERV values of `service` at the GHR; none when the
-/// GHR does not hold it.
-async fn service_values(
-    registry: &Client,
-    service: &Handle,
-) -> Result<Vec<HandleValue>, ResolveError> {
-    let selection = ValueSelection {
-        indexes: Vec::new(),
-        types: SERVICE_TYPES.iter().map(|t| (*t).to_owned()).collect(),
-    };
-    match registry.resolve(service, &selection, Transport::Tcp).await {
-        Ok(resolution) => Ok(resolution.values),
-        Err(ClientError::Server {
-            code: ResponseCode::HandleNotFound | ResponseCode::ValuesNotFound,
-            ..
-        }) => Ok(Vec::new()),
-        Err(source) => Err(ResolveError::Client {
-            what: format!("resolving {service} at the Global Handle Registry"),
-            source,
-        }),
-    }
+/// The handle the first decodable value of type `kind` (HS_SERV, HS_SERV.PREFIX)
+/// names.
+fn service_handle(values: &[HandleValue], kind: KnownType) -> Option<Handle> {
+    values
+        .iter()
+        .filter(|value| value.known_type() == Some(kind))
+        .find_map(|value| HandleTarget::decode(&value.data).ok())
+        .and_then(|target| Handle::parse(target.as_str()).ok())
 }
 
-/// The sites among `values`, primary sites first; undecodable ones are passed over.
-fn sites_of(values: &[HandleValue]) -> Vec<SiteInfo> {
+/// The sites among `values` of one of `kinds`, primary sites first; undecodable ones
+/// are passed over.
+fn decoded_sites(values: &[HandleValue], kinds: &[KnownType]) -> Vec<SiteInfo> {
     let mut sites: Vec<SiteInfo> = values
         .iter()
-        .filter(|value| {
-            matches!(
-                value.known_type(),
-                Some(KnownType::HsSite | KnownType::HsSite6)
-            )
-        })
+        .filter(|value| value.known_type().is_some_and(|t| kinds.contains(&t)))
         .filter_map(|value| SiteInfo::decode(&value.data).ok())
         .collect();
     sites.sort_by_key(|site| !site.flags.contains(SiteFlags::PRIMARY));
     sites
 }
 
-/// In each site, the address of the server the site's hash picks for `handle`.
-fn servers_of(sites: Vec<SiteInfo>, handle: &[u8]) -> Vec<SocketAddr> {
+/// The HS_SITE and HS_SITE.6 sites among `values`, primary sites first.
+pub(super) fn sites_of(values: &[HandleValue]) -> Vec<SiteInfo> {
+    decoded_sites(values, &[KnownType::HsSite, KnownType::HsSite6])
+}
+
+/// In each site `purpose` may use (every site for a read, primary sites for a
+/// write), the address of the server the site's hash picks for `handle`.
+pub(super) fn servers_of(sites: Vec<SiteInfo>, handle: &[u8], purpose: Purpose) -> Vec<SocketAddr> {
     sites
         .into_iter()
+        .filter(|site| purpose == Purpose::Read || site.flags.contains(SiteFlags::PRIMARY))
         .filter_map(|site| {
             let index = server_index(handle, site.hash_option, site.servers.len());
             site.servers.get(index).and_then(query_address)
@@ -229,12 +322,14 @@ mod tests {
         let sites = sites_of(&values);
         assert!(sites[0].flags.contains(SiteFlags::PRIMARY));
         // Digest §7: 10.1000/ABC by handle over four servers is server 1.
-        let servers = servers_of(sites, b"10.1000/ABC");
+        let servers = servers_of(sites.clone(), b"10.1000/ABC", Purpose::Read);
         let expected: Vec<SocketAddr> = vec![
             "127.0.0.2:2641".parse().unwrap(),
             "127.0.0.9:9".parse().unwrap(),
         ];
         assert_eq!(servers, expected);
+        let writes = servers_of(sites, b"10.1000/ABC", Purpose::Write);
+        assert_eq!(writes, expected[..1], "writes go to primary sites only");
     }
 
     #[test]

@@ -19,7 +19,8 @@ use crate::names::Handle;
 use crate::service::site::{MemberKeys, describe_ring};
 use crate::service::{
     Applied, Caller, ClientRequest, Error, Found, Freshness, HandleRecord, Handler, KeyAgreement,
-    Operation, PrefixRecord, PrivateRead, Role, SearchPosition, Service, Status, mint_with,
+    Operation, PrefixRecord, PrivateRead, Referral, Role, SearchPosition, Service, Status,
+    mint_with,
 };
 use crate::values::{HandleValue, SearchQuery, SiteInfo, ValueSelection};
 
@@ -116,6 +117,11 @@ impl Handler for Router {
             freshness,
         };
         self.record(handle, call).await
+    }
+
+    /// This node's own service decides, reading prefix handles from their owners.
+    async fn referral(&self, handle: &Handle) -> Result<Option<Referral>, Error> {
+        self.local_service()?.referral(handle).await
     }
 
     async fn private_read(

@@ -65,7 +65,8 @@ pub(super) fn parse_resolution(
     Ok((handle, selection))
 }
 
-/// The naming authority a list request names: `0.NA/<prefix>` or the bare prefix.
+/// The naming authority a list or (un)home request names: `0.NA/<prefix>` or the
+/// bare prefix.
 pub(super) fn list_prefix(bytes: &[u8]) -> Result<String, Refusal> {
     let text = std::str::from_utf8(bytes)
         .map_err(|_| Refusal::new(ResponseCode::InvalidHandle, "prefix is not UTF-8"))?;
@@ -118,9 +119,16 @@ pub(super) fn admin_operation(flags: OpFlags, request: Request) -> Result<Operat
             handle: parse_handle(&handle)?,
             indexes,
         },
+        Request::HomeNa { prefix } => Operation::HomePrefix {
+            prefix: list_prefix(&prefix)?,
+        },
+        Request::UnhomeNa { prefix } => Operation::UnhomePrefix {
+            prefix: list_prefix(&prefix)?,
+        },
         Request::Resolution(_)
         | Request::GetSiteInfo { .. }
         | Request::ListHandles { .. }
+        | Request::ListHomedNas { .. }
         | Request::ChallengeResponse(_)
         | Request::VerifyResponse(_)
         | Request::SessionSetup(_)
@@ -132,7 +140,7 @@ pub(super) fn admin_operation(flags: OpFlags, request: Request) -> Result<Operat
     })
 }
 
-/// Whether `request` needs an authenticated administrator (digest §3.4, §3.5). A
+/// Whether `request` needs an authenticated administrator (digest §3.4–§3.6). A
 /// session setup never does, whatever identity it names: as the reference server
 /// does, the first administrative request inside the session is challenged (§3.8).
 pub(super) fn is_administrative(request: &Request) -> bool {
@@ -144,6 +152,9 @@ pub(super) fn is_administrative(request: &Request) -> bool {
             | Request::RemoveValue { .. }
             | Request::ModifyValue(_)
             | Request::ListHandles { .. }
+            | Request::HomeNa { .. }
+            | Request::UnhomeNa { .. }
+            | Request::ListHomedNas { .. }
     )
 }
 

@@ -4,7 +4,9 @@
 //! request gets an answer with the right response code, except bytes too short to
 //! hold an envelope (nobody to answer). Nothing here panics on network input.
 //!
-//! Administrative requests (100–105) from a caller who has not authenticated are
+//! A resolution of a handle not held here is answered with the referral the service
+//! gives (RC 302 or 303), or 301 for a prefix not served here (digest §3.9, §9).
+//! Administrative requests (100–105, and homing 300–302) from a caller who has not authenticated are
 //! challenged ([`Challenges`]), and so are resolutions with PO clear that pick values
 //! that are not public (digest §3.2); the answer (200) is verified by the service and
 //! the original request carried out as the identity that answered (digest §8.1).
@@ -22,13 +24,13 @@ use crate::auth::guesses::{Exhausted, Guesses};
 use crate::auth::work_budget::WorkBudget;
 use crate::auth::{AuthError, AuthType, Challenge, ChallengeAnswer, Identity, SigningKey};
 use crate::codec::{
-    AuthAnswer, Body, CodecError, HandleValues, Message, OpFlags, Request, ResolutionRequest,
+    self, AuthAnswer, Body, CodecError, HandleValues, Message, OpFlags, Request, ResolutionRequest,
     Response, ResponseCode, Sealed, VerifyRequest,
 };
 use crate::metrics::{Metrics, Protocol};
-use crate::names::Handle;
+use crate::names::{Handle, PREFIX_AUTHORITY};
 use crate::service::{
-    Applied, Caller, ClientRequest, Error, Freshness, Handler, Operation, PrivateRead,
+    Applied, Caller, ClientRequest, Error, Freshness, Handler, Operation, PrivateRead, Referral,
     forgive_key_checks, measure_key_checks,
 };
 use crate::values::HandleValue;
@@ -139,7 +141,7 @@ impl Responder {
         let answered = match &reply {
             Reply::One(message) => Some((message.header.opcode, message.header.response_code)),
             Reply::Sealed(_) => None,
-            Reply::List(_) => Some((crate::codec::OpCode::ListHandles, ResponseCode::Success)),
+            Reply::List(_) => Some((codec::OpCode::ListHandles, ResponseCode::Success)),
             Reply::Nothing => None,
         };
         if let Some((opcode, code)) = answered {
@@ -272,6 +274,9 @@ impl Responder {
     async fn perform(&self, caller: Caller, exchange: Exchange, request: Request) -> Reply {
         match request {
             Request::ListHandles { prefix } => self.list(caller, exchange, &prefix),
+            Request::ListHomedNas { .. } => {
+                Reply::One(Box::pin(self.list_homed(&caller, &exchange)).await)
+            }
             other => Reply::One(self.answer(caller, &exchange, other).await),
         }
     }
@@ -486,25 +491,65 @@ impl Responder {
             Freshness::Local
         };
         let every_value = !flags.contains(OpFlags::PO) && address(caller).is_none();
-        let outcome = match parse_resolution(&request) {
-            Ok((handle, selection)) if every_value => self
+        let (handle, selection) = match parse_resolution(&request) {
+            Ok(parsed) => parsed,
+            Err(rejection) => return rejection.into_message(exchange),
+        };
+        let outcome = if every_value {
+            let resolved = self
                 .handler
-                .resolve_all(caller, &handle, &selection, freshness)
-                .await
-                .map_err(Refusal::from),
-            Ok((handle, selection)) => self
-                .handler
-                .resolve(&handle, &selection, freshness)
-                .await
-                .map_err(Refusal::from),
-            Err(rejection) => Err(rejection),
+                .resolve_all(caller, &handle, &selection, freshness);
+            resolved.await
+        } else {
+            self.handler.resolve(&handle, &selection, freshness).await
         };
         match outcome {
             Ok(record) => exchange.success(Response::Resolution(HandleValues {
                 handle: request.handle,
                 values: record.values,
             })),
-            Err(rejection) => rejection.into_message(exchange),
+            Err(Error::HandleNotFound) => Box::pin(self.not_found(exchange, &handle)).await,
+            Err(error) => Refusal::from(error).into_message(exchange),
+        }
+    }
+
+    /// The answer for `handle`, not found here: a referral to where it lives, 301 when
+    /// its prefix is not served here, else "not found" (digest §3.9, §9).
+    async fn not_found(&self, exchange: &Exchange, handle: &Handle) -> Message {
+        let (code, referral) = match self.handler.referral(handle).await {
+            Ok(Some(Referral::Service { handle, values })) => (
+                ResponseCode::ServiceReferral,
+                codec::Referral {
+                    handle: handle.as_str().as_bytes().to_vec(),
+                    values: Some(values),
+                },
+            ),
+            Ok(Some(Referral::Prefix { values })) => (
+                ResponseCode::PrefixReferral,
+                codec::Referral {
+                    handle: Vec::new(),
+                    values: Some(values),
+                },
+            ),
+            Ok(None) => return Refusal::from(Error::HandleNotFound).into_message(exchange),
+            Err(error) => return Refusal::from(error).into_message(exchange),
+        };
+        exchange.reply(code, Response::Referral(referral), OpFlags::NONE)
+    }
+
+    /// The prefix handles of the prefixes homed here (OC 302), for a server
+    /// administrator, in one message.
+    async fn list_homed(&self, caller: &Caller, exchange: &Exchange) -> Message {
+        match self.handler.list_prefixes(caller).await {
+            Ok(prefixes) => {
+                let handles = prefixes
+                    .into_iter()
+                    .filter(|record| record.homed)
+                    .map(|record| format!("{PREFIX_AUTHORITY}/{}", record.display).into_bytes())
+                    .collect();
+                exchange.success(Response::ListHandles { handles })
+            }
+            Err(error) => Refusal::from(error).into_message(exchange),
         }
     }
 

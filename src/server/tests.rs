@@ -389,3 +389,98 @@ async fn serving_a_connection_is_a_small_future() {
     let size = size_of_val(&serving);
     assert!(size <= 4 * 1024, "{size} octets");
 }
+
+#[tokio::test]
+async fn handles_of_prefixes_served_elsewhere_are_referred() {
+    let (_dir, responder) = responder().await;
+    let site = responder.handler.site_info().await.encode();
+    for (name, kind) in [("0.NA/FAR", "HS_SITE"), ("0.NA/DER", "HS_SITE.PREFIX")] {
+        let values = vec![HandleValue::new(1, kind, site.clone())];
+        let created = ask(&responder, &create(name, values)).await;
+        assert_eq!(
+            created.header.response_code,
+            ResponseCode::Success,
+            "{name}"
+        );
+    }
+    let referral = |message: &Message| match response(message) {
+        Response::Referral(referral) => referral.clone(),
+        other => panic!("not a referral: {other:?}"),
+    };
+
+    // The GHR of FAR: a service referral naming 0.NA/FAR and its HS_SITE.
+    let far = ask(&responder, &resolve("FAR/x")).await;
+    assert_eq!(far.header.response_code, ResponseCode::ServiceReferral);
+    let to = referral(&far);
+    assert_eq!(to.handle, b"0.NA/FAR");
+    let values = to.values.expect("values");
+    assert_eq!(
+        (values.len(), values[0].value_type.as_str()),
+        (1, "HS_SITE")
+    );
+
+    // A derived prefix handle of DER, missing here: a prefix referral to DER's
+    // delegate, with no handle and the HS_SITE.PREFIX value.
+    let derived = ask(&responder, &resolve("0.NA/DER.SUB.X")).await;
+    assert_eq!(derived.header.response_code, ResponseCode::PrefixReferral);
+    let to = referral(&derived);
+    assert!(to.handle.is_empty());
+    assert_eq!(to.values.expect("values")[0].value_type, "HS_SITE.PREFIX");
+
+    // DER's own handles are administered here (its prefix handle names no service),
+    // and a prefix nobody describes is not found on a service on its own.
+    for name in ["DER/x", "ELSEWHERE/x", "0.NA/NOWHERE.SUB"] {
+        let missing = ask(&responder, &resolve(name)).await;
+        assert_eq!(
+            missing.header.response_code,
+            ResponseCode::HandleNotFound,
+            "{name}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn homing_is_for_server_administrators_and_lists_what_was_homed() {
+    let (_dir, responder) = responder().await;
+    let prefix = |name: &str| name.as_bytes().to_vec();
+    let homing = [
+        Request::HomeNa {
+            prefix: prefix("0.NA/10.5555"),
+        },
+        Request::HomeNa {
+            prefix: prefix("20"),
+        },
+        Request::UnhomeNa {
+            prefix: prefix("0.NA/20"),
+        },
+    ];
+    for body in homing {
+        let answer = ask(&responder, &request(body, OpFlags::J9_DEFAULT)).await;
+        assert_eq!(answer.header.response_code, ResponseCode::Success);
+    }
+    let list = request(
+        Request::ListHomedNas {
+            handle: prefix("/"),
+        },
+        OpFlags::J9_DEFAULT,
+    );
+    let listed = ask(&responder, &list).await;
+    let Response::ListHandles { handles } = response(&listed) else {
+        panic!("not a list: {listed:?}")
+    };
+    assert_eq!(handles, &[prefix("0.NA/10.5555")]);
+    let someone = Caller::Administrator {
+        identity: Identity {
+            handle: "0.NA/SOMEONE".into(),
+            index: 300,
+        },
+    };
+    let home = request(
+        Request::HomeNa {
+            prefix: prefix("30"),
+        },
+        OpFlags::J9_DEFAULT,
+    );
+    let refused = ask_as(&responder, someone, &home).await;
+    assert_eq!(refused.header.response_code, ResponseCode::InvalidAdmin);
+}

@@ -8,6 +8,8 @@
 //! permissions 401; a full challenge book 3 (busy). RC_AUTHEN_NEEDED (402) is not an
 //! error: it is the challenge itself. A replica set electing its primary, or a member
 //! too far behind for a fresh read, is busy (3): the client tries again shortly. A
+//! handle under a prefix this service does not serve is 301, as J9 answers ("That
+//! prefix doesn't live here"). A
 //! handle whose slot this replica set does not answer for now is 301 (not responsible),
 //! should no router have taken the request to the slot's owner; a slot whose owner
 //! cannot be reached, or a node in no replica set yet, is busy (3), never "not found";
@@ -61,7 +63,7 @@ impl Error {
                 Refusal::NotHere(_) => ResponseCode::ServerNotResponsible,
                 Refusal::AuthorityChanged => ResponseCode::ServerTooBusy,
             },
-            Error::NotHere(_) => ResponseCode::ServerNotResponsible,
+            Error::NotHere(_) | Error::NotHomed { .. } => ResponseCode::ServerNotResponsible,
         }
     }
 }

@@ -16,6 +16,13 @@ pub enum Error {
     /// The handle does not exist.
     #[error("handle not found")]
     HandleNotFound,
+    /// The prefix is neither served here nor known to this service (not homed, no
+    /// handle under it, no prefix handle here).
+    #[error("that prefix doesn't live here: this service does not serve {prefix}")]
+    NotHomed {
+        /// The prefix, as written.
+        prefix: String,
+    },
     /// The handle exists but has no value the request may see.
     #[error("no value matches the request")]
     ValuesNotFound,

@@ -21,7 +21,7 @@ use crate::values::{HandleValue, SearchQuery, SiteInfo, ValueSelection};
 
 use super::{
     Applied, Caller, ClientRequest, Error, Found, Freshness, HandleRecord, Operation, PrefixRecord,
-    PrivateRead, SearchPosition, Status,
+    PrivateRead, Referral, SearchPosition, Status,
 };
 
 /// The outcome of a session setup's key exchange: the session key and the data of
@@ -40,6 +40,11 @@ pub trait Handler: Send + Sync + Debug {
         selection: &ValueSelection,
         freshness: Freshness,
     ) -> Result<HandleRecord, Error>;
+
+    /// What answers a resolution of `handle` that found no such handle (digest §3.9,
+    /// §9): a [`Referral`] to where it lives, [`Error::NotHomed`] when its prefix is
+    /// not served here, or `None` when "not found" is the answer.
+    async fn referral(&self, handle: &Handle) -> Result<Option<Referral>, Error>;
 
     /// What an anonymous resolution asking for more than public values (the Handle
     /// protocol's PO flag clear) needs first (digest §3.2, J9 `checkReadAccess`):

@@ -37,7 +37,7 @@ impl Service {
         if let Some(values) = self.values_of(&handle).await? {
             return self.check(challenge, answer, values).await;
         }
-        let ours = self.store.read()?.prefix(handle.prefix_key())?.is_some();
+        let ours = self.knows_prefix(handle.prefix_key())?;
         match &self.resolver {
             Some(resolver) if !ours => {
                 self.verify_elsewhere(resolver, &handle, challenge, answer)

@@ -28,8 +28,8 @@ use super::records::{RecordSource, held_here};
 use super::verifier::Verifier;
 use super::{
     Applied, AuthPolicy, Caller, ClientRequest, Error, Found, Freshness, HandleRecord, Handler,
-    KeyAgreement, Operation, PrefixRecord, PrivateRead, Refusal, SearchPosition, Status, authorise,
-    mint, operation, private_read_of, public_only, site,
+    KeyAgreement, Operation, PrefixRecord, PrivateRead, Referral, Refusal, SearchPosition, Status,
+    Unserved, authorise, mint, operation, private_read_of, public_only, site,
 };
 
 /// How many times a write is authorised when the records it was authorised on keep
@@ -49,6 +49,8 @@ pub struct Service {
     member_keys: Arc<site::MemberKeys>,
     /// The most octets a handle's values may take after a write.
     pub(super) max_handle_octets: usize,
+    /// What a missing handle under a prefix not served here is answered.
+    pub(super) unserved: Unserved,
 }
 
 impl Service {
@@ -71,7 +73,14 @@ impl Service {
             records: None,
             member_keys: Arc::default(),
             max_handle_octets: MAX_VALUE_LIST_LEN,
+            unserved: Unserved::NotFound,
         }
+    }
+
+    /// This service, answering a missing handle under a prefix it does not serve as
+    /// `unserved` says (module `referral`).
+    pub fn with_unserved(self, unserved: Unserved) -> Self {
+        Service { unserved, ..self }
     }
 
     /// This service, refusing writes that would make a handle's values take more than
@@ -234,6 +243,10 @@ impl Handler for Service {
         held_here(&read, handle)?;
         let record = read.get(handle, selection)?.ok_or(Error::HandleNotFound)?;
         public_only(record)
+    }
+
+    async fn referral(&self, handle: &Handle) -> Result<Option<Referral>, Error> {
+        Service::referral(self, handle).await
     }
 
     async fn private_read(

@@ -28,8 +28,8 @@ use crate::values::{
 use super::keys::{other_server_answer, secret_identity};
 use super::{
     Applied, Caller, ClientRequest, Error, ExistingHandle, ExistingValue, Found, Freshness,
-    HandleRecord, Handler, KeyAgreement, Operation, PrefixRecord, PrivateRead, Refusal, Role,
-    SearchPosition, Status, StatusMember, private_read_of, public_only,
+    HandleRecord, Handler, KeyAgreement, Operation, PrefixRecord, PrivateRead, Referral, Refusal,
+    Role, SearchPosition, Status, StatusMember, private_read_of, public_only,
 };
 
 /// Handles and prefixes in memory, answering as a node would.
@@ -290,6 +290,12 @@ impl Handler for MemoryHandler {
         _freshness: Freshness,
     ) -> Result<HandleRecord, Error> {
         public_only(self.read(handle, selection).ok_or(Error::HandleNotFound)?)
+    }
+
+    /// The handles here are one service's, every prefix answered here: not found is
+    /// the answer.
+    async fn referral(&self, _handle: &Handle) -> Result<Option<Referral>, Error> {
+        Ok(None)
     }
 
     async fn private_read(

@@ -7,7 +7,8 @@
 //! timestamps, who may administer: an authenticated administrator whom the target
 //! handle, its prefix handle or the server configuration allows the exact change,
 //! module `authorise`), bulk import and export of whole handles (module `bulk`),
-//! reverse lookup through the store's value index (module `search`), the
+//! reverse lookup through the store's value index (module `search`), the referral
+//! that answers a handle this service does not serve (module `referral`), the
 //! HS_SITE a node describes itself with ([`site`]: its set,
 //! or one site per rank over the ring of slots), and the one table from [`Error`] to
 //! RFC 3652 response codes ([`Error::response_code`]).
@@ -47,6 +48,7 @@ pub mod memory;
 mod mint;
 mod operation;
 mod records;
+mod referral;
 mod search;
 pub mod site;
 mod status;
@@ -68,6 +70,7 @@ pub use local::Service;
 pub use mint::mint_with;
 pub use operation::{ExistingHandle, ExistingValue, Operation};
 pub use records::{MAX_FETCHED, RecordSource, held_here};
+pub use referral::{MAX_PREFIX_ANCESTORS, Referral, Unserved};
 pub use status::{Role, Status, StatusMember};
 pub use verifier::{forgive_key_checks, measure_key_checks};
 

@@ -9,6 +9,7 @@ mod commands;
 mod drain;
 mod encrypted_sessions;
 mod export_import;
+mod global;
 mod hardening;
 mod harness;
 mod http;
