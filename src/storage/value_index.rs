@@ -260,9 +260,10 @@ impl<'txn, 't> IndexWriter<'txn, 't> {
         old: Option<&[HandleValue]>,
         new: Option<&[HandleValue]>,
     ) -> Result<(), StorageError> {
-        let mut changes = IndexChanges::default();
-        self.gather(&mut changes, key, old, new);
-        self.write(changes)
+        for ((value_type, data), change) in self.changes(old, new) {
+            self.apply((value_type.as_str(), data, key), change)?;
+        }
+        Ok(())
     }
 
     /// Adds to `changes` what [`IndexWriter::update`] would write for these arguments.
@@ -273,28 +274,42 @@ impl<'txn, 't> IndexWriter<'txn, 't> {
         old: Option<&[HandleValue]>,
         new: Option<&[HandleValue]>,
     ) {
+        for ((value_type, data), change) in self.changes(old, new) {
+            let entry = (value_type, data.to_vec(), key.to_owned());
+            changes.0.insert(entry, change);
+        }
+    }
+
+    /// The entries (folded type, data head) that go from `old` values to `new` ones:
+    /// those only `old` has are removed, those only `new` has inserted.
+    fn changes<'v>(
+        &self,
+        old: Option<&'v [HandleValue]>,
+        new: Option<&'v [HandleValue]>,
+    ) -> Vec<((String, &'v [u8]), IndexChange)> {
         let old = self.types.entries(old.unwrap_or_default());
         let new = self.types.entries(new.unwrap_or_default());
-        let mut note = |(value_type, data): &(String, &[u8]), change| {
-            let entry = (value_type.clone(), data.to_vec(), key.to_owned());
-            changes.0.insert(entry, change);
+        let removed = old
+            .difference(&new)
+            .map(|entry| (entry.clone(), IndexChange::Remove));
+        let inserted = new
+            .difference(&old)
+            .map(|entry| (entry.clone(), IndexChange::Insert));
+        removed.chain(inserted).collect()
+    }
+
+    fn apply(&mut self, entry: ValueIndexKey<'_>, change: IndexChange) -> Result<(), StorageError> {
+        match change {
+            IndexChange::Insert => self.table.insert(entry, ())?,
+            IndexChange::Remove => self.table.remove(entry)?,
         };
-        for entry in old.difference(&new) {
-            note(entry, IndexChange::Remove);
-        }
-        for entry in new.difference(&old) {
-            note(entry, IndexChange::Insert);
-        }
+        Ok(())
     }
 
     /// Writes `changes`, in index order.
     pub(super) fn write(&mut self, changes: IndexChanges) -> Result<(), StorageError> {
         for ((value_type, data, key), change) in changes.0 {
-            let entry = (value_type.as_str(), data.as_slice(), key.as_str());
-            match change {
-                IndexChange::Insert => self.table.insert(entry, ())?,
-                IndexChange::Remove => self.table.remove(entry)?,
-            };
+            self.apply((value_type.as_str(), data.as_slice(), key.as_str()), change)?;
         }
         Ok(())
     }
