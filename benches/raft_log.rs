@@ -21,14 +21,17 @@ fn entry(index: u64) -> Entry {
     ];
     Entry {
         log_id: log_id(1, 1, index),
-        payload: EntryPayload::Normal(Proposal(vec![Request {
-            id: RequestId(index),
-            command: HandleCommand::Create {
-                handle,
-                values,
-                existing: ExistingHandle::Refuse,
-            },
-        }])),
+        payload: EntryPayload::Normal(Proposal(
+            vec![Request {
+                id: RequestId(index),
+                command: HandleCommand::Create {
+                    handle,
+                    values,
+                    existing: ExistingHandle::Refuse,
+                },
+            }]
+            .into(),
+        )),
     }
 }
 

@@ -29,9 +29,9 @@ impl Machine for MapMachine {
 
     const NAME: &'static str = "the cluster map";
 
-    fn apply(batch: &mut WriteBatch, command: MapCommand) -> Result<MapResult, StorageError> {
+    fn apply(batch: &mut WriteBatch, command: &MapCommand) -> Result<MapResult, StorageError> {
         let mut map = decode(batch.document(MAP_DOCUMENT)?)?;
-        let result = map.apply(command);
+        let result = map.apply(command.clone());
         if result.is_ok() {
             batch.put_document(MAP_DOCUMENT, &encode(&map)?)?;
         }
@@ -96,7 +96,7 @@ mod tests {
             set: SetId(1),
             members: Vec::new(),
         };
-        let changed = MapMachine::apply(&mut batch, command).unwrap();
+        let changed = MapMachine::apply(&mut batch, &command).unwrap();
         assert_eq!(changed.unwrap().epoch, 1);
         batch.commit().unwrap();
         let map = read_map(&store.read().unwrap()).unwrap();
@@ -110,7 +110,7 @@ mod tests {
             members: Vec::new(),
         };
         assert!(matches!(
-            MapMachine::apply(&mut batch, command),
+            MapMachine::apply(&mut batch, &command),
             Err(StorageError::CorruptDocument { .. })
         ));
     }

@@ -22,7 +22,7 @@ struct TwoSets {
 impl TwoSets {
     fn write(&self, set: SetId, command: HandleCommand) -> crate::storage::Applied {
         let mut batch = self.stores[&set].write().unwrap();
-        let applied = HandleSet::apply(&mut batch, command).unwrap().unwrap();
+        let applied = HandleSet::apply(&mut batch, &command).unwrap().unwrap();
         batch.commit().unwrap();
         applied
     }
@@ -32,7 +32,7 @@ impl TwoSets {
 impl SetAccess for TwoSets {
     async fn apply(&self, set: SetId, command: SlotCommand) -> Result<(), MoveError> {
         let mut batch = self.stores[&set].write().unwrap();
-        match HandleSet::apply(&mut batch, command.into()).unwrap() {
+        match HandleSet::apply(&mut batch, &command.into()).unwrap() {
             Ok(_) => {
                 batch.commit().unwrap();
                 Ok(())

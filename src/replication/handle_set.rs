@@ -206,7 +206,10 @@ impl Machine for HandleSet {
 
     const NAME: &'static str = "handles";
 
-    fn apply(batch: &mut WriteBatch, command: HandleCommand) -> Result<HandleResult, StorageError> {
+    fn apply(
+        batch: &mut WriteBatch,
+        command: &HandleCommand,
+    ) -> Result<HandleResult, StorageError> {
         match carry_out(batch, command) {
             Ok(applied) => Ok(Ok(applied)),
             Err(StorageError::Refused(refusal)) => Ok(Err(refusal)),
@@ -224,10 +227,10 @@ impl Machine for HandleSet {
 
 /// Carries `command` out on `batch`: a guarded one once its basis holds, a change to
 /// a handle once its slot takes writes (journalled while the slot is exporting).
-fn carry_out(batch: &mut WriteBatch, command: HandleCommand) -> Result<Applied, StorageError> {
+fn carry_out(batch: &mut WriteBatch, command: &HandleCommand) -> Result<Applied, StorageError> {
     if let HandleCommand::Guarded { basis, command } = command {
-        check_basis(batch, &basis)?;
-        return carry_out(batch, *command);
+        check_basis(batch, basis)?;
+        return carry_out(batch, command);
     }
     let Some(handle) = command.handle().cloned() else {
         return change(batch, command);
@@ -251,69 +254,68 @@ fn check_basis(batch: &WriteBatch, basis: &[Basis]) -> Result<(), StorageError> 
     Ok(())
 }
 
-/// Carries `command` out on `batch`.
-fn change(batch: &mut WriteBatch, command: HandleCommand) -> Result<Applied, StorageError> {
-    {
-        match command {
-            HandleCommand::Create {
-                handle,
-                values,
-                existing,
-            } => batch.create(&handle, values, existing).map(Applied::from),
-            HandleCommand::Delete { handle } => batch.delete(&handle).map(|()| Applied::Done),
-            HandleCommand::AddValues {
-                handle,
-                values,
-                existing,
-            } => batch
-                .add_values(&handle, values, existing)
-                .map(|()| Applied::Done),
-            HandleCommand::ModifyValues { handle, values } => {
-                batch.modify_values(&handle, values).map(|()| Applied::Done)
-            }
-            HandleCommand::RemoveValues { handle, indexes } => batch
-                .remove_values(&handle, &indexes)
-                .map(|()| Applied::Done),
-            HandleCommand::HomePrefix { prefix } => {
-                batch.home_prefix(&prefix).map(|()| Applied::Done)
-            }
-            HandleCommand::UnhomePrefix { prefix } => {
-                batch.unhome_prefix(&prefix).map(|()| Applied::Done)
-            }
-            HandleCommand::MakeSlice { slot_count, owned } => {
-                batch.make_slice(slot_count, &owned).map(|()| Applied::Done)
-            }
-            HandleCommand::BeginExport { slot } => {
-                let from = [SlotState::Owned, SlotState::Exporting, SlotState::Frozen];
-                let to = |state| match state {
-                    SlotState::Owned => SlotState::Exporting,
-                    other => other,
-                };
-                move_slot(batch, slot, &from, to)
-            }
-            HandleCommand::FreezeSlot { slot } => {
-                let from = [SlotState::Exporting, SlotState::Frozen];
-                move_slot(batch, slot, &from, |_| SlotState::Frozen)
-            }
-            HandleCommand::ThawSlot { slot } => {
-                let from = [SlotState::Owned, SlotState::Exporting, SlotState::Frozen];
-                move_slot(batch, slot, &from, |_| SlotState::Owned)?;
-                batch.clear_journal(slot).map(|()| Applied::Done)
-            }
-            HandleCommand::DropSlot { slot } => drop_slot(batch, slot),
-            HandleCommand::BeginImport { slot } => begin_import(batch, slot),
-            HandleCommand::PutRecords {
-                slot,
-                records,
-                removed,
-            } => put_records(batch, slot, records, &removed),
-            HandleCommand::AcceptSlot { slot } => {
-                let from = [SlotState::Importing, SlotState::Owned];
-                move_slot(batch, slot, &from, |_| SlotState::Owned)
-            }
-            guarded @ HandleCommand::Guarded { .. } => carry_out(batch, guarded),
-            HandleCommand::PutHandles { puts, sameness } => put_handles(batch, &puts, sameness),
+/// Carries `command` out on `batch`. The command stays the log's: what the store
+/// keeps of it (a handle's values) is copied, a bulk put's handles are written from it.
+fn change(batch: &mut WriteBatch, command: &HandleCommand) -> Result<Applied, StorageError> {
+    match command {
+        HandleCommand::Create {
+            handle,
+            values,
+            existing,
+        } => batch
+            .create(handle, values.clone(), *existing)
+            .map(Applied::from),
+        HandleCommand::Delete { handle } => batch.delete(handle).map(|()| Applied::Done),
+        HandleCommand::AddValues {
+            handle,
+            values,
+            existing,
+        } => batch
+            .add_values(handle, values.clone(), *existing)
+            .map(|()| Applied::Done),
+        HandleCommand::ModifyValues { handle, values } => batch
+            .modify_values(handle, values.clone())
+            .map(|()| Applied::Done),
+        HandleCommand::RemoveValues { handle, indexes } => {
+            batch.remove_values(handle, indexes).map(|()| Applied::Done)
         }
+        HandleCommand::HomePrefix { prefix } => batch.home_prefix(prefix).map(|()| Applied::Done),
+        HandleCommand::UnhomePrefix { prefix } => {
+            batch.unhome_prefix(prefix).map(|()| Applied::Done)
+        }
+        HandleCommand::MakeSlice { slot_count, owned } => {
+            batch.make_slice(*slot_count, owned).map(|()| Applied::Done)
+        }
+        HandleCommand::BeginExport { slot } => {
+            let from = [SlotState::Owned, SlotState::Exporting, SlotState::Frozen];
+            let to = |state| match state {
+                SlotState::Owned => SlotState::Exporting,
+                other => other,
+            };
+            move_slot(batch, *slot, &from, to)
+        }
+        HandleCommand::FreezeSlot { slot } => {
+            let from = [SlotState::Exporting, SlotState::Frozen];
+            move_slot(batch, *slot, &from, |_| SlotState::Frozen)
+        }
+        HandleCommand::ThawSlot { slot } => {
+            let from = [SlotState::Owned, SlotState::Exporting, SlotState::Frozen];
+            move_slot(batch, *slot, &from, |_| SlotState::Owned)?;
+            batch.clear_journal(*slot).map(|()| Applied::Done)
+        }
+        HandleCommand::DropSlot { slot } => drop_slot(batch, *slot),
+        HandleCommand::BeginImport { slot } => begin_import(batch, *slot),
+        HandleCommand::PutRecords {
+            slot,
+            records,
+            removed,
+        } => put_records(batch, *slot, records, removed),
+        HandleCommand::AcceptSlot { slot } => {
+            let from = [SlotState::Importing, SlotState::Owned];
+            move_slot(batch, *slot, &from, |_| SlotState::Owned)
+        }
+        guarded @ HandleCommand::Guarded { .. } => carry_out(batch, guarded),
+        HandleCommand::PutHandles { puts, sameness } => put_handles(batch, puts, *sameness),
     }
 }
 
@@ -422,7 +424,7 @@ fn begin_import(batch: &mut WriteBatch, slot: Slot) -> Result<Applied, StorageEr
 fn put_records(
     batch: &mut WriteBatch,
     slot: Slot,
-    records: Vec<(Handle, Vec<HandleValue>)>,
+    records: &[(Handle, Vec<HandleValue>)],
     removed: &[Handle],
 ) -> Result<Applied, StorageError> {
     let count = slot_count(batch, slot)?;
@@ -443,7 +445,7 @@ fn put_records(
         }
     }
     for (handle, values) in records {
-        batch.create(&handle, values, ExistingHandle::Overwrite)?;
+        batch.create(handle, values.clone(), ExistingHandle::Overwrite)?;
     }
     Ok(Applied::Done)
 }
@@ -469,7 +471,9 @@ mod tests {
             values: vec![url(1, "https://a/")],
             existing: ExistingHandle::Refuse,
         };
-        let apply = |batch: &mut WriteBatch, command| HandleSet::apply(batch, command).unwrap();
+        let apply = |batch: &mut WriteBatch, command: HandleCommand| {
+            HandleSet::apply(batch, &command).unwrap()
+        };
         assert_eq!(apply(&mut batch, create.clone()), Ok(Applied::Created));
         assert_eq!(apply(&mut batch, create), Err(Refusal::HandleExists));
         let remove = HandleCommand::RemoveValues {

@@ -13,7 +13,7 @@ fn open(dir: &tempfile::TempDir, name: &str) -> Store {
 
 fn apply(store: &Store, command: HandleCommand) -> HandleResult {
     let mut batch = store.write().unwrap();
-    let result = HandleSet::apply(&mut batch, command).unwrap();
+    let result = HandleSet::apply(&mut batch, &command).unwrap();
     batch.commit().unwrap();
     result
 }

@@ -43,11 +43,13 @@ pub trait Machine: Send + Sync + 'static {
     /// What the machine holds, for logs and errors ("handles", "the cluster map").
     const NAME: &'static str;
 
-    /// Applies `command` to `batch`. A refusal is an output and must leave the batch as
+    /// Applies `command` to `batch` (the command stays the log's entry's: what the
+    /// store keeps of it is copied). A refusal is an output and must leave the batch as
     /// it was; an error means the store failed, and the node stops rather than let its
     /// replica diverge. Must be deterministic: no clock, no randomness, nothing but the
     /// command and the batch.
-    fn apply(batch: &mut WriteBatch, command: Self::Command) -> Result<Self::Output, StorageError>;
+    fn apply(batch: &mut WriteBatch, command: &Self::Command)
+    -> Result<Self::Output, StorageError>;
 
     /// Whether `output` settles the request it answers. A request proposed again
     /// within the window is answered with its settled output and changes nothing; an

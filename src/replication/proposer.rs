@@ -177,7 +177,7 @@ async fn propose<M: Machine>(
         .into_iter()
         .map(|submission| (submission.request, submission.answer))
         .unzip();
-    match raft.client_write_ff(Proposal(requests)).await {
+    match raft.client_write_ff(Proposal(requests.into())).await {
         Ok(committed) => {
             tokio::spawn(async move {
                 let answered = match committed.await {

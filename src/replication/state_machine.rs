@@ -214,7 +214,7 @@ fn apply_entries<M: Machine>(
                 let index = entry.log_id.index;
                 batch.forget_results_before(index.saturating_sub(RECENT_WINDOW))?;
                 let mut outputs = Vec::with_capacity(requests.len());
-                for request in requests {
+                for request in requests.iter() {
                     outputs.push(apply_once::<M>(&mut batch, index, request)?);
                 }
                 outputs
@@ -238,13 +238,13 @@ fn apply_entries<M: Machine>(
 fn apply_once<M: Machine>(
     batch: &mut WriteBatch,
     index: u64,
-    request: Request<M::Command>,
+    request: &Request<M::Command>,
 ) -> Result<M::Output, Error> {
     let id = request.id.0;
     if let Some(bytes) = batch.recall_result(id)? {
         return from_bytes(&bytes, "remembered result");
     }
-    let result = M::apply(batch, request.command)?;
+    let result = M::apply(batch, &request.command)?;
     if M::settles(&result) {
         batch.remember_result(id, index, &to_bytes(&result, "result")?)?;
     }

@@ -47,17 +47,22 @@ fn open_temp() -> (TempDir, Arc<Store>, LogStore, StateMachine) {
 fn command_entry(index: u64, command: Command) -> Entry<HandleSet> {
     Entry {
         log_id: log_id(1, 1, index),
-        payload: EntryPayload::Normal(Proposal(vec![Request {
-            id: RequestId(index),
-            command,
-        }])),
+        payload: EntryPayload::Normal(Proposal(
+            vec![Request {
+                id: RequestId(index),
+                command,
+            }]
+            .into(),
+        )),
     }
 }
 
 /// Makes the one request of command entry `entry` request `id`.
 fn set_request_id(entry: &mut Entry<HandleSet>, id: u64) {
     if let EntryPayload::Normal(Proposal(requests)) = &mut entry.payload {
-        requests[0].id = RequestId(id);
+        let mut changed = requests.to_vec();
+        changed[0].id = RequestId(id);
+        *requests = changed.into();
     }
 }
 
@@ -288,14 +293,17 @@ async fn an_entry_of_several_requests_answers_each_in_order() {
     };
     let entry = Entry {
         log_id: log_id(1, 1, 1),
-        payload: EntryPayload::Normal(Proposal(vec![
-            request(10, create("10.1/one", "https://one.example/")),
-            request(11, create("10.1/one", "https://two.example/")),
-            request(12, create("10.1/two", "https://two.example/")),
-            // The first request again, within the same entry: answered alike.
-            request(10, create("10.1/one", "https://three.example/")),
-            request(13, delete),
-        ])),
+        payload: EntryPayload::Normal(Proposal(
+            vec![
+                request(10, create("10.1/one", "https://one.example/")),
+                request(11, create("10.1/one", "https://two.example/")),
+                request(12, create("10.1/two", "https://two.example/")),
+                // The first request again, within the same entry: answered alike.
+                request(10, create("10.1/one", "https://three.example/")),
+                request(13, delete),
+            ]
+            .into(),
+        )),
     };
     let responses = sm.apply([entry]).await.unwrap();
     assert_eq!(

@@ -10,6 +10,8 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::net::{Ipv4Addr, SocketAddr};
 
+use std::sync::Arc;
+
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
@@ -134,8 +136,13 @@ pub struct Request<C> {
 
 /// What a client log entry carries: the client requests the leader proposed
 /// together ([`super::proposer`]), applied in order, each on its own.
+///
+/// Shared: openraft reads an entry back from the log's in-memory tail for every
+/// follower it is sent to and once more to apply it, and each read is a copy; so a
+/// copy counts a reference rather than copying every request (a bulk import's entry
+/// holds thousands of handles). Encoded as the list it holds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Proposal<C>(pub Vec<Request<C>>);
+pub struct Proposal<C>(pub Arc<[Request<C>]>);
 
 /// The addresses of a node, as recorded in a group's membership.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

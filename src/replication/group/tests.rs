@@ -30,7 +30,7 @@ impl Machine for Counter {
 
     const NAME: &'static str = "a counter";
 
-    fn apply(batch: &mut WriteBatch, add: u64) -> Result<u64, StorageError> {
+    fn apply(batch: &mut WriteBatch, add: &u64) -> Result<u64, StorageError> {
         let total = batch
             .document("total")?
             .and_then(|bytes| bytes.try_into().ok())
@@ -365,7 +365,7 @@ impl Machine for FullDisk {
 
     const NAME: &'static str = "a machine on a full disk";
 
-    fn apply(_batch: &mut WriteBatch, _command: u64) -> Result<u64, StorageError> {
+    fn apply(_batch: &mut WriteBatch, _command: &u64) -> Result<u64, StorageError> {
         let full = std::io::Error::from_raw_os_error(28);
         Err(StorageError::Backend(redb::Error::Io(full)))
     }

@@ -298,7 +298,9 @@ async fn a_three_node_cluster_replicates_a_write_over_tcp() {
     let (nodes, leader) = start_cluster().await;
     let leader_raft = &nodes[usize::try_from(leader - 1).unwrap()].raft;
     let written = leader_raft
-        .client_write(Proposal(vec![create("10.1/net", "https://net.example/")]))
+        .client_write(Proposal(
+            vec![create("10.1/net", "https://net.example/")].into(),
+        ))
         .await
         .unwrap();
     assert_eq!(written.data, vec![Ok(Applied::Created)]);
@@ -360,7 +362,9 @@ async fn a_learner_behind_a_purged_log_catches_up_from_a_snapshot_over_tcp() {
     let (nodes, leader) = start_cluster().await;
     let leader_raft = &nodes[usize::try_from(leader - 1).unwrap()].raft;
     let written = leader_raft
-        .client_write(Proposal(vec![create("10.1/snap", "https://snap.example/")]))
+        .client_write(Proposal(
+            vec![create("10.1/snap", "https://snap.example/")].into(),
+        ))
         .await
         .unwrap();
     let index = written.log_id.index;
