@@ -179,11 +179,12 @@ async fn measure(
     );
     let joined = catch_up(first, second, file, &client, &bench.prefix).await?;
     println!(
-        "catch-up: a new learner caught up in {:.2} s under writes; snapshot {} MiB, {:.0} MiB/s; the first node held at most {} MiB meanwhile",
+        "catch-up: a new learner caught up in {:.2} s under writes; snapshot {} MiB, {:.0} MiB/s; the first node held at most {} MiB meanwhile, the learner {} MiB",
         joined.took.as_secs_f64(),
         joined.snapshot >> 20,
         joined.snapshot as f64 / 1_048_576.0 / joined.took.as_secs_f64().max(1e-3),
-        joined.peak_resident >> 20
+        joined.peak_resident >> 20,
+        joined.learner_peak >> 20
     );
     Ok(())
 }
@@ -289,6 +290,8 @@ struct Joined {
     took: Duration,
     snapshot: u64,
     peak_resident: u64,
+    /// The most the learner was ever resident, read once it caught up.
+    learner_peak: u64,
 }
 
 /// Starts a second node in `file`'s directory and adds it to the set as a learner,
@@ -354,7 +357,11 @@ async fn catch_up(
     writer.await.context("the writer failed")??;
     let peak_resident = sampler.await.context("the sampler failed")??;
     joined.context("the learner did not catch up in time")??;
+    let learner_pid = learner.nodes[0]
+        .pid()
+        .context("the learner is not running")?;
     Ok(Joined {
+        learner_peak: Memory::of(learner_pid)?.peak,
         took,
         snapshot,
         peak_resident,

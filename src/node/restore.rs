@@ -203,6 +203,7 @@ fn write_set(input: &mut File, dir: &Path, header: &BackupHeader) -> Result<Merg
         merge.put(&mut import, set, record).map_err(store_failure)
     })?;
     merge.put_prefixes(&mut import).map_err(store_failure)?;
+    import.finish().map_err(store_failure)?;
     batch.commit().map_err(store_failure)?;
     drop(store);
     let marker = set_dir.join(RESTORED_MARKER);

@@ -46,6 +46,7 @@ use std::marker::PhantomData;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
+use std::time::Instant;
 
 use openraft::storage::RaftStateMachine;
 use openraft::{EntryPayload, ErrorSubject, ErrorVerb, OptionalSend, RaftSnapshotBuilder};
@@ -308,14 +309,24 @@ fn install(
         last_applied: meta.last_log_id,
         membership: meta.last_membership.clone(),
     };
+    let started = Instant::now();
     let mut batch = store.write()?;
     let mut import = batch.import()?;
+    let mut count = 0u64;
     while let Some(record) = records.next_record()? {
         stopping.check()?;
         import.put(record)?;
+        count += 1;
     }
+    import.finish()?;
     batch.set_applied_state(&to_bytes(&applied, "applied state")?)?;
     batch.commit()?;
+    tracing::info!(
+        snapshot = meta.snapshot_id,
+        records = count,
+        seconds = started.elapsed().as_secs_f64(),
+        "installed a snapshot"
+    );
     Ok(applied)
 }
 

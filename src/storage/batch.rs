@@ -88,6 +88,11 @@ impl WriteBatch {
         IndexWriter::open(&self.txn, &self.indexed)
     }
 
+    /// The value types this batch's index holds.
+    pub(super) fn indexed_types(&self) -> Arc<IndexedTypes> {
+        Arc::clone(&self.indexed)
+    }
+
     /// Makes every write of the batch durable (fsync) and visible.
     pub fn commit(self) -> Result<(), StorageError> {
         let WriteBatch { txn, commits, .. } = self;

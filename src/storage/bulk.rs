@@ -25,7 +25,7 @@ use super::error::StorageError;
 use super::read::{ReadSnapshot, decode_handle};
 use super::slots::{Slice, slice_in, slot_of};
 use super::tables::{self, HandleRecord};
-use super::value_index::{IndexChanges, IndexWriter};
+use super::value_index::{IndexChanges, IndexedTypes};
 use crate::names::{Handle, fold_key};
 use crate::values::HandleValue;
 
@@ -118,13 +118,14 @@ impl WriteBatch {
             Slice::Ring(count) => Some(count),
         };
         let mut handles = txn.open_table(tables::HANDLES)?;
-        let mut values = self.value_index()?;
+        let types = self.indexed_types();
         let mut value_changes = IndexChanges::default();
         let mut outcomes = vec![PutOutcome::Refused; puts.len()];
         for at in key_order(puts) {
             let put = &puts[at];
-            outcomes[at] = put_one(&mut handles, &values, &mut value_changes, put, sameness)?;
+            outcomes[at] = put_one(&mut handles, &types, &mut value_changes, put, sameness)?;
         }
+        let mut values = self.value_index()?;
         values.write(value_changes)?;
         let created = || {
             puts.iter()
@@ -168,7 +169,7 @@ fn key_order(puts: &[HandlePut]) -> Vec<usize> {
 /// Writes one put into `handles`, and gathers the value index's changes for it.
 fn put_one(
     handles: &mut HandlesTable<'_>,
-    values: &IndexWriter<'_, '_>,
+    types: &IndexedTypes,
     value_changes: &mut IndexChanges,
     put: &HandlePut,
     sameness: Sameness,
@@ -192,7 +193,7 @@ fn put_one(
     let bytes = HandleRecord::encode_parts(display, &put.values);
     handles.insert(key, bytes.as_slice())?;
     let old = existing.as_ref().map(|old| old.values.as_slice());
-    values.gather(value_changes, key, old, Some(&put.values));
+    value_changes.gather(types, key, old, Some(&put.values));
     Ok(outcome)
 }
 

@@ -95,6 +95,24 @@ impl IndexedTypes {
             .map(|value| (fold(&value.value_type), head(&value.data)))
             .collect()
     }
+
+    /// The entries (folded type, data head) that go from `old` values to `new` ones:
+    /// those only `old` has are removed, those only `new` has inserted.
+    fn changes<'v>(
+        &self,
+        old: Option<&'v [HandleValue]>,
+        new: Option<&'v [HandleValue]>,
+    ) -> Vec<((String, &'v [u8]), IndexChange)> {
+        let old = self.entries(old.unwrap_or_default());
+        let new = self.entries(new.unwrap_or_default());
+        let removed = old
+            .difference(&new)
+            .map(|entry| (entry.clone(), IndexChange::Remove));
+        let inserted = new
+            .difference(&old)
+            .map(|entry| (entry.clone(), IndexChange::Insert));
+        removed.chain(inserted).collect()
+    }
 }
 
 impl Default for IndexedTypes {
@@ -234,6 +252,23 @@ pub(super) struct IndexWriter<'txn, 't> {
 #[derive(Debug, Default)]
 pub(super) struct IndexChanges(BTreeMap<(String, Vec<u8>, String), IndexChange>);
 
+impl IndexChanges {
+    /// Adds what [`IndexWriter::update`] would write, with the index of `types`, for
+    /// these arguments.
+    pub(super) fn gather(
+        &mut self,
+        types: &IndexedTypes,
+        key: &str,
+        old: Option<&[HandleValue]>,
+        new: Option<&[HandleValue]>,
+    ) {
+        for ((value_type, data), change) in types.changes(old, new) {
+            let entry = (value_type, data.to_vec(), key.to_owned());
+            self.0.insert(entry, change);
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 enum IndexChange {
     Insert,
@@ -260,42 +295,10 @@ impl<'txn, 't> IndexWriter<'txn, 't> {
         old: Option<&[HandleValue]>,
         new: Option<&[HandleValue]>,
     ) -> Result<(), StorageError> {
-        for ((value_type, data), change) in self.changes(old, new) {
+        for ((value_type, data), change) in self.types.changes(old, new) {
             self.apply((value_type.as_str(), data, key), change)?;
         }
         Ok(())
-    }
-
-    /// Adds to `changes` what [`IndexWriter::update`] would write for these arguments.
-    pub(super) fn gather(
-        &self,
-        changes: &mut IndexChanges,
-        key: &str,
-        old: Option<&[HandleValue]>,
-        new: Option<&[HandleValue]>,
-    ) {
-        for ((value_type, data), change) in self.changes(old, new) {
-            let entry = (value_type, data.to_vec(), key.to_owned());
-            changes.0.insert(entry, change);
-        }
-    }
-
-    /// The entries (folded type, data head) that go from `old` values to `new` ones:
-    /// those only `old` has are removed, those only `new` has inserted.
-    fn changes<'v>(
-        &self,
-        old: Option<&'v [HandleValue]>,
-        new: Option<&'v [HandleValue]>,
-    ) -> Vec<((String, &'v [u8]), IndexChange)> {
-        let old = self.types.entries(old.unwrap_or_default());
-        let new = self.types.entries(new.unwrap_or_default());
-        let removed = old
-            .difference(&new)
-            .map(|entry| (entry.clone(), IndexChange::Remove));
-        let inserted = new
-            .difference(&old)
-            .map(|entry| (entry.clone(), IndexChange::Insert));
-        removed.chain(inserted).collect()
     }
 
     fn apply(&mut self, entry: ValueIndexKey<'_>, change: IndexChange) -> Result<(), StorageError> {

@@ -400,6 +400,7 @@ fn an_installed_image_brings_its_index_and_drops_the_old_one() {
     for record in image {
         import.put(record).unwrap();
     }
+    import.finish().unwrap();
     batch.commit().unwrap();
     assert_index_follows_handles(&target);
     assert_eq!(search(&target, None, &[("URL", "https://*")]), ["10.1/new"]);
