@@ -3,7 +3,8 @@
 //! from their base handle, over UDP and TCP (`hdl resolve`), the JSON API (which says
 //! the answer is derived) and the proxy (which redirects to the derived URL);
 //! `<notfound/>` leaves a handle missing, a delimiter of `/` templates the whole
-//! prefix, a malformed namespace is a clear error that leaves the server serving, and
+//! prefix, a template may be cited from another handle and a base handle's own
+//! template comes first, a malformed namespace is a clear error that leaves the server serving, and
 //! a handle that exists is never templated.
 
 use reqwest::StatusCode;
@@ -132,6 +133,35 @@ async fn templates_derive_missing_handles_over_every_edge() {
         api.get("/TPL/base@gone").await.status(),
         StatusCode::NOT_FOUND
     );
+
+    // A template cited from another handle's value; a base handle's own template.
+    put(
+        &api,
+        "REF/tpl",
+        json!([{"index": 2, "type": "DESC",
+        "data": r#"<template><value type="URL" data="https://r.org/${extension}"/></template>"#}]),
+    )
+    .await;
+    namespace(
+        &api,
+        "REF",
+        r#"<namespace><template delimiter="@" ref="2:REF/tpl"/></namespace>"#,
+    )
+    .await;
+    let cited = succeeds(server, &["resolve", "REF/any@x1"]);
+    assert!(cited.contains("https://r.org/x1"), "{cited}");
+    put(&api, "TPL/own", json!([
+        {"index": 1, "type": "URL", "data": "https://e.org/own"},
+        {"index": 2, "type": "HS_NAMESPACE",
+         "data": r#"<namespace><template><value type="URL" data="https://own.org/${extension}"/></template></namespace>"#},
+    ]))
+    .await;
+    let (_, own) = json_of(api.get("/api/handles/TPL/own@5").await).await;
+    assert_eq!(
+        own["values"][0]["data"]["value"], "https://own.org/5",
+        "{own}"
+    );
+    assert_eq!(own["template"]["namespace"], "TPL/own", "{own}");
 
     // A malformed namespace: a clear error (RC 2, HTTP 500) naming it; the server
     // goes on serving.
