@@ -1,5 +1,6 @@
-//! `hdl add HANDLE --value INDEX:TYPE:DATA ... [--overwrite] [--server ADDR]`: adds
-//! values at free indexes (or replaces taken ones with `--overwrite`).
+//! `hdl add HANDLE --value INDEX:TYPE:DATA ... [--overwrite]
+//! [--server ADDR | --root HOST:PORT]`: adds values at free indexes (or replaces taken
+//! ones with `--overwrite`).
 
 use std::ffi::OsString;
 
@@ -9,7 +10,7 @@ use hdl::names::Handle;
 use hdl::values::HandleValue;
 
 use super::admin_arg::AuthArgs;
-use super::connect::{ServerArg, send_admin};
+use super::connect::{AdminServerArg, send_admin};
 use super::value_arg::parse_value;
 
 /// Arguments of `hdl add`.
@@ -24,7 +25,7 @@ pub struct AddArgs {
     #[arg(long)]
     overwrite: bool,
     #[command(flatten)]
-    server: ServerArg,
+    server: AdminServerArg,
     #[command(flatten)]
     auth: AuthArgs,
 }

@@ -1,6 +1,8 @@
-//! What every client command shares: the `--server` option, the handle argument
-//! (any reference `hdl parse` accepts, so `hdl://server/…` may name the server), the
-//! address look-up and the async runtime.
+//! What every client command shares: the `--server` option (and the administrative
+//! commands' `--root`, which finds a primary server of the handle's service through
+//! the Global Handle Registry), the handle argument (any reference `hdl parse`
+//! accepts, so `hdl://server/…` may name the server), the address look-up and the
+//! async runtime.
 
 use std::ffi::OsString;
 use std::net::{Ipv6Addr, SocketAddr};
@@ -10,6 +12,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 use hdl::client::{AdminRequest, Client, DEFAULT_PORT, Transport};
 use hdl::codec::Response;
+use hdl::resolver::{Purpose, Resolver};
 
 use super::admin_arg::AuthArgs;
 use hdl::names::{Handle, HandleRef};
@@ -24,6 +27,19 @@ pub struct ServerArg {
     /// Default: the server of an `hdl://` reference, else 127.0.0.1:2641.
     #[arg(long, value_name = "ADDR")]
     pub server: Option<String>,
+}
+
+/// Where an administrative command sends its request: `--server`, or with `--root` a
+/// primary server of the handle's service, found through the Global Handle Registry.
+#[derive(Debug, Args)]
+pub struct AdminServerArg {
+    #[command(flatten)]
+    pub server: ServerArg,
+    /// Send the change to a primary server of the handle's service, found through the
+    /// Global Handle Registry server HOST:PORT (its prefix handle's HS_SITE/HS_SERV),
+    /// instead of --server.
+    #[arg(long, value_name = "HOST:PORT", conflicts_with = "server")]
+    pub root: Option<String>,
 }
 
 /// The `--udp` and `--tcp` options.
@@ -77,6 +93,39 @@ impl Target {
     }
 }
 
+impl Target {
+    /// Parses `reference` and picks the server a change to it goes to: as
+    /// [`Target::new`] with `--server`; with `--root`, a primary server of the
+    /// handle's service as the Global Handle Registry there describes it (the GHR
+    /// itself for the handles it holds, `0.NA/…`). A reference naming its server
+    /// cannot go with `--root`; a service without a primary site is an error.
+    pub async fn for_change(reference: &OsString, to: &AdminServerArg) -> anyhow::Result<Target> {
+        let Some(root) = &to.root else {
+            return Target::new(reference, &to.server).await;
+        };
+        let parsed = parse_reference(reference)?;
+        if let Some(server) = parsed.server {
+            bail!("the reference names server {server} but --root asks the GHR; give one");
+        }
+        let handle = parsed.handle;
+        let registry = client_of(root).await?.servers().to_vec();
+        let client = Resolver::new(registry)
+            .service_client(&handle, Purpose::Write)
+            .await
+            .with_context(|| {
+                format!("cannot find where {handle} is administered through {root}")
+            })?;
+        if client.servers().is_empty() {
+            bail!(
+                "cannot find where {handle} is administered through {root}: the service of \
+                 prefix {} has no primary site",
+                handle.prefix()
+            );
+        }
+        Ok(Target { handle, client })
+    }
+}
+
 /// The handle reference `reference` (a handle, `hdl:…`, `hdl://server/…`, …).
 pub fn parse_reference(reference: &OsString) -> anyhow::Result<HandleRef> {
     let bytes = reference.as_bytes();
@@ -95,16 +144,18 @@ impl Target {
 }
 
 /// Sends the administrative request `request` makes for the handle `reference` names,
-/// to the server `server` picks, as the administrator of `auth`; the handle and the
-/// server's answer.
+/// to the server `to` picks ([`Target::for_change`]), as the administrator of `auth`;
+/// the handle and the server's answer.
 pub fn send_admin(
     reference: &OsString,
-    server: &ServerArg,
+    to: &AdminServerArg,
     auth: &AuthArgs,
     request: impl FnOnce(Handle) -> AdminRequest,
 ) -> anyhow::Result<(Handle, Response)> {
     runtime()?.block_on(async {
-        let target = Target::new(reference, server).await?.authenticated(auth)?;
+        let target = Target::for_change(reference, to)
+            .await?
+            .authenticated(auth)?;
         let response = target.client.admin(request(target.handle.clone())).await?;
         anyhow::Ok((target.handle, response))
     })

@@ -1,5 +1,5 @@
-//! `hdl create HANDLE --value INDEX:TYPE:DATA ... [--overwrite] [--server ADDR]
-//! [--auth INDEX:HANDLE --key FILE | --secret-file FILE]`.
+//! `hdl create HANDLE --value INDEX:TYPE:DATA ... [--overwrite]
+//! [--server ADDR | --root HOST:PORT] [--auth INDEX:HANDLE --key FILE | --secret-file FILE]`.
 //!
 //! As the reference admin tool does, a create by an authenticated administrator that
 //! gives no HS_ADMIN value adds one naming that administrator (at the first free index
@@ -18,7 +18,7 @@ use hdl::values::{
 };
 
 use super::admin_arg::AuthArgs;
-use super::connect::{ServerArg, send_admin};
+use super::connect::{AdminServerArg, send_admin};
 use super::value_arg::parse_value;
 
 /// Arguments of `hdl create`.
@@ -34,7 +34,7 @@ pub struct CreateArgs {
     #[arg(long)]
     overwrite: bool,
     #[command(flatten)]
-    server: ServerArg,
+    server: AdminServerArg,
     #[command(flatten)]
     auth: AuthArgs,
 }

@@ -1,4 +1,4 @@
-//! `hdl delete HANDLE [--server ADDR]`.
+//! `hdl delete HANDLE [--server ADDR | --root HOST:PORT]`.
 
 use std::ffi::OsString;
 
@@ -7,7 +7,7 @@ use hdl::client::AdminRequest;
 use hdl::names::Handle;
 
 use super::admin_arg::AuthArgs;
-use super::connect::{ServerArg, send_admin};
+use super::connect::{AdminServerArg, send_admin};
 
 /// Arguments of `hdl delete`.
 #[derive(Debug, Args)]
@@ -15,7 +15,7 @@ pub struct DeleteArgs {
     /// The handle to delete.
     handle: OsString,
     #[command(flatten)]
-    server: ServerArg,
+    server: AdminServerArg,
     #[command(flatten)]
     auth: AuthArgs,
 }

@@ -1,5 +1,5 @@
-//! `hdl modify HANDLE --value INDEX:TYPE:DATA ... [--server ADDR]`: replaces the values
-//! at those indexes.
+//! `hdl modify HANDLE --value INDEX:TYPE:DATA ... [--server ADDR | --root HOST:PORT]`:
+//! replaces the values at those indexes.
 
 use std::ffi::OsString;
 
@@ -9,7 +9,7 @@ use hdl::names::Handle;
 use hdl::values::HandleValue;
 
 use super::admin_arg::AuthArgs;
-use super::connect::{ServerArg, send_admin};
+use super::connect::{AdminServerArg, send_admin};
 use super::value_arg::parse_value;
 
 /// Arguments of `hdl modify`.
@@ -21,7 +21,7 @@ pub struct ModifyArgs {
     #[arg(long = "value", value_name = "INDEX:TYPE:DATA", required = true, value_parser = parse_value)]
     values: Vec<HandleValue>,
     #[command(flatten)]
-    server: ServerArg,
+    server: AdminServerArg,
     #[command(flatten)]
     auth: AuthArgs,
 }

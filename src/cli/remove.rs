@@ -1,4 +1,4 @@
-//! `hdl remove HANDLE --index I... [--server ADDR]`: removes values by index.
+//! `hdl remove HANDLE --index I... [--server ADDR | --root HOST:PORT]`: removes values by index.
 
 use std::ffi::OsString;
 
@@ -8,7 +8,7 @@ use hdl::names::Handle;
 use hdl::values::ValueIndex;
 
 use super::admin_arg::AuthArgs;
-use super::connect::{ServerArg, send_admin};
+use super::connect::{AdminServerArg, send_admin};
 use super::value_arg::parse_index;
 
 /// Arguments of `hdl remove`.
@@ -20,7 +20,7 @@ pub struct RemoveArgs {
     #[arg(long = "index", value_name = "INDEX", required = true, value_parser = parse_index)]
     indexes: Vec<u32>,
     #[command(flatten)]
-    server: ServerArg,
+    server: AdminServerArg,
     #[command(flatten)]
     auth: AuthArgs,
 }

@@ -1,6 +1,8 @@
 //! `/api/handles/{handle}`: GET (resolve), PUT (create, replace, add or replace
 //! values, mint a suffix) and DELETE (the handle or some values), after the
-//! Handle.Net REST API (`HANDLE-NET-REFERENCE.md` §1.2).
+//! Handle.Net REST API (`HANDLE-NET-REFERENCE.md` §1.2). A resolution a template
+//! derived (the handle does not exist; its prefix's HS_NAMESPACE made the values)
+//! says so in a `template` field the reference does not have.
 //!
 //! The handle is the rest of the path, percent-decoded as UTF-8 (`/` included); the
 //! answer's `handle` echoes it as spelled. Every write goes through [`administer`],
@@ -20,7 +22,10 @@ use super::query::{Query, QueryError, decode};
 use crate::codec::ResponseCode;
 use crate::names::{Handle, fold_key};
 use crate::restjson::{parse_body, resolution_json};
-use crate::service::{Applied, Caller, Error, ExistingHandle, ExistingValue, Freshness, Operation};
+use crate::service::{
+    Applied, Caller, Error, ExistingHandle, ExistingValue, Freshness, Operation, TemplateOrigin,
+    resolve_or_derive,
+};
 use crate::values::HandleValue;
 
 /// The path before the handle.
@@ -81,22 +86,21 @@ impl ApiRequest {
     }
 
     /// The selected values: public ones, or with `publicOnly=false` every one (for an
-    /// administrator). No value matched is an empty list.
-    async fn resolve(&self, state: &HttpState) -> Result<Vec<HandleValue>, Refusal> {
+    /// administrator), and the template that derived them if one did. No value
+    /// matched is an empty list.
+    async fn resolve(
+        &self,
+        state: &HttpState,
+    ) -> Result<(Vec<HandleValue>, Option<TemplateOrigin>), Refusal> {
         let handle = self.handle()?;
         let selection = self.query.selection()?;
         let freshness = freshness(&self.query)?;
-        let handler = &state.handler;
-        let found = if self.query.flag("publicOnly", true)? {
-            handler.resolve(&handle, &selection, freshness).await
-        } else {
-            handler
-                .resolve_all(&self.caller, &handle, &selection, freshness)
-                .await
-        };
+        let reader = (!self.query.flag("publicOnly", true)?).then_some(&self.caller);
+        let found =
+            resolve_or_derive(&*state.handler, reader, &handle, &selection, freshness).await;
         match found {
-            Ok(record) => Ok(record.values),
-            Err(Error::ValuesNotFound) => Ok(Vec::new()),
+            Ok(resolved) => Ok((resolved.record.values, resolved.template)),
+            Err(Error::ValuesNotFound) => Ok((Vec::new(), None)),
             Err(error) => Err(error.into()),
         }
     }
@@ -213,13 +217,16 @@ pub async fn get(
         Err(response) => return *response,
     };
     match request.resolve(&state).await {
-        Ok(values) if values.is_empty() => {
+        Ok((values, _)) if values.is_empty() => {
             let body = json!({"responseCode": 200, "handle": request.spelled, "values": []});
             let status = http_status(ResponseCode::ValuesNotFound, RequestKind::Resolve);
             request.format.answer(status, &body)
         }
-        Ok(values) => {
-            let body = resolution_json(&request.spelled, &values);
+        Ok((values, template)) => {
+            let mut body = resolution_json(&request.spelled, &values);
+            if let (Some(origin), Some(fields)) = (template, body.as_object_mut()) {
+                fields.insert("template".to_owned(), template_json(&origin));
+            }
             request.format.answer(
                 http_status(ResponseCode::Success, RequestKind::Resolve),
                 &body,
@@ -227,6 +234,12 @@ pub async fn get(
         }
         Err(refusal) => request.fail(&refusal, RequestKind::Resolve),
     }
+}
+
+/// What a template-derived answer says of its origin: `{"namespace": "0.NA/P",
+/// "base": "P/base"}`, the handle whose HS_NAMESPACE derived it and the base handle.
+fn template_json(origin: &TemplateOrigin) -> serde_json::Value {
+    json!({"namespace": origin.namespace.as_str(), "base": origin.base})
 }
 
 /// `PUT /api/handles/{handle}`: the body must be `application/json`.

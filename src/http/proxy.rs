@@ -11,7 +11,8 @@
 //! attribute may ask for 301, 303, 307 or 308), the first URL value, the first URL
 //! subtype. Without one, or with `noredirect` / `action=showvalues`, the values page.
 //! `urlappend=` is appended verbatim; `Expires` comes from the chosen value's TTL.
-//! Not found is a 404 page, never a redirect. `auth` reads authoritatively (as the
+//! A handle that does not exist may be derived by its prefix's template, then
+//! redirected as any other. Not found is a 404 page, never a redirect. `auth` reads authoritatively (as the
 //! AT flag: every write acknowledged before the request).
 
 use axum::extract::State;
@@ -26,7 +27,7 @@ use super::loc;
 use super::query::Query;
 use crate::clock::unix_now;
 use crate::names::HandleRef;
-use crate::service::Error;
+use crate::service::{Error, resolve_or_derive};
 use crate::values::select::type_matches;
 use crate::values::{HandleValue, Ttl};
 
@@ -109,11 +110,17 @@ async fn answer(state: &HttpState, raw: &str, query: &Query) -> Result<Response,
     let selection = query.selection().map_err(|error| bad(error.to_string()))?;
     let freshness = freshness(query).map_err(|error| bad(error.to_string()))?;
     let spelled = reference.handle.as_str();
-    let record = state
-        .handler
-        .resolve(&reference.handle, &selection, freshness)
+    let resolved = resolve_or_derive(
+        &*state.handler,
+        None,
+        &reference.handle,
+        &selection,
+        freshness,
+    );
+    let record = resolved
         .await
-        .map_err(|error| Box::new(refusal_page(spelled, &error)))?;
+        .map_err(|error| Box::new(refusal_page(spelled, &error)))?
+        .record;
     let show = query.first("noredirect").is_some()
         || query
             .first("action")

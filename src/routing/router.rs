@@ -19,8 +19,8 @@ use crate::names::Handle;
 use crate::service::site::{MemberKeys, describe_ring};
 use crate::service::{
     Applied, Caller, ClientRequest, Error, Found, Freshness, HandleRecord, Handler, KeyAgreement,
-    Operation, PrefixRecord, PrivateRead, Referral, Role, SearchPosition, Service, Status,
-    mint_with,
+    Operation, PrefixRecord, PrivateRead, Referral, Resolved, Role, SearchPosition, Service,
+    Status, mint_with,
 };
 use crate::values::{HandleValue, SearchQuery, SiteInfo, ValueSelection};
 
@@ -122,6 +122,16 @@ impl Handler for Router {
     /// This node's own service decides, reading prefix handles from their owners.
     async fn referral(&self, handle: &Handle) -> Result<Option<Referral>, Error> {
         self.local_service()?.referral(handle).await
+    }
+
+    /// This node's own service derives, reading the prefix, base and cited handles
+    /// from their owners.
+    async fn derive(
+        &self,
+        handle: &Handle,
+        selection: &ValueSelection,
+    ) -> Result<Option<Resolved>, Error> {
+        self.local_service()?.derive(handle, selection).await
     }
 
     async fn private_read(

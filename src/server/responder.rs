@@ -31,7 +31,7 @@ use crate::metrics::{Metrics, Protocol};
 use crate::names::{Handle, PREFIX_AUTHORITY};
 use crate::service::{
     Applied, Caller, ClientRequest, Error, Freshness, Handler, Operation, PrivateRead, Referral,
-    forgive_key_checks, measure_key_checks,
+    forgive_key_checks, measure_key_checks, resolve_or_derive,
 };
 use crate::values::HandleValue;
 
@@ -477,7 +477,8 @@ impl Responder {
     /// Resolution from this member's applied state; with the AT flag, only after it
     /// has applied every write acknowledged before the request. With PO clear an
     /// administrator allowed READ_VALUE gets every selected value; anyone else (or PO
-    /// set) the public ones.
+    /// set) the public ones. A handle that does not exist may be derived by its
+    /// prefix's template; the protocol has no mark for such an answer.
     async fn resolve(
         &self,
         caller: &Caller,
@@ -495,18 +496,13 @@ impl Responder {
             Ok(parsed) => parsed,
             Err(rejection) => return rejection.into_message(exchange),
         };
-        let outcome = if every_value {
-            let resolved = self
-                .handler
-                .resolve_all(caller, &handle, &selection, freshness);
-            resolved.await
-        } else {
-            self.handler.resolve(&handle, &selection, freshness).await
-        };
+        let reader = every_value.then_some(caller);
+        let outcome =
+            resolve_or_derive(&*self.handler, reader, &handle, &selection, freshness).await;
         match outcome {
-            Ok(record) => exchange.success(Response::Resolution(HandleValues {
+            Ok(resolved) => exchange.success(Response::Resolution(HandleValues {
                 handle: request.handle,
-                values: record.values,
+                values: resolved.record.values,
             })),
             Err(Error::HandleNotFound) => Box::pin(self.not_found(exchange, &handle)).await,
             Err(error) => Refusal::from(error).into_message(exchange),

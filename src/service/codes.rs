@@ -17,7 +17,8 @@
 //! that would make a handle larger than allowed is an invalid value (202): the
 //! values are what the client must change, and J9 clients show the message. A search
 //! of types the store does not index is a protocol error (4): the request cannot be
-//! answered as asked.
+//! answered as asked. A template that cannot derive a missing handle (malformed
+//! HS_NAMESPACE, bounds passed) is an error (2): the server's data is at fault.
 
 use crate::auth::{AuthError, AuthzError};
 use crate::codec::ResponseCode;
@@ -44,7 +45,7 @@ impl Error {
             Error::Unreadable => ResponseCode::InsufficientPermissions,
             Error::InvalidHandle(_) => ResponseCode::InvalidHandle,
             Error::NotIndexed { .. } => ResponseCode::ProtocolError,
-            Error::Storage(_) => ResponseCode::Error,
+            Error::Storage(_) | Error::Template { .. } => ResponseCode::Error,
             Error::Replication(error) => match **error {
                 GroupError::NoLeader { .. } | GroupError::Behind { .. } => {
                     ResponseCode::ServerTooBusy

@@ -98,6 +98,15 @@ pub enum Error {
         /// The types indexed (folded).
         indexed: Vec<String>,
     },
+    /// The HS_NAMESPACE (or a template it cites) that should derive a missing handle
+    /// is malformed, or its derivation went past its bounds.
+    #[error("the template in {handle} cannot be used: {reason}")]
+    Template {
+        /// The handle holding the namespace or cited template.
+        handle: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The store failed.
     #[error("storage failure: {0}")]
     Storage(StorageError),

@@ -21,7 +21,7 @@ use crate::values::{HandleValue, SearchQuery, SiteInfo, ValueSelection};
 
 use super::{
     Applied, Caller, ClientRequest, Error, Found, Freshness, HandleRecord, Operation, PrefixRecord,
-    PrivateRead, Referral, SearchPosition, Status,
+    PrivateRead, Referral, Resolved, SearchPosition, Status,
 };
 
 /// The outcome of a session setup's key exchange: the session key and the data of
@@ -45,6 +45,19 @@ pub trait Handler: Send + Sync + Debug {
     /// §9): a [`Referral`] to where it lives, [`Error::NotHomed`] when its prefix is
     /// not served here, or `None` when "not found" is the answer.
     async fn referral(&self, handle: &Handle) -> Result<Option<Referral>, Error>;
+
+    /// The values a template derives for `handle`, which does not exist (its
+    /// prefix's HS_NAMESPACE, `HANDLE-NET-REFERENCE.md` §1.9): `None` when no template
+    /// applies or it says not found. A handler without a store of its own (one that
+    /// asks other services, which derive for themselves) derives nothing: the default.
+    async fn derive(
+        &self,
+        handle: &Handle,
+        selection: &ValueSelection,
+    ) -> Result<Option<Resolved>, Error> {
+        let _ = (handle, selection);
+        Ok(None)
+    }
 
     /// What an anonymous resolution asking for more than public values (the Handle
     /// protocol's PO flag clear) needs first (digest §3.2, J9 `checkReadAccess`):

@@ -28,8 +28,9 @@ use super::records::{RecordSource, held_here};
 use super::verifier::Verifier;
 use super::{
     Applied, AuthPolicy, Caller, ClientRequest, Error, Found, Freshness, HandleRecord, Handler,
-    KeyAgreement, Operation, PrefixRecord, PrivateRead, Referral, Refusal, SearchPosition, Status,
-    Unserved, authorise, mint, operation, private_read_of, public_only, site,
+    KeyAgreement, Operation, PrefixRecord, PrivateRead, Referral, Refusal, Resolved,
+    SearchPosition, Status, Unserved, authorise, mint, operation, private_read_of, public_only,
+    site,
 };
 
 /// How many times a write is authorised when the records it was authorised on keep
@@ -247,6 +248,14 @@ impl Handler for Service {
 
     async fn referral(&self, handle: &Handle) -> Result<Option<Referral>, Error> {
         Service::referral(self, handle).await
+    }
+
+    async fn derive(
+        &self,
+        handle: &Handle,
+        selection: &ValueSelection,
+    ) -> Result<Option<Resolved>, Error> {
+        Service::derive(self, handle, selection).await
     }
 
     async fn private_read(

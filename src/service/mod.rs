@@ -8,7 +8,9 @@
 //! handle, its prefix handle or the server configuration allows the exact change,
 //! module `authorise`), bulk import and export of whole handles (module `bulk`),
 //! reverse lookup through the store's value index (module `search`), the referral
-//! that answers a handle this service does not serve (module `referral`), the
+//! that answers a handle this service does not serve (module `referral`), the values
+//! a prefix's HS_NAMESPACE template derives for a handle that does not exist (module
+//! `template`, and [`resolve_or_derive`], the resolution every edge runs), the
 //! HS_SITE a node describes itself with ([`site`]: its set,
 //! or one site per rank over the ring of slots), and the one table from [`Error`] to
 //! RFC 3652 response codes ([`Error::response_code`]).
@@ -52,6 +54,7 @@ mod referral;
 mod search;
 pub mod site;
 mod status;
+mod template;
 mod verifier;
 
 use std::net::IpAddr;
@@ -72,6 +75,7 @@ pub use operation::{ExistingHandle, ExistingValue, Operation};
 pub use records::{MAX_FETCHED, RecordSource, held_here};
 pub use referral::{MAX_PREFIX_ANCESTORS, Referral, Unserved};
 pub use status::{Role, Status, StatusMember};
+pub use template::{MAX_CITED_TEMPLATES, Resolved, TemplateOrigin, resolve_or_derive};
 pub use verifier::{forgive_key_checks, measure_key_checks};
 
 pub use crate::storage::{

@@ -6,6 +6,8 @@
 //! - [`value`]: [`HandleValue`] and its encoding (digest §5).
 //! - [`known`]: one file per data layout (HS_ADMIN, HS_SITE, HS_VLIST, HS_PUBKEY, and
 //!   the handle-naming HS_ALIAS/HS_SERV), each with `decode`/`encode` (digest §6).
+//! - [`namespace`]: HS_NAMESPACE templates: the XML parsed, and the values a template
+//!   derives for a handle from its base handle's values.
 //! - [`select`]: [`ValueSelection`], the index/type filter of a resolution.
 //! - [`search`]: [`SearchQuery`], the `TYPE=PATTERN` terms of a reverse lookup.
 //! - [`types`]: [`KnownType`], [`validate`], and the permission rules for
@@ -17,6 +19,7 @@
 //! decoder here refuses trailing octets except the J9 quirks its file documents.
 
 pub mod known;
+pub mod namespace;
 pub mod search;
 pub mod select;
 pub mod types;

@@ -24,7 +24,7 @@ fn hdl(server: &Server, args: &[&str]) -> Output {
         .expect("run hdl")
 }
 
-fn succeeds(server: &Server, args: &[&str]) -> String {
+pub fn succeeds(server: &Server, args: &[&str]) -> String {
     let output = hdl(server, args);
     assert!(
         output.status.success(),
@@ -34,7 +34,7 @@ fn succeeds(server: &Server, args: &[&str]) -> String {
     String::from_utf8(output.stdout).expect("UTF-8")
 }
 
-fn fails(server: &Server, args: &[&str]) -> String {
+pub fn fails(server: &Server, args: &[&str]) -> String {
     let output = hdl(server, args);
     assert!(!output.status.success(), "hdl {args:?} must fail");
     assert!(output.stdout.is_empty());

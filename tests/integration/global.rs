@@ -6,7 +6,9 @@
 //! the GHR answers a service referral and a service a 301 for a prefix it does not
 //! serve; homing works through `hdl home`, `hdl homed`, `hdl unhome`; aliases are
 //! followed across services, a loop refused, `--no-follow` shows the alias; a prefix
-//! re-homed at the GHR is found at its new home once its TTL ran out.
+//! re-homed at the GHR is found at its new home once its TTL ran out; `hdl create`,
+//! `add`, `modify`, `remove` and `delete --root` change handles at the primary server
+//! of their service, and refuse a prefix the GHR names no service for.
 
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -219,6 +221,75 @@ async fn the_ghr_leads_to_both_services_and_refers_what_it_does_not_serve() {
         looped.contains("alias loop: ALPHA/loop1 -> ALPHA/loop2 -> ALPHA/loop1"),
         "{looped}"
     );
+}
+
+/// `hdl ARGS --root ROOT` as the bootstrap administrator.
+fn at_root<'a>(root: &'a str, args: &[&'a str]) -> Vec<&'a str> {
+    let mut all = args.to_vec();
+    all.extend(["--root", root]);
+    all.extend(ADMIN_ARGS);
+    all
+}
+
+#[tokio::test]
+async fn administrative_commands_reach_the_primary_server_through_the_ghr() {
+    let (ghr, alpha, beta) = (Server::start(), service(), service());
+    for (prefix, service) in [("ALPHA", &alpha), ("BETA", &beta)] {
+        let site = site_value(service, "HS_SITE", 60).await;
+        create(&ghr, &format!("0.NA/{prefix}"), vec![site]).await;
+    }
+    let root = ghr.server_arg();
+    let created = |name: &str, url: &str| {
+        let value = format!("1:URL:{url}");
+        succeeds(&at_root(&root, &["create", name, "--value", &value]))
+    };
+    created("ALPHA/new", "https://alpha.example/new");
+    created("ALPHA/kept", "https://alpha.example/kept");
+    created("BETA/new", "https://beta.example/new");
+    succeeds(&at_root(
+        &root,
+        &["add", "BETA/new", "--value", "2:DESC:added"],
+    ));
+    succeeds(&at_root(
+        &root,
+        &["modify", "BETA/new", "--value", "2:DESC:modified"],
+    ));
+
+    // Each change landed at the prefix's own service, not at the GHR.
+    let at = |service: &Server, name: &str| {
+        succeeds(&["resolve", name, "--server", &service.server_arg()]).0
+    };
+    assert!(at(&alpha, "ALPHA/new").contains("https://alpha.example/new"));
+    let beta_new = at(&beta, "BETA/new");
+    assert!(
+        beta_new.contains("https://beta.example/new") && beta_new.contains("modified"),
+        "{beta_new}"
+    );
+    let not_at_ghr = fails(&["resolve", "BETA/new", "--server", &ghr.server_arg()]);
+    assert!(not_at_ghr.contains("302"), "{not_at_ghr}");
+
+    succeeds(&at_root(&root, &["remove", "BETA/new", "--index", "2"]));
+    assert!(!at(&beta, "BETA/new").contains("modified"));
+    succeeds(&at_root(&root, &["delete", "ALPHA/new"]));
+    let deleted = fails(&["resolve", "ALPHA/new", "--server", &alpha.server_arg()]);
+    assert!(deleted.contains("not found"), "{deleted}");
+
+    // A prefix the GHR names no service for, and --root with --server, are refused.
+    let nowhere = fails(&at_root(
+        &root,
+        &["create", "GAMMA/x", "--value", "1:URL:https://x.example/"],
+    ));
+    assert!(
+        nowhere.contains("cannot find where GAMMA/x is administered"),
+        "{nowhere}"
+    );
+    assert!(nowhere.contains("no service for prefix GAMMA"), "{nowhere}");
+    let alpha_arg = alpha.server_arg();
+    let both = fails(&at_root(
+        &root,
+        &["delete", "ALPHA/x", "--server", &alpha_arg],
+    ));
+    assert!(both.contains("cannot be used with"), "{both}");
 }
 
 #[tokio::test]

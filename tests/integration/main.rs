@@ -26,4 +26,5 @@ mod search;
 mod sessions;
 mod signed;
 mod sizes;
+mod templates;
 mod upgrades;
