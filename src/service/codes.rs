@@ -17,7 +17,10 @@
 //! that would make a handle larger than allowed is an invalid value (202): the
 //! values are what the client must change, and J9 clients show the message. A search
 //! of types the store does not index is a protocol error (4): the request cannot be
-//! answered as asked.
+//! answered as asked. A caching resolver refuses what is not a resolution with 5
+//! (operation not supported), answers a failed global resolution with the code
+//! [`ResolveError::response_code`](crate::resolver::ResolveError::response_code)
+//! gives, and too many resolutions waiting upstream with busy (3).
 
 use crate::auth::{AuthError, AuthzError};
 use crate::codec::ResponseCode;
@@ -64,6 +67,9 @@ impl Error {
                 Refusal::AuthorityChanged => ResponseCode::ServerTooBusy,
             },
             Error::NotHere(_) | Error::NotHomed { .. } => ResponseCode::ServerNotResponsible,
+            Error::ResolutionOnly { .. } => ResponseCode::OperationNotSupported,
+            Error::Upstream(error) => error.response_code(),
+            Error::TooManyPending { .. } => ResponseCode::ServerTooBusy,
         }
     }
 }
