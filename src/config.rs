@@ -175,6 +175,21 @@
 //! # Registry, so that a misdirected client learns it asked the wrong service.
 //! # Default: false (a service on its own answers every prefix).
 //! refuse_unserved = false
+//!
+//! [cache]
+//! # Run as a caching resolver (as `hdl serve --cache`): no store, no replica set;
+//! # every resolution is answered by global resolution through the GHR of
+//! # [resolver] ghr (which must then name at least one server, or `--root` given),
+//! # and cached for the shortest TTL of the values answered (at most a day).
+//! # Anything else (administration, sessions, listing) is refused with 5 (operation
+//! # not supported). Default: false.
+//! enabled = false
+//! # MiB the cached answers may take (keys, values and bookkeeping counted); the
+//! # least recently used are dropped to stay within it. Default: 64, 1 to 65536.
+//! max_mib = 64
+//! # Seconds a negative answer ("handle not found", "values not found", no service
+//! # for the prefix) is cached; 0 caches none. Default: 60, at most 86400.
+//! negative_ttl_secs = 60
 //! ```
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -213,6 +228,8 @@ pub struct Config {
     pub storage: StorageConfig,
     /// Its reverse lookup.
     pub search: SearchConfig,
+    /// Whether it is a caching resolver, and its cache.
+    pub cache: CacheConfig,
 }
 
 impl Default for Config {
@@ -228,6 +245,7 @@ impl Default for Config {
             resolver: ResolverConfig::default(),
             storage: StorageConfig::default(),
             search: SearchConfig::default(),
+            cache: CacheConfig::default(),
         }
     }
 }
@@ -421,6 +439,28 @@ pub struct ResolverConfig {
     pub refuse_unserved: bool,
 }
 
+/// A caching resolver's settings.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CacheConfig {
+    /// Run as a caching resolver.
+    pub enabled: bool,
+    /// MiB the cached answers may take.
+    pub max_mib: usize,
+    /// Seconds a negative answer is cached.
+    pub negative_ttl_secs: u64,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        CacheConfig {
+            enabled: false,
+            max_mib: 64,
+            negative_ttl_secs: 60,
+        }
+    }
+}
+
 /// The most value types a node indexes for reverse lookup.
 pub const MAX_INDEXED_TYPES: usize = 64;
 
@@ -519,6 +559,12 @@ pub enum ConfigError {
     /// An indexed type that is not a value type name.
     #[error("[search] indexed_types: {0:?} is not a value type name (1 to 1024 octets)")]
     IndexedType(String),
+    /// A caching resolver with no GHR to resolve through.
+    #[error(
+        "a caching resolver needs the Global Handle Registry to resolve through: \
+         --root HOST:PORT or [resolver] ghr"
+    )]
+    CacheWithoutRoot,
     /// A size limit the node cannot honour.
     #[error("{key} = {value}: it must be from {min} to {max}")]
     OutOfRange {
@@ -647,7 +693,19 @@ impl Config {
         {
             return Err(ConfigError::IndexedType(bad.clone()));
         }
+        self.validate_cache()?;
         self.auth.server_admin_identities().map(drop)
+    }
+
+    /// Checks the `[cache]` section (and, for a caching resolver, its GHR).
+    fn validate_cache(&self) -> Result<(), ConfigError> {
+        check_range("[cache] max_mib", self.cache.max_mib, 1..=65_536)?;
+        let negative = usize::try_from(self.cache.negative_ttl_secs).unwrap_or(usize::MAX);
+        check_range("[cache] negative_ttl_secs", negative, 0..=86_400)?;
+        if self.cache.enabled && self.resolver.ghr.is_empty() {
+            return Err(ConfigError::CacheWithoutRoot);
+        }
+        Ok(())
     }
 
     /// The cluster secret file.
@@ -783,6 +841,18 @@ mod tests {
             .collect();
         let text = format!("[search]\nindexed_types = [{}]\n", many.join(", "));
         assert!(Config::from_toml(&text).is_err());
+    }
+
+    #[test]
+    fn a_caching_resolver_needs_a_root() {
+        let error = Config::from_toml("[cache]\nenabled = true\n").unwrap_err();
+        assert!(error.to_string().contains("--root"), "{error}");
+        let text = "[cache]\nenabled = true\nmax_mib = 2\n[resolver]\nghr = [\"127.0.0.1:2641\"]\n";
+        assert_eq!(Config::from_toml(text).unwrap().cache.max_mib, 2);
+        for bad in ["max_mib = 0", "negative_ttl_secs = 86401"] {
+            let error = Config::from_toml(&format!("[cache]\n{bad}\n")).unwrap_err();
+            assert!(error.to_string().contains("[cache]"), "{bad}: {error}");
+        }
     }
 
     #[test]

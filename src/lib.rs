@@ -8,7 +8,8 @@
 //! [`service::Handler`] seam and this node's implementation of it) → [`server`] and
 //! [`http`], the edges that bind sockets and reach everything below through the
 //! handler, and [`routing`], the handler that sends each call to the replica set
-//! owning its handle's slot → [`node`], which assembles one process from all of these (its groups,
+//! owning its handle's slot, and [`caching`], the handler of a caching resolver
+//! (answers by global resolution, kept for their TTLs) → [`node`], which assembles one process from all of these (its groups,
 //! service, both edges, the peer port) and runs it until shutdown. The binary
 //! (`src/main.rs`, `src/cli/`) only parses arguments and sits on top.
 //!
@@ -19,6 +20,7 @@
 //! `Error` is a failure.
 
 pub mod auth;
+pub mod caching;
 pub mod client;
 pub mod clock;
 pub mod cluster_file;

@@ -1,7 +1,8 @@
 //! The node's metrics registry: request counts by protocol, operation and response
 //! code, and latency histograms by protocol and operation, rendered in the Prometheus
 //! text format for `/metrics` and summarised on `/status`; requests forwarded to the
-//! replica set owning their handle's slot, by kind.
+//! replica set owning their handle's slot, by kind; and, on a caching resolver, its
+//! cache ([`CacheMetrics`]).
 //!
 //! Every edge records into one shared [`Metrics`] in one place per edge (the Handle
 //! protocol's responder, the HTTP router's middleware). Recording is lock-free after a
@@ -253,6 +254,74 @@ impl Metrics {
         }
     }
 
+    /// Registers the metrics of a caching resolver's cache (`hdl_cache_…`), which
+    /// its handler records into; only a caching resolver has them.
+    pub fn register_cache(&mut self) -> CacheMetrics {
+        let cache = CacheMetrics {
+            hits: Counter::default(),
+            negative_hits: Counter::default(),
+            misses: Counter::default(),
+            coalesced: Counter::default(),
+            evictions: Counter::default(),
+            upstream: Family::default(),
+            upstream_latency: latency_histogram(),
+            bytes: Gauge::default(),
+            entries: Gauge::default(),
+        };
+        let registry = &mut self.registry;
+        let counters = [
+            (
+                "cache_hits",
+                "Resolutions answered with values from the cache",
+                &cache.hits,
+            ),
+            (
+                "cache_negative_hits",
+                "Resolutions answered \"not found\" from the cache",
+                &cache.negative_hits,
+            ),
+            (
+                "cache_misses",
+                "Resolutions the cache held no answer for",
+                &cache.misses,
+            ),
+            (
+                "cache_coalesced",
+                "Misses answered by another request's upstream resolution",
+                &cache.coalesced,
+            ),
+            (
+                "cache_evictions",
+                "Answers dropped, least recently used, to stay within the bound",
+                &cache.evictions,
+            ),
+        ];
+        for (name, help, counter) in counters {
+            registry.register(name, help, counter.clone());
+        }
+        registry.register(
+            "cache_upstream_requests",
+            "Resolutions sent upstream (through the GHR), by outcome",
+            cache.upstream.clone(),
+        );
+        registry.register(
+            "cache_upstream_duration_seconds",
+            "Time an upstream resolution took",
+            cache.upstream_latency.clone(),
+        );
+        registry.register(
+            "cache_bytes",
+            "Bytes the cache holds, by its count",
+            cache.bytes.clone(),
+        );
+        registry.register(
+            "cache_entries",
+            "Answers the cache holds",
+            cache.entries.clone(),
+        );
+        cache
+    }
+
     /// Every metric in the Prometheus text exposition format.
     pub fn render(&self) -> String {
         let seconds = i64::try_from(self.uptime().as_secs()).unwrap_or(i64::MAX);
@@ -261,6 +330,85 @@ impl Metrics {
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
         text
+    }
+}
+
+/// How an upstream resolution ended: the `outcome` label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpstreamOutcome {
+    /// The values.
+    Values,
+    /// Not found: no such handle, no such value, no service for the prefix.
+    Negative,
+    /// It failed.
+    Error,
+}
+
+impl UpstreamOutcome {
+    /// The `outcome` label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UpstreamOutcome::Values => "values",
+            UpstreamOutcome::Negative => "negative",
+            UpstreamOutcome::Error => "error",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct OutcomeLabels {
+    outcome: &'static str,
+}
+
+/// A caching resolver's cache, as `/metrics` shows it ([`Metrics::register_cache`]).
+#[derive(Debug, Clone)]
+pub struct CacheMetrics {
+    hits: Counter,
+    negative_hits: Counter,
+    misses: Counter,
+    coalesced: Counter,
+    evictions: Counter,
+    upstream: Family<OutcomeLabels, Counter>,
+    upstream_latency: Histogram,
+    bytes: Gauge,
+    entries: Gauge,
+}
+
+impl CacheMetrics {
+    /// A resolution answered from the cache: with values, or negatively.
+    pub fn hit(&self, negative: bool) {
+        if negative {
+            self.negative_hits.inc();
+        } else {
+            self.hits.inc();
+        }
+    }
+
+    /// A resolution the cache held no answer for; `coalesced` when it waited for
+    /// another's upstream request.
+    pub fn miss(&self, coalesced: bool) {
+        self.misses.inc();
+        if coalesced {
+            self.coalesced.inc();
+        }
+    }
+
+    /// One upstream resolution, how it ended and how long it took.
+    pub fn upstream(&self, outcome: UpstreamOutcome, elapsed: Duration) {
+        let labels = OutcomeLabels {
+            outcome: outcome.as_str(),
+        };
+        self.upstream.get_or_create(&labels).inc();
+        self.upstream_latency.observe(elapsed.as_secs_f64());
+    }
+
+    /// What the cache holds now, and how many answers it just evicted.
+    pub fn held(&self, bytes: usize, entries: usize, evicted: usize) {
+        let gauge = |value: usize| i64::try_from(value).unwrap_or(i64::MAX);
+        self.bytes.set(gauge(bytes));
+        self.entries.set(gauge(entries));
+        self.evictions
+            .inc_by(u64::try_from(evicted).unwrap_or(u64::MAX));
     }
 }
 
@@ -299,5 +447,34 @@ mod tests {
         );
         assert_eq!(metrics.total(Protocol::Handle), 2);
         assert_eq!(metrics.total(Protocol::Http), 1);
+        assert!(
+            !text.contains("hdl_cache"),
+            "only a caching resolver has them"
+        );
+    }
+
+    #[test]
+    fn a_caching_resolver_shows_its_cache() {
+        let mut metrics = Metrics::new();
+        let cache = metrics.register_cache();
+        cache.hit(false);
+        cache.hit(true);
+        cache.miss(true);
+        cache.upstream(UpstreamOutcome::Values, Duration::from_millis(3));
+        cache.held(4096, 3, 2);
+        let text = metrics.render();
+        for line in [
+            "hdl_cache_hits_total 1",
+            "hdl_cache_negative_hits_total 1",
+            "hdl_cache_misses_total 1",
+            "hdl_cache_coalesced_total 1",
+            "hdl_cache_evictions_total 2",
+            r#"hdl_cache_upstream_requests_total{outcome="values"} 1"#,
+            "hdl_cache_upstream_duration_seconds_count 1",
+            "hdl_cache_bytes 4096",
+            "hdl_cache_entries 3",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
     }
 }

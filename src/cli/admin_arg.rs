@@ -140,6 +140,11 @@ pub struct Bootstrap {
 }
 
 impl BootstrapArgs {
+    /// Whether any bootstrap option was given.
+    pub fn is_given(&self) -> bool {
+        self.admin_key.is_some() || self.admin_secret_file.is_some() || !self.prefixes.is_empty()
+    }
+
     /// The bootstrap asked for, if any.
     pub fn bootstrap(&self) -> anyhow::Result<Option<Bootstrap>> {
         let admin = match (&self.admin_key, &self.admin_secret_file) {

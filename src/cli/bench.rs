@@ -4,7 +4,8 @@
 //! hold the others.
 //!
 //! Seeds `--handles` handles `<prefix>/bench/<n>` (one URL value each) with admin
-//! creates over TCP, skipping those that exist; then `--concurrency` tasks resolve for
+//! creates over TCP, skipping those that exist (at `--seed-at`, the service behind a
+//! caching resolver, when given); then `--concurrency` tasks resolve for
 //! `--duration` seconds, each request a hit (a seeded handle) or, `--misses` percent
 //! of the time, a miss (a handle that does not exist, answered 100). Latencies go into
 //! one HDR histogram per task and outcome (microseconds, 3 significant digits: bounded
@@ -40,7 +41,7 @@ use tokio::time::Instant;
 
 use super::bench_close::{Answering, Verdict, no_answer, verdict};
 use super::bench_cpu;
-use super::connect::{ServerArg, TransportArg, client, with_credentials};
+use super::connect::{ServerArg, TransportArg, client, client_of, with_credentials};
 
 /// Arguments of `hdl bench`.
 #[derive(Debug, Args)]
@@ -111,6 +112,10 @@ struct ResolveBench {
     /// The server's process id: report its CPU time per answer over the run.
     #[arg(long)]
     server_pid: Option<u32>,
+    /// Seed the handles at this server (`HOST:PORT`, the service holding the prefix)
+    /// rather than at --server: for a caching resolver in front of it.
+    #[arg(long, value_name = "ADDR")]
+    seed_at: Option<String>,
     /// The administrator seeding the handles.
     #[command(flatten)]
     auth: super::admin_arg::AuthArgs,
@@ -144,7 +149,11 @@ async fn resolve_bench(bench: &ResolveBench) -> anyhow::Result<()> {
     let client = Arc::new(with_credentials(client, &bench.auth)?);
     let hits = Names::new(format!("{}/bench/", bench.prefix), bench.handles)?;
     let misses = Names::new(format!("{}/absent/", bench.prefix), bench.handles)?;
-    let existed = seed(&client, &hits, bench.concurrency).await?;
+    let seeder = match &bench.seed_at {
+        Some(at) => Arc::new(with_credentials(client_of(at).await?, &bench.auth)?),
+        None => Arc::clone(&client),
+    };
+    let existed = seed(&seeder, &hits, bench.concurrency).await?;
     println!(
         "seeded {} handles under {} ({existed} existed already)",
         bench.handles, bench.prefix

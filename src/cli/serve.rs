@@ -7,9 +7,10 @@
 //! makes one in a new data directory ([`super::default_admin`]) and prints, after its
 //! `listening` line, the options that authenticate as it. With `--exit-with-parent`
 //! it ends when the process that started it does (what `hdl cluster up` asks of its
-//! nodes).
+//! nodes). With `--cache` (or `[cache] enabled`) it runs a caching resolver instead
+//! ([`hdl::node::CacheNode`]): no store, every resolution through the GHR of `--root`.
 
-use std::net::SocketAddr;
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::pin::pin;
 
@@ -17,7 +18,7 @@ use anyhow::{Context, bail};
 use clap::Args;
 use hdl::auth::Identity;
 use hdl::config::Config;
-use hdl::node::{Addresses, FirstAdmin, Node, Settings};
+use hdl::node::{Addresses, CacheNode, FirstAdmin, Node, Settings};
 use rustix::process::{Pid, Signal, getppid, set_parent_process_death_signal};
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -62,6 +63,15 @@ pub struct ServeArgs {
     /// certified answers; default `<data-dir>/server_key.pem`, made on first start.
     #[arg(long, value_name = "FILE.pem")]
     server_key: Option<PathBuf>,
+    /// Run a caching resolver: no store of its own, every handle resolved through
+    /// the Global Handle Registry (`--root`) and cached by its TTL (`[cache]` of the
+    /// config); administration is refused. Sets `[cache] enabled`.
+    #[arg(long)]
+    cache: bool,
+    /// A server of the Global Handle Registry, HOST:PORT (repeatable); replaces
+    /// `[resolver] ghr`. A caching resolver needs one.
+    #[arg(long, value_name = "HOST:PORT")]
+    root: Vec<String>,
     /// End (SIGKILL) when the process PID, this one's parent, ends; refuse to start
     /// when PID is not its parent (it has ended already). `hdl cluster up` passes its
     /// own pid, so that its nodes never outlive it. Linux only.
@@ -76,6 +86,9 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
         exit_with_parent(parent)?;
     }
     let config = load_config(args)?;
+    if config.cache.enabled {
+        return run_cache(args, config);
+    }
     // A node that forms its own set may make its administrator; one that waits to
     // be joined gets it from `hdl cluster init`.
     let data_dir = config.cluster.bootstrap.then_some(DataDir {
@@ -114,6 +127,41 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     })
 }
 
+/// Runs a caching resolver configured by `config` until SIGINT or SIGTERM.
+fn run_cache(args: &ServeArgs, config: Config) -> anyhow::Result<()> {
+    if args.admin.is_given() || !args.server_admins.is_empty() || args.no_bootstrap {
+        bail!(
+            "a caching resolver has no store and no administrators: \
+             --admin-key, --admin-secret-file, --prefix, --server-admin and \
+             --no-bootstrap do not apply with --cache"
+        );
+    }
+    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    runtime.block_on(async {
+        let mut shutdown = pin!(shutdown_signal()?);
+        let node = tokio::select! {
+            node = CacheNode::start(config, args.server_key.clone()) => node?,
+            () = &mut shutdown => return Ok(()),
+        };
+        println!("listening {}", node.addresses());
+        std::io::Write::flush(&mut std::io::stdout())?;
+        node.run(shutdown).await?;
+        Ok(())
+    })
+}
+
+/// The addresses of the `--root` servers.
+fn root_addresses(roots: &[String]) -> anyhow::Result<Vec<SocketAddr>> {
+    let mut addresses = Vec::new();
+    for root in roots {
+        let found = root
+            .to_socket_addrs()
+            .with_context(|| format!("--root {root}: not a reachable HOST:PORT"))?;
+        addresses.extend(found);
+    }
+    Ok(addresses)
+}
+
 fn load_config(args: &ServeArgs) -> anyhow::Result<Config> {
     let mut config = match &args.config {
         Some(path) => {
@@ -139,6 +187,10 @@ fn load_config(args: &ServeArgs) -> anyhow::Result<Config> {
         cluster.secret_file = Some(file.clone());
     }
     cluster.bootstrap &= !args.no_bootstrap;
+    config.cache.enabled |= args.cache;
+    if !args.root.is_empty() {
+        config.resolver.ghr = root_addresses(&args.root)?;
+    }
     Ok(config)
 }
 

@@ -200,8 +200,33 @@ impl Client {
         selection: &ValueSelection,
         transport: Transport,
     ) -> Result<Resolution, ClientError> {
+        self.resolve_flagged(handle, selection, transport, OpFlags::J9_DEFAULT)
+            .await
+    }
+
+    /// [`Client::resolve`] with the AT flag: the server answers with every write it
+    /// acknowledged before the request applied (a caching resolver passes a client's
+    /// AT on).
+    pub async fn resolve_authoritatively(
+        &self,
+        handle: &Handle,
+        selection: &ValueSelection,
+        transport: Transport,
+    ) -> Result<Resolution, ClientError> {
+        let flags = OpFlags::J9_DEFAULT.with(OpFlags::AT);
+        self.resolve_flagged(handle, selection, transport, flags)
+            .await
+    }
+
+    async fn resolve_flagged(
+        &self,
+        handle: &Handle,
+        selection: &ValueSelection,
+        transport: Transport,
+        flags: OpFlags,
+    ) -> Result<Resolution, ClientError> {
         let request = resolution_request(handle, selection);
-        let answer = self.ask(&request, OpFlags::J9_DEFAULT, transport).await?;
+        let answer = self.ask(&request, flags, transport).await?;
         resolution_of(answer)
     }
 

@@ -29,7 +29,7 @@ fn in_memory() -> (Arc<MemoryHandler>, HttpState) {
             handle: address,
             http: address,
             https: None,
-            peer: address,
+            peer: Some(address),
         },
         allow_plain_auth_from_loopback: true,
         sessions: Arc::new(Mutex::new(SessionTable::new(10, Duration::from_secs(60)))),

@@ -117,8 +117,8 @@ pub struct NodeInfo {
     pub http: SocketAddr,
     /// The HTTPS address, when there is one.
     pub https: Option<SocketAddr>,
-    /// The address of its replica-set peer listener.
-    pub peer: SocketAddr,
+    /// The address of its replica-set peer listener (a caching resolver has none).
+    pub peer: Option<SocketAddr>,
 }
 
 /// The bound HTTP (and HTTPS) sockets of a node, with what bounds their connections.

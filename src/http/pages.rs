@@ -69,7 +69,11 @@ pub async fn status(State(state): State<HttpState>) -> Response {
         ("Entries not yet applied", lag),
         ("Handle protocol", node.handle.to_string()),
         ("HTTP / HTTPS", format!("{} / {https}", node.http)),
-        ("Peer", node.peer.to_string()),
+        (
+            "Peer",
+            node.peer
+                .map_or_else(|| "none".to_owned(), |a| a.to_string()),
+        ),
         ("Uptime", humantime::format_duration(uptime).to_string()),
         ("Handle protocol requests", rate(Protocol::Handle)),
         ("HTTP requests", rate(Protocol::Http)),

@@ -58,7 +58,7 @@ async fn state() -> (tempfile::TempDir, HttpState) {
             handle: address,
             http: address,
             https: None,
-            peer: address,
+            peer: Some(address),
         },
         allow_plain_auth_from_loopback: true,
         sessions: Arc::new(Mutex::new(SessionTable::new(100, Duration::from_secs(60)))),

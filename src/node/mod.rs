@@ -26,10 +26,13 @@
 //!
 //! The layer above every other library module: it may import any of them. The binary
 //! (`hdl serve`) only reads arguments and the configuration, prints the
-//! [`Addresses`] and hands [`Node::run`] the SIGINT/SIGTERM future.
+//! [`Addresses`] and hands [`Node::run`] the SIGINT/SIGTERM future. A caching
+//! resolver (`hdl serve --cache`) is the other kind of process, [`CacheNode`]: the
+//! same edges in front of a [`crate::caching::CachingResolver`], nothing else.
 
 pub mod backup;
 pub mod bulk;
+pub mod cache;
 pub mod calls;
 pub mod data_dir;
 mod error;
@@ -51,6 +54,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+pub use cache::{CacheAddresses, CacheNode};
 pub use error::NodeError;
 pub use hand_off::HandOffReport;
 pub use set::{JoinError, SetHost};
@@ -310,11 +314,11 @@ impl Node {
         let mover = mover.abort_handle();
         let _learner = AbortOnDrop(learner);
         let edges = Edges {
+            node: node_info(&config, &addresses),
             config,
-            addresses,
             handle,
             http,
-            router,
+            handler: Arc::new(router),
             metrics,
             server_key,
         };
@@ -337,10 +341,10 @@ impl Node {
 /// What a node answers clients with: its edges and what they share.
 struct Edges {
     config: Config,
-    addresses: Addresses,
+    node: NodeInfo,
     handle: HandleListeners,
     http: HttpListeners,
-    router: Router,
+    handler: Arc<dyn Handler>,
     metrics: Arc<Metrics>,
     server_key: Arc<SigningKey>,
 }
@@ -363,24 +367,24 @@ impl Edges {
             tracing::info!("stopped before joining a replica set");
             return Ok(());
         }
+        self.serve(shutdown).await
+    }
+
+    /// Serves both edges until `shutdown` resolves; then drains them (each within
+    /// [`DRAIN_DEADLINE`]).
+    async fn serve(self, shutdown: impl Future<Output = ()>) -> Result<(), NodeError> {
         let Edges {
             config,
-            addresses,
+            node,
             handle,
             http,
-            router,
+            handler,
             metrics,
             server_key,
         } = self;
-        tracing::info!(%addresses, "serving");
+        tracing::info!(handle = %node.handle, http = %node.http, "serving");
         let (stop, stopped) = watch::channel(false);
-        let handler: Arc<dyn Handler> = Arc::new(router);
-        let state = http_state(
-            &config,
-            &addresses,
-            Arc::clone(&handler),
-            Arc::clone(&metrics),
-        );
+        let state = http_state(&config, node, Arc::clone(&handler), Arc::clone(&metrics));
         // Aborted if the node stops on a failed group before it drained.
         let mut http = AbortOnDrop(tokio::spawn(http.serve(
             state,
@@ -455,23 +459,28 @@ async fn stop_groups(sets: &SetHost, map: &MapGroup, peers: PeerPort) -> Result<
     set.and(map).map_err(NodeError::StopGroup).and(port)
 }
 
+/// What `/status` says of a node listening on `addresses`.
+fn node_info(config: &Config, addresses: &Addresses) -> NodeInfo {
+    NodeInfo {
+        id: config.cluster.node_id,
+        handle: addresses.handle,
+        http: addresses.http,
+        https: addresses.https,
+        peer: Some(addresses.peer),
+    }
+}
+
 /// What the HTTP handlers share.
 fn http_state(
     config: &Config,
-    addresses: &Addresses,
+    node: NodeInfo,
     handler: Arc<dyn Handler>,
     metrics: Arc<Metrics>,
 ) -> HttpState {
     HttpState {
         handler,
         metrics,
-        node: NodeInfo {
-            id: config.cluster.node_id,
-            handle: addresses.handle,
-            http: addresses.http,
-            https: addresses.https,
-            peer: addresses.peer,
-        },
+        node,
         allow_plain_auth_from_loopback: config.http.allow_plain_auth_from_loopback,
         sessions: Arc::new(Mutex::new(SessionTable::new(
             config.auth.max_sessions,

@@ -10,7 +10,7 @@
 use crate::names::Handle;
 use crate::values::{HandleTarget, HandleValue, KnownType, ValueSelection};
 
-use super::{ResolveError, Resolver, Step};
+use super::{Recency, ResolveError, Resolver, Step};
 
 /// How many aliases one resolution follows, one after the other.
 pub const MAX_ALIAS_DEPTH: usize = 8;
@@ -49,7 +49,8 @@ impl Resolver {
         let mut chain = vec![handle.clone()];
         for _ in 0..=MAX_ALIAS_DEPTH {
             let current = chain.last().unwrap_or(handle).clone();
-            let values = self.resolve_at_service(&current, &asked).await?.values;
+            let resolved = self.resolve_at_service(&current, &asked, Recency::Any);
+            let values = resolved.await?.values;
             let target = match aliases {
                 Aliases::Follow => alias_target(&values),
                 Aliases::Show => None,

@@ -59,6 +59,16 @@ pub enum Purpose {
     Write,
 }
 
+/// How current the handle's service must be when it answers (the prefix's sites are
+/// found as always).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recency {
+    /// Whatever the server asked has applied.
+    Any,
+    /// Every write acknowledged before the request (the AT flag).
+    Authoritative,
+}
+
 /// Why the responsible service could not be found or asked.
 #[derive(Debug, Error)]
 pub enum ResolveError {
@@ -105,6 +115,37 @@ pub enum ResolveError {
     },
 }
 
+impl ResolveError {
+    /// The response code a server resolving for its clients (a caching resolver)
+    /// answers this failure with: a service's "not found", "busy" or "invalid
+    /// handle" as it said it; no answer at all busy (3: try again shortly); no
+    /// service for the prefix "not found" (100); referrals, service handles or
+    /// aliases nested too deep 6 (recursion count too high); anything else a general
+    /// error (2), the message saying what the service answered.
+    pub fn response_code(&self) -> ResponseCode {
+        match self {
+            ResolveError::Client { source, .. } => match source {
+                ClientError::Server {
+                    code:
+                        code @ (ResponseCode::HandleNotFound
+                        | ResponseCode::ValuesNotFound
+                        | ResponseCode::ServerTooBusy
+                        | ResponseCode::InvalidHandle),
+                    ..
+                } => *code,
+                ClientError::NoAnswer { .. } => ResponseCode::ServerTooBusy,
+                _ => ResponseCode::Error,
+            },
+            ResolveError::NoService { .. } => ResponseCode::HandleNotFound,
+            ResolveError::TooDeep { .. }
+            | ResolveError::TooManyReferrals { .. }
+            | ResolveError::AliasLoop { .. }
+            | ResolveError::AliasTooDeep { .. } => ResponseCode::RecursionCountTooHigh,
+            ResolveError::NoRegistry => ResponseCode::Error,
+        }
+    }
+}
+
 /// Finds and asks the service responsible for a handle, starting at the GHR, and
 /// remembers each prefix's service for its TTL.
 #[derive(Clone)]
@@ -148,7 +189,20 @@ impl Resolver {
         handle: &Handle,
         selection: &ValueSelection,
     ) -> Result<Vec<HandleValue>, ResolveError> {
-        Ok(self.resolve_at_service(handle, selection).await?.values)
+        self.resolve_as_current(handle, selection, Recency::Any)
+            .await
+    }
+
+    /// [`Resolver::resolve`], the handle's service answering as current as `recency`
+    /// asks.
+    pub async fn resolve_as_current(
+        &self,
+        handle: &Handle,
+        selection: &ValueSelection,
+        recency: Recency,
+    ) -> Result<Vec<HandleValue>, ResolveError> {
+        let resolution = self.resolve_at_service(handle, selection, recency).await?;
+        Ok(resolution.values)
     }
 
     /// Asks the service holding `handle` whether a secret-key answer is right
@@ -203,6 +257,7 @@ impl Resolver {
         &self,
         handle: &Handle,
         selection: &ValueSelection,
+        recency: Recency,
     ) -> Result<Resolution, ResolveError> {
         let mut service = self.service_client(handle, Purpose::Read).await?;
         for _ in 0..=MAX_REFERRALS {
@@ -210,7 +265,14 @@ impl Resolver {
                 handle: handle.to_string(),
                 servers: service.servers().to_vec(),
             });
-            match service.resolve(handle, selection, Transport::Tcp).await {
+            let resolved = match recency {
+                Recency::Any => service.resolve(handle, selection, Transport::Tcp).await,
+                Recency::Authoritative => {
+                    let asked = service.resolve_authoritatively(handle, selection, Transport::Tcp);
+                    asked.await
+                }
+            };
+            match resolved {
                 Ok(resolution) => {
                     self.trace(Step::Resolved {
                         handle: handle.to_string(),

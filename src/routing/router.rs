@@ -19,8 +19,8 @@ use crate::names::Handle;
 use crate::service::site::{MemberKeys, describe_ring};
 use crate::service::{
     Applied, Caller, ClientRequest, Error, Found, Freshness, HandleRecord, Handler, KeyAgreement,
-    Operation, PrefixRecord, PrivateRead, Referral, Resolved, Role, SearchPosition, Service,
-    Status, mint_with,
+    Operation, PrefixRecord, PrivateRead, Referral, Resolved, SearchPosition, Service, Status,
+    mint_with,
 };
 use crate::values::{HandleValue, SearchQuery, SiteInfo, ValueSelection};
 
@@ -238,15 +238,7 @@ impl Handler for Router {
     fn status(&self) -> Status {
         match self.local_service() {
             Ok(service) => service.status(),
-            Err(_) => Status {
-                role: Role::Unjoined,
-                primary: None,
-                applied: None,
-                last_log: None,
-                term: 0,
-                lag: Vec::new(),
-                members: Vec::new(),
-            },
+            Err(_) => Status::unjoined(),
         }
     }
 

@@ -19,6 +19,10 @@
 //! of types the store does not index is a protocol error (4): the request cannot be
 //! answered as asked. A template that cannot derive a missing handle (malformed
 //! HS_NAMESPACE, bounds passed) is an error (2): the server's data is at fault.
+//! A caching resolver refuses what is not a resolution with 5
+//! (operation not supported), answers a failed global resolution with the code
+//! [`ResolveError::response_code`](crate::resolver::ResolveError::response_code)
+//! gives, and too many resolutions waiting upstream with busy (3).
 
 use crate::auth::{AuthError, AuthzError};
 use crate::codec::ResponseCode;
@@ -65,6 +69,9 @@ impl Error {
                 Refusal::AuthorityChanged => ResponseCode::ServerTooBusy,
             },
             Error::NotHere(_) | Error::NotHomed { .. } => ResponseCode::ServerNotResponsible,
+            Error::ResolutionOnly { .. } => ResponseCode::OperationNotSupported,
+            Error::Upstream(error) => error.response_code(),
+            Error::TooManyPending { .. } => ResponseCode::ServerTooBusy,
         }
     }
 }

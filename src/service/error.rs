@@ -1,11 +1,14 @@
 //! Errors of the service layer.
 
+use std::sync::Arc;
+
 use thiserror::Error;
 
 use crate::auth::{AuthError, AuthzError};
 use crate::codec::ResponseCode;
 use crate::names::NameError;
 use crate::replication::GroupError;
+use crate::resolver::ResolveError;
 use crate::storage::{Refusal, Slot, StorageError};
 use crate::values::ValueIndex;
 use crate::values::types::InvalidValue;
@@ -113,6 +116,26 @@ pub enum Error {
     /// The replica set could not carry out the write or the fresh read.
     #[error("replication: {0}")]
     Replication(Box<GroupError>),
+    /// This server answers resolutions only (a caching resolver); `request` is for
+    /// the handle's own service.
+    #[error(
+        "this server is a caching resolver: it answers resolutions only, not {request}; \
+         send it to the handle's own service"
+    )]
+    ResolutionOnly {
+        /// What was asked, for the message ("administration", "sessions", …).
+        request: &'static str,
+    },
+    /// Resolution through the Global Handle Registry failed (shared by every caller
+    /// that waited for the same upstream request).
+    #[error("global resolution: {0}")]
+    Upstream(Arc<ResolveError>),
+    /// `limit` distinct resolutions wait for their services already.
+    #[error("{limit} resolutions are waiting for their services already; try again")]
+    TooManyPending {
+        /// The bound.
+        limit: usize,
+    },
 }
 
 /// `indexed` for a message: the names, or that there are none.

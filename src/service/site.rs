@@ -60,7 +60,7 @@ impl MemberKeys {
 /// node id as server id, its key from `keys`), each answering administration and
 /// queries over TCP and queries over UDP on its handle port, and the attribute
 /// `primary` naming the current primary's node id when one is known.
-pub(super) fn describe(
+pub fn describe(
     site: &SiteConfig,
     members: &[Member],
     primary: Option<NodeId>,

@@ -26,6 +26,21 @@ pub struct Status {
     pub members: Vec<StatusMember>,
 }
 
+impl Status {
+    /// The status of a node in no replica set (not joined yet, or a caching resolver).
+    pub fn unjoined() -> Status {
+        Status {
+            role: Role::Unjoined,
+            primary: None,
+            applied: None,
+            last_log: None,
+            term: 0,
+            lag: Vec::new(),
+            members: Vec::new(),
+        }
+    }
+}
+
 /// One member of the replica set.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StatusMember {

@@ -25,7 +25,7 @@ use crate::harness::{ADMIN_ARGS, Server};
 const UNDER_GHR: &str = "[resolver]\nrefuse_unserved = true\n";
 
 /// A service under the GHR.
-fn service() -> Server {
+pub(crate) fn service() -> Server {
     Server::start_with_config(UNDER_GHR)
 }
 
@@ -34,7 +34,7 @@ const SHORT_TTL: u32 = 2;
 /// How long a re-homed prefix may take to be found at its new home.
 const REHOME_PATIENCE: Duration = Duration::from_secs(30);
 
-fn handle(text: &str) -> Handle {
+pub(crate) fn handle(text: &str) -> Handle {
     Handle::parse(text).expect("valid handle")
 }
 
@@ -53,7 +53,7 @@ fn succeeds(args: &[&str]) -> (String, String) {
     (String::from_utf8(output.stdout).expect("UTF-8"), stderr)
 }
 
-fn fails(args: &[&str]) -> String {
+pub(crate) fn fails(args: &[&str]) -> String {
     let output = hdl(args);
     assert!(!output.status.success(), "hdl {args:?} must fail");
     String::from_utf8_lossy(&output.stderr).into_owned()
@@ -69,7 +69,7 @@ fn admin(server: &Server, args: &[&str]) -> String {
 }
 
 /// Creates `name` at `server` with `values`, as the bootstrap administrator.
-async fn create(server: &Server, name: &str, values: Vec<HandleValue>) {
+pub(crate) async fn create(server: &Server, name: &str, values: Vec<HandleValue>) {
     let request = AdminRequest::Create {
         handle: handle(name),
         values,
@@ -78,12 +78,12 @@ async fn create(server: &Server, name: &str, values: Vec<HandleValue>) {
     server.client().admin(request).await.expect(name);
 }
 
-fn url(index: u32, text: &str) -> HandleValue {
+pub(crate) fn url(index: u32, text: &str) -> HandleValue {
     HandleValue::new(index, "URL", text)
 }
 
 /// An HS_SITE-like value of `kind` describing `service`, cached for `ttl` seconds.
-async fn site_value(service: &Server, kind: &str, ttl: u32) -> HandleValue {
+pub(crate) async fn site_value(service: &Server, kind: &str, ttl: u32) -> HandleValue {
     let site = service.client().site_info().await.expect("site info");
     HandleValue {
         ttl: Ttl::Relative(ttl),

@@ -121,16 +121,7 @@ impl Server {
     /// Starts `hdl serve` with the TOML `config` and the bootstrap options `bootstrap`.
     fn spawn(config: &str, bootstrap: Vec<OsString>) -> Server {
         let dir = tempfile::tempdir().expect("temporary directory");
-        let config_path = dir.path().join("hdl.toml");
-        std::fs::write(&config_path, config).expect("config file");
-        let mut args: Vec<OsString> = vec![
-            "--config".into(),
-            config_path.into(),
-            "--data-dir".into(),
-            dir.path().join("data").into(),
-            "--listen".into(),
-            "127.0.0.1:0".into(),
-        ];
+        let mut args = configured_args(dir.path(), config);
         args.extend(bootstrap);
         let (child, listening) = spawn_serve(&args, &dir.path().join("stderr"));
         Server {
@@ -178,12 +169,7 @@ impl Server {
 
     /// Its `/metrics` page.
     pub async fn metrics(&self) -> String {
-        reqwest::get(format!("{}/metrics", self.http_url()))
-            .await
-            .expect("GET /metrics")
-            .text()
-            .await
-            .expect("metrics text")
+        metrics_of(&self.http_url()).await
     }
 
     /// Its HTTP address.
@@ -266,6 +252,21 @@ pub struct Listening {
     pub https: Option<SocketAddr>,
 }
 
+/// The options of an `hdl serve` in `dir`: the TOML `config` (written to
+/// `dir/hdl.toml`), its data in `dir/data`, Handle protocol on a free loopback port.
+fn configured_args(dir: &Path, config: &str) -> Vec<OsString> {
+    let config_path = dir.join("hdl.toml");
+    std::fs::write(&config_path, config).expect("config file");
+    vec![
+        "--config".into(),
+        config_path.into(),
+        "--data-dir".into(),
+        dir.join("data").into(),
+        "--listen".into(),
+        "127.0.0.1:0".into(),
+    ]
+}
+
 /// A loopback address, `127.0.0.1:PORT`, whose port lies outside this machine's
 /// ephemeral range (`ip_local_port_range`) and is free for TCP and UDP now: for a
 /// member that will be restarted on its ports. An ephemeral port (`:0`) may be handed
@@ -337,6 +338,16 @@ pub fn try_spawn_serve_through(
     args: &[OsString],
     stderr: &Path,
 ) -> Result<(Child, Listening), String> {
+    try_spawn_announcing(through, args, stderr, Listening::named)
+}
+
+/// [`try_spawn_serve_through`], the announcement's addresses read by `read`.
+fn try_spawn_announcing<L>(
+    through: &[OsString],
+    args: &[OsString],
+    stderr: &Path,
+    read: fn(&Announced) -> Result<L, String>,
+) -> Result<(Child, L), String> {
     let log = File::create(stderr).expect("stderr file");
     let hdl = OsString::from(env!("CARGO_BIN_EXE_hdl"));
     let (program, before) = match through.split_first() {
@@ -368,7 +379,7 @@ pub fn try_spawn_serve_through(
             }
         }
     });
-    match await_listening(&announced) {
+    match await_listening(&announced).and_then(|addresses| read(&addresses)) {
         Ok(listening) => Ok((child, listening)),
         Err(error) => {
             let _ = child.kill();
@@ -379,8 +390,98 @@ pub fn try_spawn_serve_through(
     }
 }
 
+/// The addresses of an announcement by name (`handle`, `http`, …).
+type Announced = HashMap<String, SocketAddr>;
+
+impl Listening {
+    /// The addresses a node announced: `peer=` is required.
+    fn named(addresses: &Announced) -> Result<Listening, String> {
+        Ok(Listening {
+            handle: named(addresses, "handle")?,
+            http: named(addresses, "http")?,
+            peer: named(addresses, "peer")?,
+            https: addresses.get("https").copied(),
+        })
+    }
+}
+
+fn named(addresses: &Announced, name: &str) -> Result<SocketAddr, String> {
+    addresses
+        .get(name)
+        .copied()
+        .ok_or_else(|| format!("no {name}= address in {addresses:?}"))
+}
+
+/// A running `hdl serve --cache`, a caching resolver in front of the GHR it was
+/// given; killed and reaped when dropped.
+pub struct CacheServer {
+    child: Child,
+    handle: SocketAddr,
+    http: SocketAddr,
+    /// Holds its data directory (its server key) until it is gone.
+    _dir: TempDir,
+}
+
+impl CacheServer {
+    /// Starts `hdl serve --cache --root ROOT` with the TOML `config`, on free loopback
+    /// ports, and waits for its addresses.
+    pub fn start(root: SocketAddr, config: &str) -> CacheServer {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let mut args = configured_args(dir.path(), config);
+        args.extend(["--cache".into(), "--root".into(), root.to_string().into()]);
+        let stderr = dir.path().join("stderr");
+        let read =
+            |addresses: &Announced| Ok((named(addresses, "handle")?, named(addresses, "http")?));
+        let (child, (handle, http)) = try_spawn_announcing(&[], &args, &stderr, read)
+            .unwrap_or_else(|failure| panic!("{failure}"));
+        CacheServer {
+            child,
+            handle,
+            http,
+            _dir: dir,
+        }
+    }
+
+    /// The address of its TCP and UDP listeners.
+    pub fn address(&self) -> SocketAddr {
+        self.handle
+    }
+
+    /// `http://ip:port`, the base of its HTTP URLs.
+    pub fn http_url(&self) -> String {
+        format!("http://{}", self.http)
+    }
+
+    /// A client of it, without credentials.
+    pub fn client(&self) -> Client {
+        Client::new(vec![self.handle])
+    }
+
+    /// Its `/metrics` page.
+    pub async fn metrics(&self) -> String {
+        metrics_of(&self.http_url()).await
+    }
+}
+
+impl Drop for CacheServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The `/metrics` page of the server at `http_url`.
+async fn metrics_of(http_url: &str) -> String {
+    reqwest::get(format!("{http_url}/metrics"))
+        .await
+        .expect("GET /metrics")
+        .text()
+        .await
+        .expect("metrics text")
+}
+
 /// Reads stdout lines until the announcement, within [`STARTUP`].
-fn await_listening(lines: &mpsc::Receiver<String>) -> Result<Listening, String> {
+fn await_listening(lines: &mpsc::Receiver<String>) -> Result<Announced, String> {
     let deadline = Instant::now() + STARTUP;
     for _ in 0..MAX_STARTUP_LINES {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -391,26 +492,14 @@ fn await_listening(lines: &mpsc::Receiver<String>) -> Result<Listening, String> 
             if !pairs.starts_with("handle=") {
                 return Err(format!("handle= must come first: {line:?}"));
             }
-            let addresses = pairs
+            return pairs
                 .split(' ')
                 .map(|pair| {
                     let (name, address) = pair.split_once('=')?;
-                    Some((name, address.parse::<SocketAddr>().ok()?))
+                    Some((name.to_owned(), address.parse::<SocketAddr>().ok()?))
                 })
-                .collect::<Option<HashMap<_, _>>>()
-                .ok_or_else(|| format!("bad address in {line:?}"))?;
-            let named = |name| {
-                addresses
-                    .get(name)
-                    .copied()
-                    .ok_or_else(|| format!("no {name}= address in {line:?}"))
-            };
-            return Ok(Listening {
-                handle: named("handle")?,
-                http: named("http")?,
-                peer: named("peer")?,
-                https: addresses.get("https").copied(),
-            });
+                .collect::<Option<Announced>>()
+                .ok_or_else(|| format!("bad address in {line:?}"));
         }
     }
     Err("no announcement".into())

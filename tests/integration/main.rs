@@ -4,6 +4,7 @@
 //! servers and `raw` speaks the wire directly.
 
 mod auth;
+mod caching;
 mod cluster;
 mod commands;
 mod drain;

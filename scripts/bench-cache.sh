@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# The caching resolver against the authoritative server, in one run on loopback.
+#
+# In a temporary directory it starts a GHR and a service (each with the test
+# administrator of tests/fixtures), writes 0.NA/BENCH at the GHR naming the service's
+# site, and starts `hdl serve --cache --root GHR` with `[cache] max_mib = MAX_MIB`.
+# Then `hdl bench resolve` (UDP, 32 resolvers, no misses, HANDLES handles BENCH/bench/N
+# seeded at the service) for DURATION seconds each: at the service, then twice at the cache
+# (`--seed-at` the service; the first pass fills the cache), each with the server's
+# CPU per answer (`--server-pid`). Last, the cache's hdl_cache_* metrics and its
+# resident memory. Every server is stopped and reaped on exit, whatever happened.
+#
+# The hdl binary: HDL_BIN if set, else target/release/hdl (build it first).
+#
+# Usage: [HDL_BIN=PATH] [HANDLES=5000] [DURATION=8] [MAX_MIB=64] scripts/bench-cache.sh
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+hdl=${HDL_BIN:-$root/target/release/hdl}
+fixtures=$root/tests/fixtures
+handles=${HANDLES:-5000}
+seconds=${DURATION:-8}
+dir=$(mktemp -d)
+pids=()
+cleanup() {
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$dir"
+}
+trap cleanup EXIT
+auth=(--auth 300:0.NA/ADMIN --secret-file "$fixtures/admin.secret")
+bootstrap=(--admin-secret-file "$fixtures/admin.secret" --prefix ADMIN --server-admin 300:0.NA/ADMIN)
+
+# Starts `hdl serve NAME-ARGS…` on loopback, waits (10 s at most) for its
+# announcement; sets $address (Handle protocol) and $http.
+start() {
+    local name=$1
+    shift
+    "$hdl" serve --data-dir "$dir/$name" --listen 127.0.0.1:0 --http 127.0.0.1:0 "$@" \
+        >"$dir/$name.out" 2>"$dir/$name.err" &
+    pids+=($!)
+    echo $! >"$dir/$name.pid"
+    for _ in $(seq 100); do
+        grep -q '^listening' "$dir/$name.out" && break
+        sleep 0.1
+    done
+    grep -q '^listening' "$dir/$name.out" || { cat "$dir/$name.err"; exit 1; }
+    address=$(sed -n 's/^listening handle=\([^ ]*\).*/\1/p' "$dir/$name.out")
+    http=$(sed -n 's/.* http=\([^ ]*\).*/\1/p' "$dir/$name.out")
+}
+
+start ghr "${bootstrap[@]}"
+ghr=$address
+start service "${bootstrap[@]}"
+service=$address
+"$hdl" create 0.NA/BENCH --value "1:HS_SITE:$("$hdl" site --server "$service")" \
+    --server "$ghr" "${auth[@]}" >/dev/null
+printf '[cache]\nmax_mib = %s\n' "${MAX_MIB:-64}" >"$dir/cache.toml"
+start cache --cache --root "$ghr" --config "$dir/cache.toml"
+cache=$address
+cache_http=$http
+
+bench() { # SERVER PID EXTRA…
+    local server=$1 pid=$2
+    shift 2
+    "$hdl" bench resolve --server "$server" --handles "$handles" --duration "$seconds" \
+        --misses 0 --server-pid "$pid" "${auth[@]}" "$@"
+}
+echo "== authoritative service"
+bench "$service" "$(cat "$dir/service.pid")"
+for pass in first second; do
+    echo "== caching resolver, $pass pass"
+    bench "$cache" "$(cat "$dir/cache.pid")" --seed-at "$service"
+done
+curl -s "http://$cache_http/metrics" | grep -E '^hdl_cache_'
+grep VmRSS "/proc/$(cat "$dir/cache.pid")/status"
