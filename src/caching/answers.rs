@@ -114,10 +114,11 @@ fn heap_block(len: usize) -> usize {
 }
 
 /// Bytes an entry of `key` holding `answer` is counted at: the key (held once, shared
-/// by both maps), the answer, and each map's slot (the hash map's at its greatest
-/// load, 7/8, with its control octet; the recency map's at half-full nodes).
+/// by both maps), the answer, and each map's slot (the hash map's at its least load,
+/// 7/16 just after it doubled, with its control octet, so that the count is never
+/// below what the map holds; the recency map's at half-full nodes).
 pub fn entry_size(key: &CacheKey, answer: &Answer) -> usize {
-    let hash_slot = (size_of::<(Arc<CacheKey>, Entry)>() + 1) * 8 / 7;
+    let hash_slot = (size_of::<(Arc<CacheKey>, Entry)>() + 1) * 16 / 7;
     let recency_slot = size_of::<(u64, Arc<CacheKey>)>() * 2;
     let shared_key = 2 * size_of::<usize>() + 16;
     hash_slot + recency_slot + shared_key + key.size() + answer.size()

@@ -3,8 +3,9 @@
 //! `/metrics`), an answer is fresh once its TTL ran out and not before, a negative
 //! answer is cached and expires, a burst of 1,000 concurrent resolutions of one
 //! handle makes one upstream request (counted at the cache and at the service), its
-//! web proxy redirects for handles of both services (and follows an alias), and
-//! administration sent to it is refused with RC 5.
+//! web proxy redirects for handles of both services (and follows an alias),
+//! administration sent to it is refused with RC 5, and an answer asked for with CT
+//! is signed with the cache's own key.
 
 use std::time::{Duration, Instant};
 
@@ -14,7 +15,7 @@ use hdl::values::{HandleValue, Ttl, ValueSelection};
 use reqwest::StatusCode;
 use reqwest::header::LOCATION;
 
-use crate::global::{create, fails, handle, service, site_value, url};
+use crate::global::{create, fails, handle, hdl, service, site_value, url};
 use crate::harness::{ADMIN_ARGS, CacheServer, Server};
 use crate::http::client as http_client;
 
@@ -353,4 +354,48 @@ async fn the_proxy_redirects_for_both_services_and_administration_is_refused() {
     );
     let page = urls(&alpha, "ALPHA/page", Transport::Tcp).await;
     assert_eq!(page, Ok(vec!["https://alpha.example/page".to_owned()]));
+}
+
+/// A resolution asked for with CT through the cache is signed with the cache's own
+/// server key: `hdl resolve --verify`, which takes the key from the site information
+/// of the server it asks, accepts it over UDP and TCP, and the signature does not
+/// pass as the service's — a client checks the answer of the cache it trusts.
+#[tokio::test]
+async fn a_certified_answer_through_the_cache_is_signed_by_the_cache() {
+    let ns = Namespace::start().await;
+    let target = "https://alpha.example/signed";
+    create(&ns.alpha, "ALPHA/signed", vec![url_for(LONG_TTL, target)]).await;
+    let cache = ns.cache.address().to_string();
+    for transport in ["--udp", "--tcp"] {
+        let args = ["resolve", "ALPHA/signed", "--server", &cache, "--verify"];
+        let output = hdl(&[&args[..], &[transport]].concat());
+        let said = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success(),
+            "{transport}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(said.contains(target), "{said}");
+    }
+
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let key_file = dir.path().join("alpha.pubkey");
+    let alpha_site = ns.alpha.client().site_info().await.expect("site info");
+    std::fs::write(&key_file, &alpha_site.servers[0].public_key).expect("key file");
+    let key_arg = key_file.to_str().expect("UTF-8 path");
+    let args = [
+        "resolve",
+        "ALPHA/signed",
+        "--server",
+        &cache,
+        "--verify",
+        "--tcp",
+    ];
+    let as_alpha = hdl(&[&args[..], &["--server-pubkey", key_arg]].concat());
+    assert!(
+        !as_alpha.status.success(),
+        "the cache's signature passed as the service's"
+    );
+    let said = String::from_utf8_lossy(&as_alpha.stderr);
+    assert!(said.contains("signature does not match"), "{said}");
 }

@@ -39,7 +39,7 @@ pub(crate) fn handle(text: &str) -> Handle {
 }
 
 /// Runs `hdl ARGS`.
-fn hdl(args: &[&str]) -> Output {
+pub(crate) fn hdl(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_hdl"))
         .args(args)
         .output()
