@@ -173,8 +173,9 @@
 //! # here) is answered 301 ("that prefix doesn't live here", as the reference server
 //! # does) rather than 100 (not found). Set it on services under a Global Handle
 //! # Registry, so that a misdirected client learns it asked the wrong service.
-//! # Default: false (a service on its own answers every prefix).
-//! refuse_unserved = false
+//! # Default: true when `ghr` names a GHR (the service is one of a namespace's), else
+//! # false (a service on its own is the whole namespace and answers every prefix).
+//! # refuse_unserved = true
 //!
 //! [cache]
 //! # Run as a caching resolver (as `hdl serve --cache`): no store, no replica set;
@@ -435,8 +436,18 @@ impl Default for StorageConfig {
 pub struct ResolverConfig {
     /// Servers of the Global Handle Registry.
     pub ghr: Vec<SocketAddr>,
-    /// Answer 301 rather than 100 under a prefix not served here.
-    pub refuse_unserved: bool,
+    /// Answer 301 rather than 100 under a prefix not served here; unset: when a GHR
+    /// is configured ([`ResolverConfig::refuses_unserved`]).
+    pub refuse_unserved: Option<bool>,
+}
+
+impl ResolverConfig {
+    /// Whether a missing handle under a prefix not served here is answered 301: as
+    /// set, else when this service knows a GHR (it is then one service of a
+    /// namespace, and a client asking it about another's prefix asked the wrong one).
+    pub fn refuses_unserved(&self) -> bool {
+        self.refuse_unserved.unwrap_or(!self.ghr.is_empty())
+    }
 }
 
 /// A caching resolver's settings.
@@ -759,6 +770,20 @@ mod tests {
     fn documented_example_parses() {
         let example = toml_example(include_str!("config.rs"));
         assert_eq!(Config::from_toml(&example).unwrap(), Config::default());
+    }
+
+    #[test]
+    fn a_service_under_a_ghr_refuses_unserved_prefixes_unless_told_otherwise() {
+        let resolver = |toml: &str| Config::from_toml(toml).unwrap().resolver;
+        assert!(
+            !resolver("").refuses_unserved(),
+            "no GHR: the whole namespace"
+        );
+        let under = "[resolver]\nghr = [\"127.0.0.1:2641\"]\n";
+        assert!(resolver(under).refuses_unserved());
+        let told = format!("{under}refuse_unserved = false\n");
+        assert!(!resolver(&told).refuses_unserved());
+        assert!(resolver("[resolver]\nrefuse_unserved = true\n").refuses_unserved());
     }
 
     #[test]

@@ -188,7 +188,7 @@ impl SetHost {
         .with_records(Arc::clone(&self.records))
         .with_member_keys(Arc::clone(&self.member_keys))
         .with_max_handle_octets(self.config.handle.max_handle_octets)
-        .with_unserved(if self.config.resolver.refuse_unserved {
+        .with_unserved(if self.config.resolver.refuses_unserved() {
             Unserved::Refuse
         } else {
             Unserved::NotFound

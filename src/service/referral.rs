@@ -13,9 +13,10 @@
 //!   or HS_SERV values (it is the GHR of `P`), a service referral (RC 302) naming
 //!   `0.NA/P` with those values; when it holds `0.NA/P` without them, not found (the
 //!   prefix is administered here); else, on a service set to [`Unserved::Refuse`]
-//!   (`[resolver] refuse_unserved`), [`Error::NotHomed`] (RC 301, J9's "That prefix
-//!   doesn't live here"), and "not found" on one left at [`Unserved::NotFound`] (the
-//!   default: a service on its own answers every prefix, as hdl always has).
+//!   (`[resolver] refuse_unserved`, by default on a service that knows a GHR),
+//!   [`Error::NotHomed`] (RC 301, J9's "That prefix doesn't live here"), and "not
+//!   found" on one at [`Unserved::NotFound`] (a service with no GHR is the whole
+//!   namespace and answers every prefix, as hdl always has).
 //!
 //! Reads prefix handles through the records of module `records` (from the replica set
 //! owning them); the "knows the prefix" test is this member's store, as the key checks'
