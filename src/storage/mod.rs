@@ -117,7 +117,7 @@ impl Store {
     }
 
     fn check_format_version(&self) -> Result<(), StorageError> {
-        let txn = self.db.begin_write()?;
+        let txn = self.begin_write()?;
         check_format_version(&txn, tables::FORMAT_VERSION)?;
         txn.open_table(tables::HANDLES)?;
         txn.open_table(tables::PREFIXES)?;
@@ -151,16 +151,31 @@ impl Store {
     /// Starts a batch of writes; nothing is visible or durable until it is committed.
     pub fn write(&self) -> Result<WriteBatch, StorageError> {
         Ok(WriteBatch::new(
-            self.db.begin_write()?,
+            self.begin_write()?,
             Arc::clone(&self.commits),
             Arc::clone(&self.indexed),
         ))
     }
 
-    /// Makes every batch committed before it durable (one fsync), changing nothing.
+    /// Makes every batch committed before it durable, changing nothing.
     pub fn sync(&self) -> Result<(), StorageError> {
-        self.db.begin_write()?.commit()?;
+        self.begin_write()?.commit()?;
         Ok(())
+    }
+
+    /// A write transaction whose durable commit records redb's allocator state (and
+    /// so commits in two phases: one fsync more). Without that record, opening the
+    /// file after a crash walks every page of it to verify checksums and rebuild the
+    /// allocator state, which takes longer the larger the store (most of a restart
+    /// after SIGKILL); with it the open loads the record. Every durable commit must
+    /// record it, since each one drops the previous record. Unsynced commits
+    /// ([`WriteBatch::commit_unsynced`]) record nothing and cost nothing more; the
+    /// durable ones are [`Store::sync`] (which replication runs on a timer, off the
+    /// write path), snapshot installs and opens.
+    fn begin_write(&self) -> Result<WriteTransaction, StorageError> {
+        let mut txn = self.db.begin_write()?;
+        txn.set_quick_repair(true);
+        Ok(txn)
     }
 }
 
