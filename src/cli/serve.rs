@@ -143,8 +143,7 @@ fn run_cache(args: &ServeArgs, config: Config) -> anyhow::Result<()> {
             node = CacheNode::start(config, args.server_key.clone()) => node?,
             () = &mut shutdown => return Ok(()),
         };
-        println!("listening {}", node.addresses());
-        std::io::Write::flush(&mut std::io::stdout())?;
+        announce(node.addresses())?;
         node.run(shutdown).await?;
         Ok(())
     })
@@ -208,7 +207,8 @@ fn exit_with_parent(parent: u32) -> anyhow::Result<()> {
 }
 
 /// Prints the one line that says the node is up:
-/// `listening handle=<addr> http=<addr> peer=<addr>[ https=<addr>]`.
+/// `listening handle=<addr> http=<addr>[ peer=<addr>][ https=<addr>]` (no peer on a
+/// caching resolver).
 fn announce(addresses: Addresses) -> anyhow::Result<()> {
     println!("listening {addresses}");
     std::io::Write::flush(&mut std::io::stdout())?;

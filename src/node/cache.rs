@@ -2,22 +2,21 @@
 //! TCP and UDP, HTTP and HTTPS) answering from a [`CachingResolver`], with no store,
 //! no replica set and no peer port.
 //!
-//! Owns [`CacheNode`] and [`CacheAddresses`]. The data directory holds only the
+//! Owns [`CacheNode`]. The data directory holds only the
 //! server key (signing answers asked for with CT) and, with `self_signed`, the TLS
 //! certificate. Starts only with `[cache] enabled` and a GHR to resolve through
 //! ([`crate::config::ConfigError::CacheWithoutRoot`] otherwise).
 
 use std::fmt;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::server_key::{NodeKeys, SERVER_KEY_FILE};
-use super::{Edges, NodeError, data_dir};
+use super::{Addresses, Edges, NodeError, data_dir, node_info};
 use crate::caching::{CacheSettings, CachingResolver, DEFAULT_MAX_PENDING};
 use crate::config::Config;
-use crate::http::{HttpListeners, NodeInfo};
+use crate::http::HttpListeners;
 use crate::metrics::Metrics;
 use crate::replication::Node as Member;
 use crate::replication::admin::Member as SiteMember;
@@ -26,31 +25,9 @@ use crate::server::HandleListeners;
 use crate::service::Status;
 use crate::service::site::describe;
 
-/// Where a started caching resolver listens.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CacheAddresses {
-    /// The Handle protocol address, TCP and UDP.
-    pub handle: SocketAddr,
-    /// The HTTP address.
-    pub http: SocketAddr,
-    /// The HTTPS address, when HTTPS is on.
-    pub https: Option<SocketAddr>,
-}
-
-/// `handle=<addr> http=<addr>[ https=<addr>]`, as `hdl serve --cache` announces it.
-impl fmt::Display for CacheAddresses {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "handle={} http={}", self.handle, self.http)?;
-        match self.https {
-            Some(https) => write!(f, " https={https}"),
-            None => Ok(()),
-        }
-    }
-}
-
 /// A started caching resolver: its sockets bound, not serving yet.
 pub struct CacheNode {
-    addresses: CacheAddresses,
+    addresses: Addresses,
     edges: Edges,
 }
 
@@ -76,9 +53,10 @@ impl CacheNode {
         let keys = NodeKeys::load_or_create(&key_file, config.cluster.node_id)?;
         let handle = HandleListeners::bind(config.handle.listen).await?;
         let http = HttpListeners::bind(&config.http, &config.data_dir).await?;
-        let addresses = CacheAddresses {
+        let addresses = Addresses {
             handle: handle.local_addr().map_err(NodeError::Address)?,
             http: http.local_addr().map_err(NodeError::Address)?,
+            peer: None,
             https: http.https_addr().map_err(NodeError::Address)?,
         };
         let mut metrics = Metrics::new();
@@ -99,16 +77,9 @@ impl CacheNode {
             ),
             Status::unjoined(),
         );
-        let node = NodeInfo {
-            id: config.cluster.node_id,
-            handle: addresses.handle,
-            http: addresses.http,
-            https: addresses.https,
-            peer: None,
-        };
         let edges = Edges {
+            node: node_info(&config, &addresses),
             config,
-            node,
             handle,
             http,
             handler: Arc::new(handler),
@@ -119,7 +90,7 @@ impl CacheNode {
     }
 
     /// Where it listens.
-    pub fn addresses(&self) -> CacheAddresses {
+    pub fn addresses(&self) -> Addresses {
         self.addresses
     }
 
@@ -132,7 +103,7 @@ impl CacheNode {
 
 /// The one server of the HS_SITE a caching resolver describes itself with (one
 /// primary site, its server key in the entry).
-fn own_member(config: &Config, addresses: &CacheAddresses) -> SiteMember {
+fn own_member(config: &Config, addresses: &Addresses) -> SiteMember {
     SiteMember {
         id: config.cluster.node_id,
         node: Member {

@@ -54,7 +54,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-pub use cache::{CacheAddresses, CacheNode};
+pub use cache::CacheNode;
 pub use error::NodeError;
 pub use hand_off::HandOffReport;
 pub use set::{JoinError, SetHost};
@@ -121,20 +121,20 @@ pub struct Addresses {
     pub handle: SocketAddr,
     /// The HTTP address.
     pub http: SocketAddr,
-    /// The peer address (Raft, forwarded requests, `hdl cluster`).
-    pub peer: SocketAddr,
+    /// The peer address (Raft, forwarded requests, `hdl cluster`); none on a caching
+    /// resolver, which has no replica set.
+    pub peer: Option<SocketAddr>,
     /// The HTTPS address, when HTTPS is on.
     pub https: Option<SocketAddr>,
 }
 
-/// `handle=<addr> http=<addr> peer=<addr>[ https=<addr>]`, as `hdl serve` announces it.
+/// `handle=<addr> http=<addr>[ peer=<addr>][ https=<addr>]`, as `hdl serve` announces it.
 impl fmt::Display for Addresses {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "handle={} http={} peer={}",
-            self.handle, self.http, self.peer
-        )?;
+        write!(f, "handle={} http={}", self.handle, self.http)?;
+        if let Some(peer) = self.peer {
+            write!(f, " peer={peer}")?;
+        }
         match self.https {
             Some(https) => write!(f, " https={https}"),
             None => Ok(()),
@@ -206,15 +206,16 @@ impl Node {
                 source,
             })?;
         let http = HttpListeners::bind(&config.http, &config.data_dir).await?;
+        let peer = peers.local_addr().map_err(NodeError::Address)?;
         let addresses = Addresses {
             handle: handle.local_addr().map_err(NodeError::Address)?,
             http: http.local_addr().map_err(NodeError::Address)?,
-            peer: peers.local_addr().map_err(NodeError::Address)?,
+            peer: Some(peer),
             https: http.https_addr().map_err(NodeError::Address)?,
         };
         let me = Member {
             handle: config.site.advertised_handle_addr(addresses.handle),
-            peer: addresses.peer,
+            peer,
             http: Some(addresses.http),
         };
         let registry = Arc::new(Registry::default());
@@ -466,7 +467,7 @@ fn node_info(config: &Config, addresses: &Addresses) -> NodeInfo {
         handle: addresses.handle,
         http: addresses.http,
         https: addresses.https,
-        peer: Some(addresses.peer),
+        peer: addresses.peer,
     }
 }
 
