@@ -1,6 +1,6 @@
 //! `hdl add HANDLE --value INDEX:TYPE:DATA ... [--overwrite]
-//! [--server ADDR | --root HOST:PORT]`: adds values at free indexes (or replaces taken
-//! ones with `--overwrite`).
+//! [--server ADDR | --root HOST:PORT | --config FILE]`: adds values at free indexes
+//! (or replaces taken ones with `--overwrite`).
 
 use std::ffi::OsString;
 

@@ -1,17 +1,19 @@
-//! What every client command shares: the `--server` option (and the administrative
-//! commands' `--root`, which finds a primary server of the handle's service through
-//! the Global Handle Registry), the handle argument (any reference `hdl parse`
-//! accepts, so `hdl://server/…` may name the server), the address look-up and the
-//! async runtime.
+//! What every client command shares: the `--server` option (and `--root` or
+//! `--config`, the Global Handle Registry through which `hdl resolve` resolves and the
+//! administrative commands find a primary server of the handle's service), the handle
+//! argument (any reference `hdl parse` accepts, so `hdl://server/…` may name the
+//! server), the address look-up and the async runtime.
 
 use std::ffi::OsString;
 use std::net::{Ipv6Addr, SocketAddr};
 use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use clap::Args;
 use hdl::client::{AdminRequest, Client, DEFAULT_PORT, Transport};
 use hdl::codec::Response;
+use hdl::config::Config;
 use hdl::resolver::{Purpose, Resolver};
 
 use super::admin_arg::AuthArgs;
@@ -29,17 +31,68 @@ pub struct ServerArg {
     pub server: Option<String>,
 }
 
-/// Where an administrative command sends its request: `--server`, or with `--root` a
-/// primary server of the handle's service, found through the Global Handle Registry.
+/// The Global Handle Registry to start at: `--root HOST:PORT`, or the `[resolver] ghr`
+/// servers of a node configuration file (`--config`), as `hdl serve` reads it.
+#[derive(Debug, Args)]
+#[group(id = "global", multiple = false, conflicts_with = "server")]
+pub struct RootArg {
+    /// Go through the Global Handle Registry server HOST:PORT (its prefix handles'
+    /// HS_SITE/HS_SERV name each prefix's service), instead of --server.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub root: Option<String>,
+    /// As --root, with the Global Handle Registry servers of this node configuration
+    /// file's `[resolver] ghr` (TOML, as `hdl serve --config` reads it).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+/// The Global Handle Registry a [`RootArg`] names: its servers and how to name it in
+/// messages.
+pub struct Registry {
+    /// Its servers' addresses.
+    pub servers: Vec<SocketAddr>,
+    /// `HOST:PORT` as given, or the configuration file's `[resolver] ghr`.
+    pub described: String,
+}
+
+impl RootArg {
+    /// The registry asked for, if any: `--root`'s servers (looked up), or the
+    /// configuration file's; a file that cannot be read or names none is an error.
+    pub async fn registry(&self) -> anyhow::Result<Option<Registry>> {
+        if let Some(root) = &self.root {
+            return Ok(Some(Registry {
+                servers: client_of(root).await?.servers().to_vec(),
+                described: root.clone(),
+            }));
+        }
+        let Some(path) = &self.config else {
+            return Ok(None);
+        };
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read config {}", path.display()))?;
+        let config = Config::from_toml(&text).with_context(|| format!("in {}", path.display()))?;
+        if config.resolver.ghr.is_empty() {
+            bail!(
+                "config {} names no Global Handle Registry: set [resolver] ghr = [\"HOST:PORT\"]",
+                path.display()
+            );
+        }
+        Ok(Some(Registry {
+            servers: config.resolver.ghr,
+            described: format!("the [resolver] ghr of {}", path.display()),
+        }))
+    }
+}
+
+/// Where an administrative command sends its request: `--server`, or with `--root`
+/// (or `--config`) a primary server of the handle's service, found through the Global
+/// Handle Registry.
 #[derive(Debug, Args)]
 pub struct AdminServerArg {
     #[command(flatten)]
     pub server: ServerArg,
-    /// Send the change to a primary server of the handle's service, found through the
-    /// Global Handle Registry server HOST:PORT (its prefix handle's HS_SITE/HS_SERV),
-    /// instead of --server.
-    #[arg(long, value_name = "HOST:PORT", conflicts_with = "server")]
-    pub root: Option<String>,
+    #[command(flatten)]
+    pub root: RootArg,
 }
 
 /// The `--udp` and `--tcp` options.
@@ -95,29 +148,29 @@ impl Target {
 
 impl Target {
     /// Parses `reference` and picks the server a change to it goes to: as
-    /// [`Target::new`] with `--server`; with `--root`, a primary server of the
-    /// handle's service as the Global Handle Registry there describes it (the GHR
-    /// itself for the handles it holds, `0.NA/…`). A reference naming its server
-    /// cannot go with `--root`; a service without a primary site is an error.
+    /// [`Target::new`] with `--server`; with `--root` (or `--config`), a primary
+    /// server of the handle's service as the Global Handle Registry describes it (the
+    /// GHR itself for the handles it holds, `0.NA/…`). A reference naming its server
+    /// cannot go with a GHR; a service without a primary site is an error.
     pub async fn for_change(reference: &OsString, to: &AdminServerArg) -> anyhow::Result<Target> {
-        let Some(root) = &to.root else {
+        let Some(registry) = to.root.registry().await? else {
             return Target::new(reference, &to.server).await;
         };
         let parsed = parse_reference(reference)?;
         if let Some(server) = parsed.server {
-            bail!("the reference names server {server} but --root asks the GHR; give one");
+            bail!("the reference names server {server} but a GHR is to be asked; give one");
         }
         let handle = parsed.handle;
-        let registry = client_of(root).await?.servers().to_vec();
-        let client = Resolver::new(registry)
+        let through = &registry.described;
+        let client = Resolver::new(registry.servers)
             .service_client(&handle, Purpose::Write)
             .await
             .with_context(|| {
-                format!("cannot find where {handle} is administered through {root}")
+                format!("cannot find where {handle} is administered through {through}")
             })?;
         if client.servers().is_empty() {
             bail!(
-                "cannot find where {handle} is administered through {root}: the service of \
+                "cannot find where {handle} is administered through {through}: the service of \
                  prefix {} has no primary site",
                 handle.prefix()
             );

@@ -1,5 +1,6 @@
 //! `hdl create HANDLE --value INDEX:TYPE:DATA ... [--overwrite]
-//! [--server ADDR | --root HOST:PORT] [--auth INDEX:HANDLE --key FILE | --secret-file FILE]`.
+//! [--server ADDR | --root HOST:PORT | --config FILE]
+//! [--auth INDEX:HANDLE --key FILE | --secret-file FILE]`.
 //!
 //! As the reference admin tool does, a create by an authenticated administrator that
 //! gives no HS_ADMIN value adds one naming that administrator (at the first free index

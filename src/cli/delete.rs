@@ -1,4 +1,4 @@
-//! `hdl delete HANDLE [--server ADDR | --root HOST:PORT]`.
+//! `hdl delete HANDLE [--server ADDR | --root HOST:PORT | --config FILE]`.
 
 use std::ffi::OsString;
 

@@ -1,5 +1,6 @@
-//! `hdl modify HANDLE --value INDEX:TYPE:DATA ... [--server ADDR | --root HOST:PORT]`:
-//! replaces the values at those indexes.
+//! `hdl modify HANDLE --value INDEX:TYPE:DATA ...
+//! [--server ADDR | --root HOST:PORT | --config FILE]`: replaces the values at those
+//! indexes.
 
 use std::ffi::OsString;
 

@@ -1,4 +1,5 @@
-//! `hdl remove HANDLE --index I... [--server ADDR | --root HOST:PORT]`: removes values by index.
+//! `hdl remove HANDLE --index I... [--server ADDR | --root HOST:PORT | --config FILE]`:
+//! removes values by index.
 
 use std::ffi::OsString;
 

@@ -6,10 +6,11 @@
 //! an answer whose server signature is missing or wrong; the key is the server's
 //! entry in its own site information, or the one given.
 //!
-//! With `--root HOST:PORT` the handle is resolved globally: the Global Handle Registry
-//! there is asked for the prefix's service, whose server the site's hash picks is
-//! asked in turn (module [`hdl::resolver`]); an HS_ALIAS is followed unless
-//! `--no-follow`, and `--trace` prints each step on stderr.
+//! With `--root HOST:PORT` (or `--config FILE`, whose `[resolver] ghr` names the
+//! registry) the handle is resolved globally: the Global Handle Registry there is
+//! asked for the prefix's service, whose server the site's hash picks is asked in turn
+//! (module [`hdl::resolver`]); an HS_ALIAS is followed unless `--no-follow`, and
+//! `--trace` prints each step on stderr.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -24,7 +25,9 @@ use hdl::resolver::{Aliases, Resolver, Step};
 use hdl::values::{HandleValue, ValueIndex, ValueSelection};
 
 use super::admin_arg::AuthArgs;
-use super::connect::{ServerArg, Target, TransportArg, client_of, parse_reference, runtime};
+use super::connect::{
+    Registry, RootArg, ServerArg, Target, TransportArg, parse_reference, runtime,
+};
 use super::output::{resolution_json, value_line};
 use super::value_arg::parse_index;
 
@@ -49,7 +52,7 @@ pub struct ResolveArgs {
     transport: TransportArg,
     /// Ask for every selected value, non-public and administrative ones included
     /// (needs an administrator allowed READ_VALUE when one of them is not public).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "global")]
     every_value: bool,
     #[command(flatten)]
     auth: AuthArgs,
@@ -57,21 +60,22 @@ pub struct ResolveArgs {
     /// answer that is unsigned or whose signature does not match is refused. The key
     /// is the server's own entry in its get-site-info answer, unless
     /// --server-pubkey gives it.
-    #[arg(long, conflicts_with = "every_value")]
+    #[arg(long, conflicts_with_all = ["every_value", "global"])]
     verify: bool,
     /// The server's public key for --verify: HS_PUBKEY data, raw (as J9's
     /// `pubkey.bin`) or in hex.
     #[arg(long, value_name = "FILE", requires = "verify")]
     server_pubkey: Option<PathBuf>,
-    /// Resolve globally, starting at the Global Handle Registry server HOST:PORT: its
-    /// prefix handle names the service asked (follows HS_SERV, referrals, HS_ALIAS).
-    #[arg(long, value_name = "HOST:PORT", conflicts_with_all = ["server", "verify", "every_value"])]
-    root: Option<String>,
-    /// With --root: print each step of the resolution on stderr.
-    #[arg(long, requires = "root")]
+    /// Resolve globally, starting at a Global Handle Registry: its prefix handle names
+    /// the service asked (follows HS_SERV, referrals, HS_ALIAS).
+    #[command(flatten)]
+    root: RootArg,
+    /// With --root or --config: print each step of the resolution on stderr.
+    #[arg(long, requires = "global")]
     trace: bool,
-    /// With --root: answer an alias's own values instead of following its HS_ALIAS.
-    #[arg(long, requires = "root")]
+    /// With --root or --config: answer an alias's own values instead of following its
+    /// HS_ALIAS.
+    #[arg(long, requires = "global")]
     no_follow: bool,
 }
 
@@ -81,11 +85,12 @@ pub fn run(args: &ResolveArgs) -> anyhow::Result<()> {
         indexes: args.indexes.iter().copied().map(ValueIndex).collect(),
         types: args.types.clone(),
     };
-    if let Some(root) = &args.root {
-        return resolve_globally(args, root, &selection);
+    let runtime = runtime()?;
+    if let Some(registry) = runtime.block_on(args.root.registry())? {
+        return resolve_globally(&runtime, args, registry, &selection);
     }
     let transport = args.transport.transport(Transport::Auto);
-    let resolution = runtime()?.block_on(async {
+    let resolution = runtime.block_on(async {
         let target = Target::new(&args.reference, &args.server)
             .await?
             .authenticated(&args.auth)?;
@@ -112,11 +117,12 @@ pub fn run(args: &ResolveArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Resolves through the Global Handle Registry at `root` and prints the values of the
+/// Resolves through the Global Handle Registry `registry` and prints the values of the
 /// handle the aliases lead to (or of the alias, with --no-follow).
 fn resolve_globally(
+    runtime: &tokio::runtime::Runtime,
     args: &ResolveArgs,
-    root: &str,
+    registry: Registry,
     selection: &ValueSelection,
 ) -> anyhow::Result<()> {
     let aliases = if args.no_follow {
@@ -124,10 +130,9 @@ fn resolve_globally(
     } else {
         Aliases::Follow
     };
-    let resolved = runtime()?.block_on(async {
+    let resolved = runtime.block_on(async {
         let handle = parse_reference(&args.reference)?.handle;
-        let registry = client_of(root).await?.servers().to_vec();
-        let mut resolver = Resolver::new(registry);
+        let mut resolver = Resolver::new(registry.servers);
         if args.trace {
             resolver = resolver.with_trace(Arc::new(|step: &Step| eprintln!("trace: {step}")));
         }

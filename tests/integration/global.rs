@@ -8,7 +8,8 @@
 //! followed across services, a loop refused, `--no-follow` shows the alias; a prefix
 //! re-homed at the GHR is found at its new home once its TTL ran out; `hdl create`,
 //! `add`, `modify`, `remove` and `delete --root` change handles at the primary server
-//! of their service, and refuse a prefix the GHR names no service for.
+//! of their service, and refuse a prefix the GHR names no service for; `--config FILE`
+//! names the GHR by the file's `[resolver] ghr` instead of `--root`.
 
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -290,6 +291,56 @@ async fn administrative_commands_reach_the_primary_server_through_the_ghr() {
         &["delete", "ALPHA/x", "--server", &alpha_arg],
     ));
     assert!(both.contains("cannot be used with"), "{both}");
+}
+
+#[tokio::test]
+async fn a_configuration_file_names_the_ghr_for_resolution_and_changes() {
+    let (ghr, alpha) = (Server::start(), service());
+    let site = site_value(&alpha, "HS_SITE", 60).await;
+    create(&ghr, "0.NA/ALPHA", vec![site]).await;
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let config = dir.path().join("client.toml");
+    let ghr_line = format!("[resolver]\nghr = [\"{}\"]\n", ghr.address());
+    std::fs::write(&config, ghr_line).expect("write the config");
+    let config = config.to_str().expect("UTF-8 path");
+
+    let mut create_args = vec![
+        "create",
+        "ALPHA/conf",
+        "--value",
+        "1:URL:https://a.example/c",
+    ];
+    create_args.extend(["--config", config]);
+    create_args.extend(ADMIN_ARGS);
+    succeeds(&create_args);
+    let (out, trace) = succeeds(&["resolve", "ALPHA/conf", "--config", config, "--trace"]);
+    assert!(out.contains("https://a.example/c"), "{out}");
+    assert!(trace.contains("0.NA/ALPHA"), "{trace}");
+    let (at_alpha, _) = succeeds(&["resolve", "ALPHA/conf", "--server", &alpha.server_arg()]);
+    assert!(at_alpha.contains("https://a.example/c"), "{at_alpha}");
+
+    let bare = dir.path().join("bare.toml");
+    std::fs::write(&bare, "[resolver]\nrefuse_unserved = true\n").expect("write");
+    let bare = bare.to_str().expect("UTF-8 path");
+    let no_ghr = fails(&["resolve", "ALPHA/conf", "--config", bare]);
+    assert!(
+        no_ghr.contains("names no Global Handle Registry"),
+        "{no_ghr}"
+    );
+    let missing = fails(&["resolve", "ALPHA/conf", "--config", "/nonexistent/hdl.toml"]);
+    assert!(missing.contains("cannot read config"), "{missing}");
+    let root = ghr.server_arg();
+    let both = fails(&["resolve", "ALPHA/conf", "--config", config, "--root", &root]);
+    assert!(both.contains("cannot be used with"), "{both}");
+    let with_server = &[
+        "resolve",
+        "ALPHA/conf",
+        "--config",
+        config,
+        "--server",
+        &root,
+    ];
+    assert!(fails(with_server).contains("cannot be used with"));
 }
 
 #[tokio::test]
