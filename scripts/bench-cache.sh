@@ -15,39 +15,10 @@
 # Usage: [HDL_BIN=PATH] [HANDLES=5000] [DURATION=8] [MAX_MIB=64] scripts/bench-cache.sh
 set -euo pipefail
 
-root=$(cd "$(dirname "$0")/.." && pwd)
-hdl=${HDL_BIN:-$root/target/release/hdl}
-fixtures=$root/tests/fixtures
+# shellcheck source=loopback-servers.sh
+source "$(dirname "$0")/loopback-servers.sh"
 handles=${HANDLES:-5000}
 seconds=${DURATION:-8}
-dir=$(mktemp -d)
-pids=()
-cleanup() {
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$dir"
-}
-trap cleanup EXIT
-auth=(--auth 300:0.NA/ADMIN --secret-file "$fixtures/admin.secret")
-bootstrap=(--admin-secret-file "$fixtures/admin.secret" --prefix ADMIN --server-admin 300:0.NA/ADMIN)
-
-# Starts `hdl serve NAME-ARGS…` on loopback, waits (10 s at most) for its
-# announcement; sets $address (Handle protocol) and $http.
-start() {
-    local name=$1
-    shift
-    "$hdl" serve --data-dir "$dir/$name" --listen 127.0.0.1:0 --http 127.0.0.1:0 "$@" \
-        >"$dir/$name.out" 2>"$dir/$name.err" &
-    pids+=($!)
-    echo $! >"$dir/$name.pid"
-    for _ in $(seq 100); do
-        grep -q '^listening' "$dir/$name.out" && break
-        sleep 0.1
-    done
-    grep -q '^listening' "$dir/$name.out" || { cat "$dir/$name.err"; exit 1; }
-    address=$(sed -n 's/^listening handle=\([^ ]*\).*/\1/p' "$dir/$name.out")
-    http=$(sed -n 's/.* http=\([^ ]*\).*/\1/p' "$dir/$name.out")
-}
 
 start ghr "${bootstrap[@]}"
 ghr=$address

@@ -38,7 +38,7 @@ use crate::resolver::cache::shortest_ttl;
 use crate::resolver::{Recency, ResolveError, Resolver};
 use crate::service::{
     Applied, Caller, ClientRequest, Error, Found, Freshness, HandleRecord, Handler, KeyAgreement,
-    Operation, PrefixRecord, PrivateRead, Referral, SearchPosition, Status,
+    Missing, Operation, PrefixRecord, PrivateRead, SearchPosition, Status,
 };
 use crate::values::{HandleValue, SearchQuery, SiteInfo, ValueSelection};
 
@@ -253,9 +253,14 @@ impl Handler for CachingResolver {
         record_of(answer)
     }
 
-    async fn referral(&self, _handle: &Handle) -> Result<Option<Referral>, Error> {
-        // Resolution already went wherever the handle lives: "not found" is the answer.
-        Ok(None)
+    async fn missing(
+        &self,
+        _handle: &Handle,
+        _selection: &ValueSelection,
+    ) -> Result<Missing, Error> {
+        // Resolution already went wherever the handle lives (whose service derives
+        // what its templates make): "not found" is the answer.
+        Ok(Missing::NotFound)
     }
 
     async fn private_read(

@@ -19,8 +19,7 @@ use crate::names::Handle;
 use crate::service::site::{MemberKeys, describe_ring};
 use crate::service::{
     Applied, Caller, ClientRequest, Error, Found, Freshness, HandleRecord, Handler, KeyAgreement,
-    Operation, PrefixRecord, PrivateRead, Referral, Resolved, SearchPosition, Service, Status,
-    mint_with,
+    Missing, Operation, PrefixRecord, PrivateRead, SearchPosition, Service, Status, mint_with,
 };
 use crate::values::{HandleValue, SearchQuery, SiteInfo, ValueSelection};
 
@@ -119,19 +118,11 @@ impl Handler for Router {
         self.record(handle, call).await
     }
 
-    /// This node's own service decides, reading prefix handles from their owners.
-    async fn referral(&self, handle: &Handle) -> Result<Option<Referral>, Error> {
-        self.local_service()?.referral(handle).await
-    }
-
-    /// This node's own service derives, reading the prefix, base and cited handles
-    /// from their owners.
-    async fn derive(
-        &self,
-        handle: &Handle,
-        selection: &ValueSelection,
-    ) -> Result<Option<Resolved>, Error> {
-        self.local_service()?.derive(handle, selection).await
+    /// This node's own service decides, reading the prefix handle (or a missing
+    /// prefix handle's ancestors) once, and the base and cited handles of a
+    /// template, from their owners.
+    async fn missing(&self, handle: &Handle, selection: &ValueSelection) -> Result<Missing, Error> {
+        self.local_service()?.missing(handle, selection).await
     }
 
     async fn private_read(

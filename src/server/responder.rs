@@ -31,7 +31,7 @@ use crate::metrics::{Metrics, Protocol};
 use crate::names::{Handle, PREFIX_AUTHORITY};
 use crate::service::{
     Applied, Caller, ClientRequest, Error, Freshness, Handler, Operation, PrivateRead, Referral,
-    forgive_key_checks, measure_key_checks, resolve_or_derive,
+    Resolution, forgive_key_checks, measure_key_checks, resolve_or_refer,
 };
 use crate::values::HandleValue;
 
@@ -498,39 +498,17 @@ impl Responder {
         };
         let reader = every_value.then_some(caller);
         let outcome =
-            resolve_or_derive(&*self.handler, reader, &handle, &selection, freshness).await;
+            resolve_or_refer(&*self.handler, reader, &handle, &selection, freshness).await;
         match outcome {
-            Ok(resolved) => exchange.success(Response::Resolution(HandleValues {
-                handle: request.handle,
-                values: resolved.record.values,
-            })),
-            Err(Error::HandleNotFound) => Box::pin(self.not_found(exchange, &handle)).await,
+            Ok(Resolution::Values(resolved)) => {
+                exchange.success(Response::Resolution(HandleValues {
+                    handle: request.handle,
+                    values: resolved.record.values,
+                }))
+            }
+            Ok(Resolution::Referred(referral)) => referred(exchange, referral),
             Err(error) => Refusal::from(error).into_message(exchange),
         }
-    }
-
-    /// The answer for `handle`, not found here: a referral to where it lives, 301 when
-    /// its prefix is not served here, else "not found" (digest §3.9, §9).
-    async fn not_found(&self, exchange: &Exchange, handle: &Handle) -> Message {
-        let (code, referral) = match self.handler.referral(handle).await {
-            Ok(Some(Referral::Service { handle, values })) => (
-                ResponseCode::ServiceReferral,
-                codec::Referral {
-                    handle: handle.as_str().as_bytes().to_vec(),
-                    values: Some(values),
-                },
-            ),
-            Ok(Some(Referral::Prefix { values })) => (
-                ResponseCode::PrefixReferral,
-                codec::Referral {
-                    handle: Vec::new(),
-                    values: Some(values),
-                },
-            ),
-            Ok(None) => return Refusal::from(Error::HandleNotFound).into_message(exchange),
-            Err(error) => return Refusal::from(error).into_message(exchange),
-        };
-        exchange.reply(code, Response::Referral(referral), OpFlags::NONE)
     }
 
     /// The prefix handles of the prefixes homed here (OC 302), for a server
@@ -670,4 +648,25 @@ fn address(caller: &Caller) -> Option<IpAddr> {
         Caller::Anonymous { address } => Some(*address),
         Caller::Administrator { .. } => None,
     }
+}
+
+/// The answer for a handle that lives where `referral` says (digest §3.9, §9).
+fn referred(exchange: &Exchange, referral: Referral) -> Message {
+    let (code, referral) = match referral {
+        Referral::Service { handle, values } => (
+            ResponseCode::ServiceReferral,
+            codec::Referral {
+                handle: handle.as_str().as_bytes().to_vec(),
+                values: Some(values),
+            },
+        ),
+        Referral::Prefix { values } => (
+            ResponseCode::PrefixReferral,
+            codec::Referral {
+                handle: Vec::new(),
+                values: Some(values),
+            },
+        ),
+    };
+    exchange.reply(code, Response::Referral(referral), OpFlags::NONE)
 }

@@ -20,8 +20,8 @@ use crate::names::Handle;
 use crate::values::{HandleValue, SearchQuery, SiteInfo, ValueSelection};
 
 use super::{
-    Applied, Caller, ClientRequest, Error, Found, Freshness, HandleRecord, Operation, PrefixRecord,
-    PrivateRead, Referral, Resolved, SearchPosition, Status,
+    Applied, Caller, ClientRequest, Error, Found, Freshness, HandleRecord, Missing, Operation,
+    PrefixRecord, PrivateRead, SearchPosition, Status,
 };
 
 /// The outcome of a session setup's key exchange: the session key and the data of
@@ -41,23 +41,15 @@ pub trait Handler: Send + Sync + Debug {
         freshness: Freshness,
     ) -> Result<HandleRecord, Error>;
 
-    /// What answers a resolution of `handle` that found no such handle (digest §3.9,
-    /// §9): a [`Referral`] to where it lives, [`Error::NotHomed`] when its prefix is
-    /// not served here, or `None` when "not found" is the answer.
-    async fn referral(&self, handle: &Handle) -> Result<Option<Referral>, Error>;
-
-    /// The values a template derives for `handle`, which does not exist (its
-    /// prefix's HS_NAMESPACE, `HANDLE-NET-REFERENCE.md` §1.9): `None` when no template
-    /// applies or it says not found. A handler without a store of its own (one that
-    /// asks other services, which derive for themselves) derives nothing: the default.
-    async fn derive(
-        &self,
-        handle: &Handle,
-        selection: &ValueSelection,
-    ) -> Result<Option<Resolved>, Error> {
-        let _ = (handle, selection);
-        Ok(None)
-    }
+    /// What answers a resolution of `handle` that found no such handle, in this order
+    /// (`HANDLE-NET-REFERENCE.md` §1.9, digest §3.9, §9): the values of `selection`
+    /// its prefix's HS_NAMESPACE template derives, else a referral to where it lives,
+    /// [`Missing::NotHomed`] when its prefix is not served here, or
+    /// [`Missing::NotFound`]. One call, so that the records both questions rest on
+    /// (the prefix handle `0.NA/<prefix>`, or a missing prefix handle's ancestors)
+    /// are read once, from wherever they live. A handler that asks other services,
+    /// which derive and refer for themselves, answers not found.
+    async fn missing(&self, handle: &Handle, selection: &ValueSelection) -> Result<Missing, Error>;
 
     /// What an anonymous resolution asking for more than public values (the Handle
     /// protocol's PO flag clear) needs first (digest §3.2, J9 `checkReadAccess`):

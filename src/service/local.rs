@@ -28,7 +28,7 @@ use super::records::{RecordSource, held_here};
 use super::verifier::Verifier;
 use super::{
     Applied, AuthPolicy, Caller, ClientRequest, Error, Found, Freshness, HandleRecord, Handler,
-    KeyAgreement, Operation, PrefixRecord, PrivateRead, Referral, Refusal, Resolved,
+    KeyAgreement, Missing, NamespaceCache, Operation, PrefixRecord, PrivateRead, Refusal,
     SearchPosition, Status, Unserved, authorise, mint, operation, private_read_of, public_only,
     site,
 };
@@ -52,6 +52,8 @@ pub struct Service {
     pub(super) max_handle_octets: usize,
     /// What a missing handle under a prefix not served here is answered.
     pub(super) unserved: Unserved,
+    /// The HS_NAMESPACE values parsed for derivations, shared by every clone.
+    pub(super) namespaces: Arc<NamespaceCache>,
 }
 
 impl Service {
@@ -75,6 +77,7 @@ impl Service {
             member_keys: Arc::default(),
             max_handle_octets: MAX_VALUE_LIST_LEN,
             unserved: Unserved::NotFound,
+            namespaces: Arc::default(),
         }
     }
 
@@ -246,16 +249,8 @@ impl Handler for Service {
         public_only(record)
     }
 
-    async fn referral(&self, handle: &Handle) -> Result<Option<Referral>, Error> {
-        Service::referral(self, handle).await
-    }
-
-    async fn derive(
-        &self,
-        handle: &Handle,
-        selection: &ValueSelection,
-    ) -> Result<Option<Resolved>, Error> {
-        Service::derive(self, handle, selection).await
+    async fn missing(&self, handle: &Handle, selection: &ValueSelection) -> Result<Missing, Error> {
+        Service::missing(self, handle, selection).await
     }
 
     async fn private_read(

@@ -28,7 +28,7 @@ use crate::values::{
 use super::keys::{other_server_answer, secret_identity};
 use super::{
     Applied, Caller, ClientRequest, Error, ExistingHandle, ExistingValue, Found, Freshness,
-    HandleRecord, Handler, KeyAgreement, Operation, PrefixRecord, PrivateRead, Referral, Refusal,
+    HandleRecord, Handler, KeyAgreement, Missing, Operation, PrefixRecord, PrivateRead, Refusal,
     Role, SearchPosition, Status, StatusMember, private_read_of, public_only,
 };
 
@@ -292,10 +292,14 @@ impl Handler for MemoryHandler {
         public_only(self.read(handle, selection).ok_or(Error::HandleNotFound)?)
     }
 
-    /// The handles here are one service's, every prefix answered here: not found is
-    /// the answer.
-    async fn referral(&self, _handle: &Handle) -> Result<Option<Referral>, Error> {
-        Ok(None)
+    /// The handles here are one service's, every prefix answered here and none
+    /// templated: not found is the answer.
+    async fn missing(
+        &self,
+        _handle: &Handle,
+        _selection: &ValueSelection,
+    ) -> Result<Missing, Error> {
+        Ok(Missing::NotFound)
     }
 
     async fn private_read(

@@ -7,11 +7,11 @@
 //! timestamps, who may administer: an authenticated administrator whom the target
 //! handle, its prefix handle or the server configuration allows the exact change,
 //! module `authorise`), bulk import and export of whole handles (module `bulk`),
-//! reverse lookup through the store's value index (module `search`), the referral
-//! that answers a handle this service does not serve (module `referral`), the values
-//! a prefix's HS_NAMESPACE template derives for a handle that does not exist (module
-//! `template`, and [`resolve_or_derive`], the resolution every edge runs), the
-//! HS_SITE a node describes itself with ([`site`]: its set,
+//! reverse lookup through the store's value index (module `search`), what answers a
+//! handle that does not exist (module `missing`, and [`resolve_or_refer`], the
+//! resolution every edge runs): the values its prefix's HS_NAMESPACE template derives
+//! (module `template`, parsed namespaces kept in module `namespaces`) or the referral
+//! to where it lives (module `referral`), the HS_SITE a node describes itself with ([`site`]: its set,
 //! or one site per rank over the ring of slots), and the one table from [`Error`] to
 //! RFC 3652 response codes ([`Error::response_code`]).
 //!
@@ -48,6 +48,8 @@ mod local;
 #[cfg(test)]
 pub mod memory;
 mod mint;
+mod missing;
+mod namespaces;
 mod operation;
 mod records;
 mod referral;
@@ -71,11 +73,13 @@ pub use error::Error;
 pub use handler::{Handler, KeyAgreement};
 pub use local::Service;
 pub use mint::mint_with;
+pub use missing::{Missing, Resolution, resolve_or_derive, resolve_or_refer};
+pub use namespaces::{MAX_CACHED_NAMESPACE_OCTETS, MAX_CACHED_NAMESPACES, NamespaceCache};
 pub use operation::{ExistingHandle, ExistingValue, Operation};
 pub use records::{MAX_FETCHED, RecordSource, held_here};
 pub use referral::{MAX_PREFIX_ANCESTORS, Referral, Unserved};
 pub use status::{Role, Status, StatusMember};
-pub use template::{MAX_CITED_TEMPLATES, Resolved, TemplateOrigin, resolve_or_derive};
+pub use template::{MAX_CITED_TEMPLATES, Resolved, TemplateOrigin};
 pub use verifier::{forgive_key_checks, measure_key_checks};
 
 pub use crate::storage::{

@@ -1,8 +1,9 @@
 //! What a server answers instead of "not found" when asked about a handle that is not
 //! its to answer (digest §3.9, §9): the Global Handle Registry role.
 //!
-//! Owns [`Referral`] and [`Service::referral`]. A handle missing here is looked at by
-//! its prefix `P`:
+//! Owns [`Referral`], [`Service::referral`] and the referral of a missing prefix
+//! handle; module `missing` reads the records they look at, once, and asks a template
+//! first. A handle missing here (and not derived) is looked at by its prefix `P`:
 //! - Under a prefix this store knows (it holds handles under it, or `P` is homed here),
 //!   or under a `0.` naming authority other than `0.NA`: not found is the answer.
 //! - A prefix handle `0.NA/P` missing here: when the nearest ancestor prefix handle held
@@ -14,7 +15,7 @@
 //!   `0.NA/P` with those values; when it holds `0.NA/P` without them, not found (the
 //!   prefix is administered here); else, on a service set to [`Unserved::Refuse`]
 //!   (`[resolver] refuse_unserved`, by default on a service that knows a GHR),
-//!   [`Error::NotHomed`] (RC 301, J9's "That prefix doesn't live here"), and "not
+//!   [`Missing::NotHomed`] (RC 301, J9's "That prefix doesn't live here"), and "not
 //!   found" on one at [`Unserved::NotFound`] (a service with no GHR is the whole
 //!   namespace and answers every prefix, as hdl always has).
 //!
@@ -25,7 +26,7 @@
 use crate::names::{Handle, PREFIX_AUTHORITY, prefix_handle};
 use crate::values::{HandleValue, KnownType, Permissions};
 
-use super::{Error, Service};
+use super::{Error, Missing, Service};
 
 /// How many ancestor prefix handles a derived prefix handle's referral looks at.
 pub const MAX_PREFIX_ANCESTORS: usize = 16;
@@ -63,27 +64,29 @@ pub enum Referral {
 }
 
 impl Service {
-    /// What answers a resolution of `handle`, which this service does not hold: a
-    /// referral, [`Error::NotHomed`], or `None` when "not found" is the answer.
-    pub(super) async fn referral(&self, handle: &Handle) -> Result<Option<Referral>, Error> {
-        let prefix = handle.prefix_key();
-        if handle.is_prefix_handle() {
-            return self.prefix_referral(handle.local_name()).await;
+    /// What answers a resolution of `handle` (not a prefix handle, not under a `0.`
+    /// authority), which this service does not hold and no template derives, given
+    /// the values of its prefix handle `prefix_handle` (`None`: it does not exist).
+    pub(super) fn referral(
+        &self,
+        handle: &Handle,
+        prefix_handle: Handle,
+        prefix_values: Option<Vec<HandleValue>>,
+    ) -> Result<Missing, Error> {
+        if self.knows_prefix(handle.prefix_key())? {
+            return Ok(Missing::NotFound);
         }
-        if prefix == "0" || prefix.starts_with("0.") || self.knows_prefix(prefix)? {
-            return Ok(None);
-        }
-        let Ok(prefix_handle) = prefix_handle(handle.prefix()) else {
-            return Ok(None);
-        };
-        match self.values_of(&prefix_handle).await? {
-            None if self.unserved == Unserved::Refuse => Err(Error::NotHomed {
+        match prefix_values {
+            None if self.unserved == Unserved::Refuse => Ok(Missing::NotHomed {
                 prefix: handle.prefix().to_owned(),
             }),
-            None => Ok(None),
+            None => Ok(Missing::NotFound),
             Some(values) => {
                 let values = public_of(values, &SERVICE_TYPES);
-                Ok((!values.is_empty()).then_some(Referral::Service {
+                if values.is_empty() {
+                    return Ok(Missing::NotFound);
+                }
+                Ok(Missing::Referred(Referral::Service {
                     handle: prefix_handle,
                     values,
                 }))
@@ -98,7 +101,7 @@ impl Service {
 
     /// The referral for the missing prefix handle `0.NA/<prefix>`: the delegation
     /// values of the nearest ancestor prefix handle held here, if it has any.
-    async fn prefix_referral(&self, prefix: &str) -> Result<Option<Referral>, Error> {
+    pub(super) async fn prefix_referral(&self, prefix: &str) -> Result<Option<Referral>, Error> {
         for ancestor in ancestors(prefix).take(MAX_PREFIX_ANCESTORS) {
             let Ok(handle) = prefix_handle(ancestor) else {
                 return Ok(None);

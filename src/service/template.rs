@@ -2,10 +2,10 @@
 //! its prefix's HS_NAMESPACE defines a template (`HANDLE-NET-REFERENCE.md` §1.9, as
 //! the reference server's `getTemplateValues`).
 //!
-//! Owns [`Service::derive`], [`Resolved`] (a resolution's answer and, for a derived
-//! one, its [`TemplateOrigin`]) and [`resolve_or_derive`], the one resolution every
-//! edge runs. For a missing `P/name`: the public HS_NAMESPACE of the prefix handle
-//! `0.NA/P` (held here, or read from the replica set owning it) gives the delimiter;
+//! Owns [`Service::derive`] and [`Resolved`] (a resolution's answer and, for a derived
+//! one, its [`TemplateOrigin`]); module `missing` asks it first for a handle that does
+//! not exist, with the prefix handle's values it read. For a missing `P/name`: the
+//! public HS_NAMESPACE of the prefix handle `0.NA/P` gives the delimiter;
 //! the handle splits at its first delimiter after the prefix into base and
 //! extension; the base handle's public values (none if it does not exist, or for
 //! delimiter `/`, whose base is the prefix itself) feed the template of the base's
@@ -17,13 +17,17 @@
 //! past its bounds, is [`Error::Template`] naming the handle holding it.
 //!
 //! Parsing and evaluation are [`crate::values::namespace`]'s; this module only reads
-//! the records they need.
+//! the records they need, and keeps what it parsed in the service's
+//! [`NamespaceCache`] (module `namespaces`), by the XML's octets.
 
-use crate::names::{Handle, prefix_handle};
+use std::sync::Arc;
+
+use crate::names::Handle;
 use crate::values::namespace::{Derivation, Names, Namespace, Outcome, Rule, Template, split};
 use crate::values::{HandleValue, KnownType, ValueSelection};
 
-use super::{Caller, Error, Freshness, HandleRecord, Handler, Service, public_only};
+use super::namespaces::NamespaceCache;
+use super::{Error, HandleRecord, Service, public_only};
 
 /// How many `<template ref>` values one derivation follows, one inside another.
 pub const MAX_CITED_TEMPLATES: usize = 4;
@@ -47,58 +51,27 @@ pub struct Resolved {
     pub template: Option<TemplateOrigin>,
 }
 
-/// Resolves `handle` at `handler`: its public values, or with `reader` every value
-/// that administrator may read ([`Handler::resolve_all`]); a handle that does not
-/// exist is derived from its prefix's template when there is one
-/// ([`Handler::derive`]), else [`Error::HandleNotFound`].
-pub async fn resolve_or_derive(
-    handler: &dyn Handler,
-    reader: Option<&Caller>,
-    handle: &Handle,
-    selection: &ValueSelection,
-    freshness: Freshness,
-) -> Result<Resolved, Error> {
-    let found = match reader {
-        None => handler.resolve(handle, selection, freshness).await,
-        Some(caller) => {
-            let resolved = handler.resolve_all(caller, handle, selection, freshness);
-            resolved.await
-        }
-    };
-    match found {
-        Ok(record) => Ok(Resolved {
-            record,
-            template: None,
-        }),
-        Err(Error::HandleNotFound) => handler
-            .derive(handle, selection)
-            .await?
-            .ok_or(Error::HandleNotFound),
-        Err(error) => Err(error),
-    }
-}
-
 impl Service {
     /// The values a template derives for `handle`, which this service does not hold
-    /// (see the module docs); `None` when no template applies or it says not found.
+    /// (see the module docs), given the values of its prefix handle `prefix_handle`
+    /// (`None`: it does not exist); `None` when no template applies or it says not
+    /// found.
     pub(super) async fn derive(
         &self,
         handle: &Handle,
         selection: &ValueSelection,
+        prefix_handle: &Handle,
+        prefix_values: Option<&[HandleValue]>,
     ) -> Result<Option<Resolved>, Error> {
-        let prefix = handle.prefix();
-        if handle.is_prefix_handle() || prefix == "0" || prefix.starts_with("0.") {
-            return Ok(None);
-        }
-        let Ok(prefix_handle) = prefix_handle(prefix) else {
-            return Ok(None);
-        };
-        let Some(prefix_namespace) = self.namespace_of(&prefix_handle).await? else {
+        let prefix_values = prefix_values.unwrap_or_default();
+        let Some(prefix_namespace) = namespace_in(&self.namespaces, prefix_handle, prefix_values)?
+        else {
             return Ok(None);
         };
         let Some(delimiter) = prefix_namespace.delimiter() else {
             return Ok(None);
         };
+        let prefix = handle.prefix();
         let Some((base, extension)) = split(handle.as_str(), prefix.len(), delimiter) else {
             return Ok(None);
         };
@@ -108,12 +81,12 @@ impl Service {
             None => Vec::new(),
         };
         let own = match &base_handle {
-            Some(base_handle) => namespace_in(base_handle, &base_values)?
+            Some(base_handle) => namespace_in(&self.namespaces, base_handle, &base_values)?
                 .filter(|namespace| !namespace.templates().is_empty())
                 .map(|namespace| (base_handle.clone(), namespace)),
             None => None,
         };
-        let (origin, namespace) = own.unwrap_or((prefix_handle, prefix_namespace));
+        let (origin, namespace) = own.unwrap_or_else(|| (prefix_handle.clone(), prefix_namespace));
         let templates = self.rules_of(&origin, &namespace).await?;
         let names = Names {
             handle: handle.as_str(),
@@ -143,12 +116,6 @@ impl Service {
                 base: base.to_owned(),
             }),
         }))
-    }
-
-    /// The namespace in the public values of `handle`, if it has one.
-    async fn namespace_of(&self, handle: &Handle) -> Result<Option<Namespace>, Error> {
-        let values = public(self.values_of(handle).await?.unwrap_or_default());
-        namespace_in(handle, &values)
     }
 
     /// The rules of every template of `namespace` (held by `holder`), cited ones
@@ -199,13 +166,42 @@ impl Service {
     }
 
     /// The template XML at public value `index` of `handle`, parsed.
-    async fn cited(&self, handle: &Handle, index: u32) -> Result<Option<Namespace>, Error> {
+    async fn cited(&self, handle: &Handle, index: u32) -> Result<Option<Arc<Namespace>>, Error> {
         let values = public(self.values_of(handle).await?.unwrap_or_default());
         let Some(value) = values.iter().find(|value| value.index.0 == index) else {
             return Ok(None);
         };
-        parsed(handle, &value.data).map(Some)
+        parsed(&self.namespaces, handle, &value.data).map(Some)
     }
+}
+
+/// The first public HS_NAMESPACE of `values` (of `handle`), parsed (or kept from an
+/// earlier parse in `namespaces`).
+fn namespace_in(
+    namespaces: &NamespaceCache,
+    handle: &Handle,
+    values: &[HandleValue],
+) -> Result<Option<Arc<Namespace>>, Error> {
+    let Some(value) = values
+        .iter()
+        .find(|value| value.is_public() && value.known_type() == Some(KnownType::HsNamespace))
+    else {
+        return Ok(None);
+    };
+    parsed(namespaces, handle, &value.data).map(Some)
+}
+
+/// The namespace (or cited template) `data` held by `handle`, parsed (or kept from an
+/// earlier parse in `namespaces`); refused as [`Error::Template`] naming `handle`.
+fn parsed(
+    namespaces: &NamespaceCache,
+    handle: &Handle,
+    data: &[u8],
+) -> Result<Arc<Namespace>, Error> {
+    namespaces.parsed(data).map_err(|error| Error::Template {
+        handle: handle.as_str().to_owned(),
+        reason: error.to_string(),
+    })
 }
 
 /// The publicly readable values of `values`.
@@ -214,30 +210,11 @@ fn public(mut values: Vec<HandleValue>) -> Vec<HandleValue> {
     values
 }
 
-/// The first HS_NAMESPACE of `values` (of `handle`), parsed.
-fn namespace_in(handle: &Handle, values: &[HandleValue]) -> Result<Option<Namespace>, Error> {
-    let Some(value) = values
-        .iter()
-        .find(|value| value.known_type() == Some(KnownType::HsNamespace))
-    else {
-        return Ok(None);
-    };
-    parsed(handle, &value.data).map(Some)
-}
-
-/// The namespace (or cited template) `data` held by `handle`, parsed; refused as
-/// [`Error::Template`] naming `handle`.
-fn parsed(handle: &Handle, data: &[u8]) -> Result<Namespace, Error> {
-    Namespace::parse(data).map_err(|error| Error::Template {
-        handle: handle.as_str().to_owned(),
-        reason: error.to_string(),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::names::PREFIX_AUTHORITY;
+    use crate::values::Permissions;
 
     #[test]
     fn the_first_namespace_value_is_read_and_a_bad_one_named() {
@@ -251,18 +228,25 @@ mod tests {
             ),
             HandleValue::new(3, "HS_NAMESPACE", "<broken"),
         ];
-        let namespace = namespace_in(&holder, &values)
+        let namespaces = NamespaceCache::default();
+        let namespace = namespace_in(&namespaces, &holder, &values)
             .expect("parses")
             .expect("found");
         assert_eq!(namespace.delimiter(), Some("@"));
         assert!(
-            namespace_in(&holder, &values[..1])
+            namespace_in(&namespaces, &holder, &values[..1])
                 .expect("parses")
                 .is_none()
         );
-        let error = namespace_in(&holder, &values[2..]).expect_err("refused");
+        let error = namespace_in(&namespaces, &holder, &values[2..]).expect_err("refused");
         let message = error.to_string();
         assert!(message.contains("0.NA/10.5555"), "{message}");
         assert!(message.contains("not well-formed XML"), "{message}");
+        let private = HandleValue {
+            permissions: Permissions::ADMIN_ONLY,
+            ..values[1].clone()
+        };
+        let none = namespace_in(&namespaces, &holder, &[private]).expect("parses");
+        assert!(none.is_none(), "a namespace that is not public is not read");
     }
 }

@@ -331,3 +331,6 @@ async fn a_write_sent_again_under_its_name_is_answered_as_the_first_time() {
     let gone = resolve(&service, "10.1000/named", &ValueSelection::all()).await;
     assert!(matches!(gone, Err(Error::HandleNotFound)));
 }
+
+#[path = "missing_tests.rs"]
+mod missing_tests;

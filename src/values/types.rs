@@ -18,6 +18,7 @@ use std::fmt;
 use thiserror::Error;
 
 use super::known::{AdminRecord, HandleTarget, PublicKey, SiteInfo, ValueList};
+use super::namespace::{Namespace, NamespaceError};
 use super::value::{HandleValue, Permissions};
 use super::wire::DecodeError;
 
@@ -55,7 +56,8 @@ pub enum KnownType {
     HsSeckey,
     /// `HS_ALIAS`: a [`HandleTarget`] this handle is an alias of.
     HsAlias,
-    /// `HS_NAMESPACE`: XML text.
+    /// `HS_NAMESPACE`: XML text that parses as a namespace
+    /// ([`Namespace::parse`]: its templates' rules well formed, within bounds).
     HsNamespace,
     /// `HS_CERT`: a JWS compact serialization (text).
     HsCert,
@@ -130,9 +132,15 @@ impl KnownType {
             KnownType::Email => validate_email(data),
             // A URL holds whatever its owner wrote (`www.example.org` too), as in the
             // reference server; the proxy decides what it can redirect to.
+            // Refused when written rather than found out by clients at resolution.
+            KnownType::HsNamespace => {
+                text(self, data)?;
+                Namespace::parse(data)
+                    .map(drop)
+                    .map_err(InvalidValue::Namespace)
+            }
             KnownType::Url
             | KnownType::Desc
-            | KnownType::HsNamespace
             | KnownType::HsCert
             | KnownType::HsSignature
             | KnownType::Loc10320 => text(self, data).map(drop),
@@ -189,6 +197,9 @@ pub enum InvalidValue {
         /// Why decoding failed.
         source: DecodeError,
     },
+    /// HS_NAMESPACE data is not a namespace a template could be read from.
+    #[error("HS_NAMESPACE data is not a valid namespace: {0}")]
+    Namespace(NamespaceError),
     /// An HS_SECKEY value was given public read permission.
     #[error("HS_SECKEY values can never be publicly readable")]
     PublicSecretKey,
@@ -342,6 +353,38 @@ mod tests {
             })
         );
         assert_eq!(validate("HS_SECKEY", &[0xff, 0x00]), Ok(()));
+    }
+
+    #[test]
+    fn namespaces_must_parse_and_the_fault_is_named() {
+        let good = r#"<namespace><contact>ops@e.org</contact>
+            <template delimiter="@"><value type="URL" data="https://e.org/${extension}"/></template>
+            </namespace>"#;
+        assert_eq!(validate("HS_NAMESPACE", good.as_bytes()), Ok(()));
+        assert_eq!(validate("hs_namespace", b"<namespace/>"), Ok(()));
+        for (bad, fault) in [
+            ("", "not well-formed XML"),
+            ("<namespace><template>", "not well-formed XML"),
+            (
+                r#"<namespace><template delimiter="@"><vlaue type="URL"/></template></namespace>"#,
+                "unknown template element <vlaue>",
+            ),
+            (
+                r#"<template><if test="matches" expression="("><value type="A" data="b"/></if></template>"#,
+                "expression",
+            ),
+        ] {
+            let refused = validate("HS_NAMESPACE", bad.as_bytes()).expect_err(bad);
+            assert!(matches!(refused, InvalidValue::Namespace(_)), "{bad}");
+            let message = refused.to_string();
+            assert!(
+                message.starts_with("HS_NAMESPACE data is not a valid namespace: ")
+                    && message.contains(fault),
+                "{bad}: {message}"
+            );
+        }
+        // A value under another type (a cited template's, say) is not parsed here.
+        assert_eq!(validate("DESC", b"<template><vlaue/></template>"), Ok(()));
     }
 
     #[test]

@@ -4,8 +4,10 @@
 //! the answer is derived) and the proxy (which redirects to the derived URL);
 //! `<notfound/>` leaves a handle missing, a delimiter of `/` templates the whole
 //! prefix, a template may be cited from another handle and a base handle's own
-//! template comes first, a malformed namespace is a clear error that leaves the server serving, and
-//! a handle that exists is never templated.
+//! template comes first, a malformed cited template is a clear error that leaves the
+//! server serving, a handle that exists is never templated, and a malformed
+//! HS_NAMESPACE is refused when written (Handle protocol and JSON API), naming the
+//! fault.
 
 use reqwest::StatusCode;
 use reqwest::header::LOCATION;
@@ -65,10 +67,18 @@ async fn templates_derive_missing_handles_over_every_edge() {
     .await;
     namespace(&api, "TPL", PAGES).await;
     namespace(&api, "WHOLE", r#"<namespace><template delimiter="/"><value type="URL" data="https://w.org/${extension}?from=${base}"/></template></namespace>"#).await;
+    // A malformed namespace cannot be written (see below); a template it cites, held
+    // by a value of another type, is read only when a handle is derived.
+    put(
+        &api,
+        "BAD/tpl",
+        json!([{"index": 1, "type": "DESC", "data": r#"<template><vlaue type="URL"/></template>"#}]),
+    )
+    .await;
     namespace(
         &api,
         "BAD",
-        r#"<namespace><template delimiter="@"><vlaue type="URL"/></template></namespace>"#,
+        r#"<namespace><template delimiter="@" ref="1:BAD/tpl"/></namespace>"#,
     )
     .await;
 
@@ -163,11 +173,11 @@ async fn templates_derive_missing_handles_over_every_edge() {
     );
     assert_eq!(own["template"]["namespace"], "TPL/own", "{own}");
 
-    // A malformed namespace: a clear error (RC 2, HTTP 500) naming it; the server
-    // goes on serving.
+    // A malformed cited template: a clear error (RC 2, HTTP 500) naming the handle
+    // holding it; the server goes on serving.
     let refused = fails(server, &["resolve", "BAD/x@y"]);
     assert!(
-        refused.contains("0.NA/BAD") && refused.contains("unknown template element <vlaue>"),
+        refused.contains("BAD/tpl") && refused.contains("unknown template element <vlaue>"),
         "{refused}"
     );
     let (status, body) = json_of(api.get("/api/handles/BAD/x@y").await).await;
@@ -183,4 +193,55 @@ async fn templates_derive_missing_handles_over_every_edge() {
     );
     let again = succeeds(server, &["resolve", "TPL/base@1"]);
     assert!(again.contains("https://e.org/doc?page=1"), "{again}");
+}
+
+#[tokio::test]
+async fn malformed_namespaces_are_refused_when_written() {
+    let api = Api::start();
+    let server = &api.server;
+    let misspelt =
+        r#"<namespace><template delimiter="@"><vlaue type="URL"/></template></namespace>"#;
+    let value = format!("1:HS_NAMESPACE:{misspelt}");
+
+    // The Handle protocol: create, and add to a prefix handle that exists.
+    let refused = fails(server, &["create", "0.NA/BROKEN", "--value", &value]);
+    assert!(
+        refused.starts_with("hdl: 202 invalid value")
+            && refused.contains("HS_NAMESPACE data is not a valid namespace")
+            && refused.contains("unknown template element <vlaue>"),
+        "{refused}"
+    );
+    succeeds(server, &["create", "0.NA/BROKEN", "--value", "2:DESC:ops"]);
+    let unclosed = "1:HS_NAMESPACE:<namespace><template delimiter=\"@\">";
+    let refused = fails(server, &["add", "0.NA/BROKEN", "--value", unclosed]);
+    assert!(
+        refused.starts_with("hdl: 202 invalid value") && refused.contains("not well-formed XML"),
+        "{refused}"
+    );
+
+    // The JSON API.
+    let response = api
+        .put(
+            "/api/handles/0.NA/BROKEN2",
+            &json!([{"index": 1, "type": "HS_NAMESPACE", "data": misspelt}]),
+        )
+        .await;
+    let (status, body) = json_of(response).await;
+    assert_eq!(
+        (status, &body["responseCode"]),
+        (StatusCode::BAD_REQUEST, &json!(202)),
+        "{body}"
+    );
+    assert!(
+        body["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("unknown template element <vlaue>")),
+        "{body}"
+    );
+
+    // Nothing was stored: the prefix handle holds only its DESC, BROKEN2 does not exist.
+    let stored = succeeds(server, &["resolve", "0.NA/BROKEN"]);
+    assert!(!stored.contains("HS_NAMESPACE"), "{stored}");
+    let missing = fails(server, &["resolve", "0.NA/BROKEN2"]);
+    assert!(missing.contains("not found"), "{missing}");
 }

@@ -1,0 +1,39 @@
+# Sourced by the benchmark scripts: `hdl serve` processes on loopback in a temporary
+# directory, each with the test administrator of tests/fixtures, every one stopped and
+# reaped (and the directory removed) on exit, whatever happened.
+#
+# Sets: root, hdl (HDL_BIN if set, else target/release/hdl), fixtures, dir, auth (the
+# administrator's arguments for hdl commands), bootstrap (a node's arguments making
+# that administrator); start NAME ARGS… (below).
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+hdl=${HDL_BIN:-$root/target/release/hdl}
+fixtures=$root/tests/fixtures
+dir=$(mktemp -d)
+pids=()
+cleanup() {
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$dir"
+}
+trap cleanup EXIT
+auth=(--auth 300:0.NA/ADMIN --secret-file "$fixtures/admin.secret")
+bootstrap=(--admin-secret-file "$fixtures/admin.secret" --prefix ADMIN --server-admin 300:0.NA/ADMIN)
+
+# Starts `hdl serve NAME-ARGS…` on loopback, waits (10 s at most) for its
+# announcement; sets $address (Handle protocol) and $http; its pid is in $dir/NAME.pid.
+start() {
+    local name=$1
+    shift
+    "$hdl" serve --data-dir "$dir/$name" --listen 127.0.0.1:0 --http 127.0.0.1:0 "$@" \
+        >"$dir/$name.out" 2>"$dir/$name.err" &
+    pids+=($!)
+    echo $! >"$dir/$name.pid"
+    for _ in $(seq 100); do
+        grep -q '^listening' "$dir/$name.out" && break
+        sleep 0.1
+    done
+    grep -q '^listening' "$dir/$name.out" || { cat "$dir/$name.err"; exit 1; }
+    address=$(sed -n 's/^listening handle=\([^ ]*\).*/\1/p' "$dir/$name.out")
+    http=$(sed -n 's/.* http=\([^ ]*\).*/\1/p' "$dir/$name.out")
+}
