@@ -4,10 +4,12 @@
 //!
 //! Owns [`NamespaceCache`]: parsed namespaces by the exact octets of the value they
 //! were parsed from (a changed value is another key; nothing is ever stale), at most
-//! [`MAX_CACHED_NAMESPACES`] entries and [`MAX_CACHED_NAMESPACE_OCTETS`] octets of
-//! XML in all, the least recently used dropped first. Anyone allowed to write a
-//! prefix handle can grow it, hence both bounds. A value that does not parse is not
-//! kept (writes refuse such values, so they are rare). Pure: no store, no network.
+//! [`MAX_CACHED_NAMESPACES`] entries and [`MAX_CACHED_NAMESPACE_OCTETS`] octets in
+//! all, the least recently used dropped first. An entry is counted at twice its XML
+//! (the key, and the rules parsed from it) and its compiled expressions at their
+//! bound ([`Namespace::expression_octets`]). Anyone allowed to write a prefix handle
+//! can grow it, hence both bounds. A value that does not parse is not kept (writes
+//! refuse such values, so they are rare). Pure: no store, no network.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -16,9 +18,15 @@ use crate::values::namespace::{Namespace, NamespaceError};
 
 /// The most parsed namespaces kept.
 pub const MAX_CACHED_NAMESPACES: usize = 1024;
-/// The most octets of namespace XML kept, in all (a parsed namespace is counted at
-/// the size of its XML).
-pub const MAX_CACHED_NAMESPACE_OCTETS: usize = 4 * 1024 * 1024;
+/// The most octets kept, in all, each namespace counted by [`counted_octets`]: room
+/// for 64 namespaces of two expressions at their bound, or for 256 with none at
+/// 64 KiB of XML (the most one may take).
+pub const MAX_CACHED_NAMESPACE_OCTETS: usize = 64 * 1024 * 1024;
+
+/// The octets a namespace parsed from `xml` is counted at (see the module docs).
+fn counted_octets(xml: &[u8], namespace: &Namespace) -> usize {
+    2 * xml.len() + namespace.expression_octets()
+}
 
 /// Parsed namespaces by their XML, bounded (see the module docs).
 #[derive(Debug, Default)]
@@ -38,6 +46,8 @@ struct Entries {
 #[derive(Debug)]
 struct Entry {
     namespace: Arc<Namespace>,
+    /// Its [`counted_octets`].
+    octets: usize,
     used: u64,
 }
 
@@ -67,18 +77,20 @@ impl Entries {
     }
 
     fn insert(&mut self, xml: &[u8], namespace: Arc<Namespace>) {
-        if xml.len() > MAX_CACHED_NAMESPACE_OCTETS || self.by_xml.contains_key(xml) {
+        let octets = counted_octets(xml, &namespace);
+        if octets > MAX_CACHED_NAMESPACE_OCTETS || self.by_xml.contains_key(xml) {
             return;
         }
         while self.by_xml.len() >= MAX_CACHED_NAMESPACES
-            || self.octets + xml.len() > MAX_CACHED_NAMESPACE_OCTETS
+            || self.octets + octets > MAX_CACHED_NAMESPACE_OCTETS
         {
             self.drop_least_recently_used();
         }
         self.uses += 1;
-        self.octets += xml.len();
+        self.octets += octets;
         let entry = Entry {
             namespace,
+            octets,
             used: self.uses,
         };
         self.by_xml.insert(xml.into(), entry);
@@ -92,11 +104,10 @@ impl Entries {
             .iter()
             .min_by_key(|(_, entry)| entry.used)
             .map(|(xml, _)| xml.clone());
-        let Some(oldest) = oldest else {
+        let Some(dropped) = oldest.and_then(|oldest| self.by_xml.remove(&oldest)) else {
             return;
         };
-        self.by_xml.remove(&oldest);
-        self.octets -= oldest.len();
+        self.octets -= dropped.octets;
     }
 }
 
@@ -104,7 +115,7 @@ impl Entries {
 mod tests {
     use super::*;
 
-    /// How many parsed namespaces `cache` keeps, and their octets of XML.
+    /// How many parsed namespaces `cache` keeps, and the octets they are counted at.
     fn len_and_octets(cache: &NamespaceCache) -> (usize, usize) {
         let entries = cache.entries();
         (entries.by_xml.len(), entries.octets)
@@ -123,7 +134,7 @@ mod tests {
         assert!(Arc::ptr_eq(&first, &again));
         assert_eq!(again.delimiter(), Some("@1"));
         assert!(cache.parsed(b"<broken").is_err());
-        assert_eq!(len_and_octets(&cache), (1, xml(1, 0).len()));
+        assert_eq!(len_and_octets(&cache), (1, 2 * xml(1, 0).len()));
     }
 
     #[test]
@@ -153,11 +164,30 @@ mod tests {
     fn octets_are_bounded() {
         let cache = NamespaceCache::default();
         let pad = 60 * 1024;
-        for n in 0..100 {
+        let each = 2 * xml(0, pad).len();
+        for n in 0..MAX_CACHED_NAMESPACE_OCTETS / each + 10 {
             cache.parsed(&xml(n, pad)).expect("parses");
         }
         let (entries, octets) = len_and_octets(&cache);
         assert!(octets <= MAX_CACHED_NAMESPACE_OCTETS, "{octets}");
-        assert_eq!(entries, MAX_CACHED_NAMESPACE_OCTETS / xml(0, pad).len());
+        assert_eq!(entries, MAX_CACHED_NAMESPACE_OCTETS / each);
+    }
+
+    #[test]
+    fn expressions_are_counted_at_their_bound() {
+        let with_two = |n: usize| {
+            let test = r#"<if test="matches" expression="[0-9]+"><notfound/></if>"#;
+            format!(r#"<template delimiter="@{n}">{test}{test}</template>"#).into_bytes()
+        };
+        let cache = NamespaceCache::default();
+        let first = cache.parsed(&with_two(0)).expect("parses");
+        let each = 2 * with_two(0).len() + first.expression_octets();
+        assert!(first.expression_octets() > 0);
+        for n in 1..MAX_CACHED_NAMESPACE_OCTETS / each + 10 {
+            cache.parsed(&with_two(n)).expect("parses");
+        }
+        let (entries, octets) = len_and_octets(&cache);
+        assert!(octets <= MAX_CACHED_NAMESPACE_OCTETS, "{octets}");
+        assert_eq!(entries, MAX_CACHED_NAMESPACE_OCTETS / each);
     }
 }

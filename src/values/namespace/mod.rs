@@ -34,8 +34,10 @@
 //! compile.
 //!
 //! Bounds: the XML is at most [`MAX_NAMESPACE_OCTETS`] octets and
-//! [`MAX_XML_NODES`] nodes, rules nest at most [`MAX_RULE_DEPTH`] deep, a regular
-//! expression compiles to at most [`MAX_REGEX_OCTETS`], one derivation makes at most
+//! [`MAX_XML_NODES`] nodes, rules nest at most [`MAX_RULE_DEPTH`] deep, it holds at
+//! most [`MAX_EXPRESSIONS`] `matches` expressions, each compiling to at most
+//! [`MAX_REGEX_OCTETS`] with a match cache of as much (so a parsed namespace holds at
+//! most [`Namespace::expression_octets`] of them), one derivation makes at most
 //! [`MAX_DERIVED_VALUES`] values of at most [`MAX_DERIVED_OCTETS`] octets of data in
 //! all, and visits at most [`MAX_RULE_VISITS`] rules.
 
@@ -53,8 +55,11 @@ pub const MAX_NAMESPACE_OCTETS: usize = 64 * 1024;
 pub const MAX_XML_NODES: u32 = 4096;
 /// How deep rules may nest inside a template.
 pub const MAX_RULE_DEPTH: usize = 16;
-/// The most octets one `matches` expression compiles to.
+/// The most octets one `matches` expression compiles to, and the most its lazy DFA
+/// caches for one thread matching it.
 pub const MAX_REGEX_OCTETS: usize = 256 * 1024;
+/// The most `matches` expressions one namespace (or cited template) holds.
+pub const MAX_EXPRESSIONS: usize = 32;
 /// The most values one derivation makes.
 pub const MAX_DERIVED_VALUES: usize = 256;
 /// The most octets of type and data, in all, one derivation makes.
@@ -66,6 +71,8 @@ pub const MAX_RULE_VISITS: usize = 64 * 1024;
 #[derive(Debug, Clone)]
 pub struct Namespace {
     templates: Vec<Template>,
+    /// Its `matches` expressions.
+    expressions: usize,
 }
 
 /// One `<template>` of a namespace.
@@ -104,6 +111,12 @@ impl Namespace {
     /// The templates, in written order.
     pub fn templates(&self) -> &[Template] {
         &self.templates
+    }
+
+    /// The most octets its compiled expressions hold: each its program and one
+    /// thread's match cache, at their bounds.
+    pub fn expression_octets(&self) -> usize {
+        self.expressions * 2 * MAX_REGEX_OCTETS
     }
 
     /// The template delimiter: the first template's `delimiter` (as the reference
@@ -221,6 +234,14 @@ pub enum NamespaceError {
     /// An `<else>` with no `<if>` before it.
     #[error("<else> must follow an <if>")]
     ElseWithoutIf,
+    /// More `matches` expressions than [`MAX_EXPRESSIONS`].
+    #[error("the namespace holds {count} matches expressions, more than the {limit} allowed")]
+    TooManyExpressions {
+        /// How many it holds.
+        count: usize,
+        /// The bound.
+        limit: usize,
+    },
 }
 
 /// Why a derivation failed (a template that parsed but cannot be carried out within

@@ -5,8 +5,8 @@ use regex::RegexBuilder;
 use roxmltree::{Document, Node, ParsingOptions};
 
 use super::{
-    Condition, MAX_NAMESPACE_OCTETS, MAX_REGEX_OCTETS, MAX_RULE_DEPTH, MAX_XML_NODES, Namespace,
-    NamespaceError, Rule, Template, Test,
+    Condition, MAX_EXPRESSIONS, MAX_NAMESPACE_OCTETS, MAX_REGEX_OCTETS, MAX_RULE_DEPTH,
+    MAX_XML_NODES, Namespace, NamespaceError, Rule, Template, Test,
 };
 
 impl Namespace {
@@ -28,6 +28,7 @@ impl Namespace {
         };
         let document = Document::parse_with_options(text, options)
             .map_err(|error| NamespaceError::Xml(error.to_string()))?;
+        let expressions = expressions_in(&document)?;
         let root = document.root_element();
         let templates = if root.has_tag_name("template") {
             vec![template(root)?]
@@ -37,8 +38,27 @@ impl Namespace {
                 .map(template)
                 .collect::<Result<_, _>>()?
         };
-        Ok(Namespace { templates })
+        Ok(Namespace {
+            templates,
+            expressions,
+        })
     }
+}
+
+/// How many `matches` expressions `document` holds, counted before any is compiled:
+/// more than [`MAX_EXPRESSIONS`] is refused.
+fn expressions_in(document: &Document<'_>) -> Result<usize, NamespaceError> {
+    let count = document
+        .descendants()
+        .filter(|node| node.attribute("test") == Some("matches"))
+        .count();
+    if count > MAX_EXPRESSIONS {
+        return Err(NamespaceError::TooManyExpressions {
+            count,
+            limit: MAX_EXPRESSIONS,
+        });
+    }
+    Ok(count)
 }
 
 /// The element children of `node`.
@@ -216,6 +236,7 @@ fn whole_match(expression: &str) -> Result<regex::Regex, NamespaceError> {
         RegexBuilder::new(pattern)
             .case_insensitive(true)
             .size_limit(MAX_REGEX_OCTETS)
+            .dfa_size_limit(MAX_REGEX_OCTETS)
             .build()
             .map_err(|error| NamespaceError::BadAttribute {
                 element: "if",

@@ -266,6 +266,28 @@ fn malformed_namespaces_are_refused_with_the_reason() {
 }
 
 #[test]
+fn expressions_are_bounded_and_counted_at_their_memory_bound() {
+    let with = |count: usize| {
+        let test = r#"<if test="matches" expression="[0-9]+"><value type="URL" data="x"/></if>"#;
+        format!("<template>{}</template>", test.repeat(count))
+    };
+    let most = Namespace::parse(with(MAX_EXPRESSIONS).as_bytes()).expect("parses");
+    assert_eq!(
+        most.expression_octets(),
+        MAX_EXPRESSIONS * 2 * MAX_REGEX_OCTETS
+    );
+    assert_eq!(
+        Namespace::parse(with(MAX_EXPRESSIONS + 1).as_bytes()).unwrap_err(),
+        NamespaceError::TooManyExpressions {
+            count: MAX_EXPRESSIONS + 1,
+            limit: MAX_EXPRESSIONS
+        }
+    );
+    let none = Namespace::parse(b"<template><value type=\"URL\" data=\"x\"/></template>");
+    assert_eq!(none.expect("parses").expression_octets(), 0);
+}
+
+#[test]
 fn bounds_refuse_large_deep_and_busy_namespaces() {
     let large = format!(
         "<namespace>{}</namespace>",
