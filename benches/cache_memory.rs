@@ -2,9 +2,10 @@
 //! `cargo bench --bench cache_memory`.
 //!
 //! Fills an [`AnswerCache`] with `HANDLES` (default 1,000,000) distinct answers of one
-//! URL value each, as a cache in front of a busy namespace meets them, through a bound
-//! of `MAX_MIB` (default 64, the default of `[cache] max_mib`), or with `RUN=unbounded`
-//! with room for all of them. Prints the bytes the cache counts, its entries and
+//! URL value each, as a cache in front of a busy namespace meets them, through the
+//! bytes a caching resolver with `[cache] max_mib = MAX_MIB` (default 64) counts its
+//! answers against ([`answer_bytes`]: half of it), or with `RUN=unbounded` with room
+//! for all of them. Prints the bytes the cache counts, its entries and
 //! evictions, and how much the process's resident memory grew, read from
 //! `/proc/self/status`: the counted bytes must be what the allocator really holds, or
 //! the bound is not one. One fill a process, so that it is the heap's first use (no
@@ -12,6 +13,7 @@
 
 use std::time::{Duration, Instant};
 
+use hdl::caching::answer_bytes;
 use hdl::caching::answers::{Answer, AnswerCache, CacheKey};
 use hdl::names::Handle;
 use hdl::service::HandleRecord;
@@ -88,7 +90,7 @@ fn main() {
     let max_mib = setting("MAX_MIB", 64);
     let bound = match std::env::var("RUN").as_deref() {
         Ok("unbounded") => usize::MAX,
-        _ => max_mib << 20,
+        _ => answer_bytes(max_mib),
     };
     fill(handles, bound);
 }

@@ -185,8 +185,9 @@
 //! # Anything else (administration, sessions, listing) is refused with 5 (operation
 //! # not supported). Default: false.
 //! enabled = false
-//! # MiB the cached answers may take (keys, values and bookkeeping counted); the
-//! # least recently used are dropped to stay within it. Default: 64, 1 to 65536.
+//! # MiB of resident memory the cached answers may take: they are counted (keys,
+//! # values and bookkeeping) against half of it, the least recently used dropped to
+//! # stay within that; the other half is malloc's slack. Default: 64, 1 to 65536.
 //! max_mib = 64
 //! # Seconds a negative answer ("handle not found", "values not found", no service
 //! # for the prefix) is cached; 0 caches none. Default: 60, at most 86400.
@@ -456,7 +457,8 @@ impl ResolverConfig {
 pub struct CacheConfig {
     /// Run as a caching resolver.
     pub enabled: bool,
-    /// MiB the cached answers may take.
+    /// MiB of resident memory the cached answers may take (counted against half of
+    /// it: `caching::answer_bytes`).
     pub max_mib: usize,
     /// Seconds a negative answer is cached.
     pub negative_ttl_secs: u64,

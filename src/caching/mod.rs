@@ -57,6 +57,16 @@ pub struct CacheSettings {
     pub max_pending: usize,
 }
 
+/// The bytes of answers ([`answers::entry_size`]) a caching resolver with
+/// `[cache] max_mib` holds: half of it. The other half is left for what malloc keeps
+/// beside the blocks the answers hold (blocks freed by evictions and not yet reused,
+/// spread over its arenas, and the hash map's table while it grows): in a running
+/// `hdl serve --cache` with two arenas, the resident memory the answers added was up
+/// to 1.5 times the bytes counted (README, "Caching resolver").
+pub fn answer_bytes(max_mib: usize) -> usize {
+    (max_mib << 20) / 2
+}
+
 /// The most distinct resolutions a caching resolver sends upstream at once.
 pub const DEFAULT_MAX_PENDING: usize = 10_000;
 

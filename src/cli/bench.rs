@@ -5,9 +5,11 @@
 //!
 //! Seeds `--handles` handles `<prefix>/bench/<n>` (one URL value each) with admin
 //! creates over TCP, skipping those that exist (at `--seed-at`, the service behind a
-//! caching resolver, when given); then `--concurrency` tasks resolve for
-//! `--duration` seconds, each request a hit (a seeded handle) or, `--misses` percent
-//! of the time, a miss (a handle that does not exist, answered 100). Latencies go into
+//! caching resolver, when given; not at all with `--no-seed`, for handles imported or
+//! derived by a template); then `--concurrency` tasks resolve for `--duration`
+//! seconds, each request a hit (a seeded handle, at random, or with `--each-once` the
+//! next one not asked yet, until every one was) or, `--misses` percent of the time, a
+//! miss (a handle that does not exist, answered 100). Latencies go into
 //! one HDR histogram per task and outcome (microseconds, 3 significant digits: bounded
 //! memory whatever the run's length), merged at the end. A hit that fails or a miss
 //! answered otherwise than 100 counts as an error, not a latency.
@@ -26,7 +28,7 @@
 //! and did not answer (`bench_close`).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -116,6 +118,15 @@ struct ResolveBench {
     /// rather than at --server: for a caching resolver in front of it.
     #[arg(long, value_name = "ADDR")]
     seed_at: Option<String>,
+    /// Seed nothing: the handles exist at the server already (imported, or derived
+    /// by a template of the prefix).
+    #[arg(long, conflicts_with = "seed_at")]
+    no_seed: bool,
+    /// Ask for each handle once, in order (the resolvers share one sequence), rather
+    /// than at random, and stop once every one was asked (or at --duration): every
+    /// hit names a handle not asked before, as a crawl meets a caching resolver.
+    #[arg(long)]
+    each_once: bool,
     /// The administrator seeding the handles.
     #[command(flatten)]
     auth: super::admin_arg::AuthArgs,
@@ -147,17 +158,22 @@ async fn resolve_bench(bench: &ResolveBench) -> anyhow::Result<()> {
         .await?
         .with_connection_per_request(bench.connection_per_request);
     let client = Arc::new(with_credentials(client, &bench.auth)?);
-    let hits = Names::new(format!("{}/bench/", bench.prefix), bench.handles)?;
+    let mut hits = Names::new(format!("{}/bench/", bench.prefix), bench.handles)?;
     let misses = Names::new(format!("{}/absent/", bench.prefix), bench.handles)?;
-    let seeder = match &bench.seed_at {
-        Some(at) => Arc::new(with_credentials(client_of(at).await?, &bench.auth)?),
-        None => Arc::clone(&client),
-    };
-    let existed = seed(&seeder, &hits, bench.concurrency).await?;
-    println!(
-        "seeded {} handles under {} ({existed} existed already)",
-        bench.handles, bench.prefix
-    );
+    if !bench.no_seed {
+        let seeder = match &bench.seed_at {
+            Some(at) => Arc::new(with_credentials(client_of(at).await?, &bench.auth)?),
+            None => Arc::clone(&client),
+        };
+        let existed = seed(&seeder, &hits, bench.concurrency).await?;
+        println!(
+            "seeded {} handles under {} ({existed} existed already)",
+            bench.handles, bench.prefix
+        );
+    }
+    if bench.each_once {
+        hits = hits.each_once();
+    }
     let load = Load {
         concurrency: bench.concurrency,
         duration: Duration::from_secs(bench.duration),
@@ -170,11 +186,14 @@ async fn resolve_bench(bench: &ResolveBench) -> anyhow::Result<()> {
 }
 
 /// Handles `<stem><n>` for n in `0..count`, each named when it is needed: no list of
-/// them is held, however many there are.
+/// them is held, however many there are. Picked at random, or each once in order
+/// (the clones share the sequence).
 #[derive(Debug, Clone)]
 pub(super) struct Names {
     stem: String,
     count: u32,
+    /// With [`Names::each_once`], the next `n` to pick.
+    next: Option<Arc<AtomicU32>>,
 }
 
 impl Names {
@@ -184,6 +203,7 @@ impl Names {
         let names = Names {
             stem,
             count: count.max(1),
+            next: None,
         };
         names.nth(0)?;
         Ok(names)
@@ -195,6 +215,26 @@ impl Names {
 
     pub(super) fn random(&self) -> anyhow::Result<Handle> {
         self.nth(rand::random_range(0..self.count))
+    }
+
+    /// The same names, picked each once in order by [`Names::pick`].
+    fn each_once(self) -> Names {
+        Names {
+            next: Some(Arc::new(AtomicU32::new(0))),
+            ..self
+        }
+    }
+
+    /// The name to ask for next: one at random, or the next not picked yet (`None`
+    /// once every one was).
+    fn pick(&self) -> anyhow::Result<Option<Handle>> {
+        match &self.next {
+            None => self.random().map(Some),
+            Some(next) => match next.fetch_add(1, Ordering::Relaxed) {
+                n if n < self.count => self.nth(n).map(Some),
+                _ => Ok(None),
+            },
+        }
     }
 }
 
@@ -397,7 +437,9 @@ impl Plan {
             }
             sent = sent.saturating_add(1);
             let miss = rand::random_range(0..100u8) < self.miss_percent;
-            let handle = if miss { misses } else { hits }.random()?;
+            let Some(handle) = (if miss { misses } else { hits }).pick()? else {
+                break;
+            };
             let started = Instant::now();
             let outcome = client.resolve(&handle, &all, self.transport).await;
             let micros = micros_since(started);
@@ -515,6 +557,35 @@ pub(super) fn line(histogram: &Histogram<u64>, seconds: f64, unit: Unit) -> Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_once_names_every_handle_once_across_clones_then_none() {
+        let names = Names::new("A/bench/".into(), 3).unwrap().each_once();
+        let clone = names.clone();
+        let mut picked = Vec::new();
+        for from in [&names, &clone, &names, &clone] {
+            picked.push(
+                from.pick()
+                    .unwrap()
+                    .map(|handle| handle.as_str().to_owned()),
+            );
+        }
+        assert_eq!(
+            picked,
+            [
+                Some("A/bench/0"),
+                Some("A/bench/1"),
+                Some("A/bench/2"),
+                None
+            ]
+            .map(|n| n.map(String::from))
+        );
+        let random = Names::new("A/bench/".into(), 3).unwrap();
+        assert!(
+            (0..10).all(|_| random.pick().unwrap().is_some()),
+            "at random, names never run out"
+        );
+    }
 
     #[test]
     fn an_open_loop_spreads_the_rate_evenly_over_the_resolvers() {

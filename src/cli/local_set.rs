@@ -44,9 +44,9 @@ const STARTUP: Duration = Duration::from_secs(30);
 /// arena keeps what it once held: after a bulk load of 1 M handles a node held 116 MiB,
 /// 74 MiB with two arenas (`hdl bench scale`). Nodes get [`ARENAS`] unless the
 /// environment of the launcher names its own.
-const ARENA_MAX_VARIABLE: &str = "MALLOC_ARENA_MAX";
+pub(super) const ARENA_MAX_VARIABLE: &str = "MALLOC_ARENA_MAX";
 /// The arenas a node gets (see [`ARENA_MAX_VARIABLE`]).
-const ARENAS: &str = "2";
+pub(super) const ARENAS: &str = "2";
 /// How long an admin call may take, a joining node catching up included.
 const ADMIN_TIMEOUT: Duration = Duration::from_secs(120);
 

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use super::server_key::{NodeKeys, SERVER_KEY_FILE};
 use super::{Addresses, Edges, NodeError, data_dir, node_info};
-use crate::caching::{CacheSettings, CachingResolver, DEFAULT_MAX_PENDING};
+use crate::caching::{CacheSettings, CachingResolver, DEFAULT_MAX_PENDING, answer_bytes};
 use crate::config::Config;
 use crate::http::HttpListeners;
 use crate::metrics::Metrics;
@@ -61,7 +61,7 @@ impl CacheNode {
         };
         let mut metrics = Metrics::new();
         let settings = CacheSettings {
-            max_bytes: config.cache.max_mib << 20,
+            max_bytes: answer_bytes(config.cache.max_mib),
             negative_ttl: Duration::from_secs(config.cache.negative_ttl_secs),
             max_pending: DEFAULT_MAX_PENDING,
         };
