@@ -111,6 +111,14 @@
 //! # Log entries kept after a snapshot covers them, so a briefly absent member catches
 //! # up from the log rather than from a whole snapshot. Default: 1000.
 //! keep_after_snapshot = 1000
+//! # The primary also keeps the entries a member has not received yet (a member
+//! # catching up, installing a snapshot, or down), so that a member installing a
+//! # snapshot under writes then catches up from the log instead of being sent a newer
+//! # snapshot; but at most this many behind the snapshot (never fewer than
+//! # keep_after_snapshot), so a member gone for good does not keep the log growing:
+//! # past it the primary purges, and that member is sent a snapshot again. Default:
+//! # 200000.
+//! keep_for_members = 200000
 //! # Hash slots of the ring a node that forms its own set makes (`bootstrap`), when the
 //! # cluster has none yet: a power of two from 1 to 16384, fixed for the cluster's
 //! # life (see DESIGN.md §3: 64 for a handful of replica sets, 256 for dozens).
@@ -390,6 +398,9 @@ pub struct ClusterConfig {
     pub snapshot_every: u64,
     /// Entries kept in the log behind a snapshot.
     pub keep_after_snapshot: u64,
+    /// Entries the primary keeps at most behind a snapshot for members that have not
+    /// received them yet.
+    pub keep_for_members: u64,
     /// Slots of the ring a bootstrapping node makes (checked by [`Config::validate`]).
     pub slot_count: u32,
 }
@@ -407,6 +418,7 @@ impl Default for ClusterConfig {
             election_timeout_max_ms: 250,
             snapshot_every: 5000,
             keep_after_snapshot: 1000,
+            keep_for_members: 200_000,
             slot_count: DEFAULT_SLOT_COUNT,
         }
     }

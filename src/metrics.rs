@@ -103,6 +103,8 @@ pub struct ReplicationState {
     pub term: u64,
     /// On the primary, each other member's lag in log entries.
     pub lag: Vec<(u64, u64)>,
+    /// Snapshots this node installed, sent by its primary, since it started.
+    pub snapshots_installed: u64,
 }
 
 /// The metrics of one node, shared by every listener.
@@ -117,6 +119,7 @@ pub struct Metrics {
     primary: Gauge,
     term: Gauge,
     lag: Family<MemberLabels, Gauge>,
+    snapshots_installed: Counter,
     forwarded: Family<ForwardLabels, Counter>,
     totals: [AtomicU64; 2],
     started: Instant,
@@ -178,6 +181,12 @@ impl Metrics {
             "On the primary: log entries each other member has not received yet",
             lag.clone(),
         );
+        let snapshots_installed = Counter::default();
+        registry.register(
+            "raft_snapshots_installed",
+            "Snapshots this node installed, sent by its primary to catch up, since it started",
+            snapshots_installed.clone(),
+        );
         let forwarded = Family::<ForwardLabels, Counter>::default();
         registry.register(
             "forwarded_requests",
@@ -194,6 +203,7 @@ impl Metrics {
             primary,
             term,
             lag,
+            snapshots_installed,
             forwarded,
             totals: [AtomicU64::new(0), AtomicU64::new(0)],
             started: Instant::now(),
@@ -246,6 +256,9 @@ impl Metrics {
         self.last_log.set(index(state.last_log));
         self.primary.set(i64::from(state.primary));
         self.term.set(gauge(state.term));
+        let counted = self.snapshots_installed.get();
+        self.snapshots_installed
+            .inc_by(state.snapshots_installed.saturating_sub(counted));
         self.lag.clear();
         for &(member, entries) in &state.lag {
             self.lag

@@ -179,8 +179,9 @@ async fn measure(
     );
     let joined = catch_up(first, second, file, &client, &bench.prefix).await?;
     println!(
-        "catch-up: a new learner caught up in {:.2} s under writes; snapshot {} MiB, {:.0} MiB/s; the first node held at most {} MiB meanwhile, the learner {} MiB",
+        "catch-up: a new learner caught up in {:.2} s under writes, installing {} snapshot(s); snapshot {} MiB, {:.0} MiB/s; the first node held at most {} MiB meanwhile, the learner {} MiB",
         joined.took.as_secs_f64(),
+        joined.installs,
         joined.snapshot >> 20,
         joined.snapshot as f64 / 1_048_576.0 / joined.took.as_secs_f64().max(1e-3),
         joined.peak_resident >> 20,
@@ -292,6 +293,8 @@ struct Joined {
     peak_resident: u64,
     /// The most the learner was ever resident, read once it caught up.
     learner_peak: u64,
+    /// The snapshots the learner installed.
+    installs: u64,
 }
 
 /// Starts a second node in `file`'s directory and adds it to the set as a learner,
@@ -362,6 +365,7 @@ async fn catch_up(
         .context("the learner is not running")?;
     Ok(Joined {
         learner_peak: Memory::of(learner_pid)?.peak,
+        installs: snapshots_installed(plan.http).await?,
         took,
         snapshot,
         peak_resident,
@@ -383,6 +387,23 @@ async fn caught_up(
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+}
+
+/// The snapshots the node serving HTTP at `http` says it installed (its `/metrics`).
+async fn snapshots_installed(http: SocketAddr) -> anyhow::Result<u64> {
+    let url = format!("http://{http}/metrics");
+    let metrics = reqwest::get(&url)
+        .await
+        .and_then(reqwest::Response::error_for_status)
+        .with_context(|| format!("cannot read {url}"))?
+        .text()
+        .await
+        .with_context(|| format!("cannot read {url}"))?;
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix("hdl_raft_snapshots_installed_total "))
+        .and_then(|count| count.trim().parse().ok())
+        .with_context(|| format!("{url} has no count of snapshots installed"))
 }
 
 /// The greatest resident memory of process `pid`, sampled until `stop`.

@@ -67,6 +67,10 @@ pub async fn status(State(state): State<HttpState>) -> Response {
         ("Applied index", index(replica.applied)),
         ("Last log index", index(replica.last_log)),
         ("Entries not yet applied", lag),
+        (
+            "Snapshots installed",
+            replica.snapshots_installed.to_string(),
+        ),
         ("Handle protocol", node.handle.to_string()),
         ("HTTP / HTTPS", format!("{} / {https}", node.http)),
         (
@@ -147,6 +151,7 @@ pub async fn metrics(State(state): State<HttpState>) -> Response {
         primary: replica.role == Role::Primary,
         term: replica.term,
         lag: replica.lag,
+        snapshots_installed: replica.snapshots_installed,
     });
     let mut response = state.metrics.render().into_response();
     response.headers_mut().insert(

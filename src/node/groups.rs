@@ -18,7 +18,7 @@ use std::sync::Arc;
 use crate::config::Config;
 use crate::placement::{FIRST_SET, MapGroup};
 use crate::replication::{
-    Bootstrap, Group, GroupError, GroupHost, GroupId, GroupSettings, HandleSet, LOG_FILE,
+    Bootstrap, Group, GroupError, GroupHost, GroupId, GroupSettings, HandleSet, Keep, LOG_FILE,
     SNAPSHOT_FILE, SetId,
 };
 use crate::storage::{CacheSizes, IndexedTypes, Store};
@@ -83,7 +83,10 @@ pub fn settings(config: &Config) -> GroupSettings {
         election_min_ms: cluster.election_timeout_min_ms,
         election_max_ms: cluster.election_timeout_max_ms,
         snapshot_every: cluster.snapshot_every,
-        keep_after_snapshot: cluster.keep_after_snapshot,
+        keep: Keep {
+            after_snapshot: cluster.keep_after_snapshot,
+            for_members: cluster.keep_for_members,
+        },
         caches: CacheSizes {
             store: config.storage.cache_mib << 20,
             log: config.storage.log_cache_mib << 20,

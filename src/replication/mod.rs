@@ -56,7 +56,7 @@ pub use crate::storage::slot_of;
 pub use error::Error;
 pub use group::{
     AdminClient, Bootstrap, Group, GroupError, GroupHost, GroupSettings, GroupWatch, HandOff,
-    HandOffError, LEADER_PATIENCE,
+    HandOffError, Keep, LEADER_PATIENCE,
 };
 pub use group::{alone_settings, start_alone, test_host};
 pub use handle_set::{HandleCommand, HandleResult, HandleSet};

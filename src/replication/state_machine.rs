@@ -44,7 +44,7 @@ use std::fs::File;
 use std::io::{BufReader, BufWriter, Seek, SeekFrom};
 use std::marker::PhantomData;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Instant;
 
@@ -102,6 +102,7 @@ pub struct StateMachine<M> {
     syncing: bool,
     snapshots: Arc<SnapshotFile>,
     stopping: Stopping,
+    installs: Installs,
     machine: PhantomData<fn() -> M>,
 }
 
@@ -134,6 +135,22 @@ impl Stopping {
     }
 }
 
+/// How many snapshots a state machine installed, sent by a leader (not the install
+/// again of its own current snapshot at open); clones share it.
+#[derive(Debug, Clone, Default)]
+pub struct Installs(Arc<AtomicU64>);
+
+impl Installs {
+    /// Snapshots installed so far.
+    pub fn count(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    fn installed(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
 impl<M: Machine> StateMachine<M> {
     /// The state machine over `store`, keeping its current snapshot in `data_dir`
     /// ([`super::SNAPSHOT_FILE`]); a store behind that snapshot (a crash during its
@@ -149,6 +166,7 @@ impl<M: Machine> StateMachine<M> {
             applied,
             snapshots,
             stopping,
+            installs: Installs::default(),
             machine: PhantomData,
         })
     }
@@ -157,6 +175,11 @@ impl<M: Machine> StateMachine<M> {
     /// once its Raft has stopped.
     pub fn stopping(&self) -> Stopping {
         self.stopping.clone()
+    }
+
+    /// How many snapshots this state machine installed; the group reports it.
+    pub fn installs(&self) -> Installs {
+        self.installs.clone()
     }
 
     /// When this state machine's applies reach the disk; held weakly, as it goes when
@@ -479,6 +502,7 @@ impl<M: Machine> RaftStateMachine<GroupConfig<M>> for StateMachine<M> {
                 .await
                 .map_err(snapshot_error(ErrorVerb::Write))?;
         self.applied_durably(applied);
+        self.installs.installed();
         Ok(())
     }
 

@@ -360,7 +360,7 @@ impl Handler for Service {
     }
 
     fn status(&self) -> Status {
-        Status::from(self.replica.status())
+        Status::of(self.replica.status(), self.replica.snapshots_installed())
     }
 
     async fn verify_answer(

@@ -97,6 +97,7 @@ impl MemoryHandler {
             last_log: Some(9),
             term: 3,
             lag: Vec::new(),
+            snapshots_installed: 0,
             members: vec![StatusMember {
                 id: 1,
                 voter: true,

@@ -22,6 +22,8 @@ pub struct Status {
     pub term: u64,
     /// On the primary, every other member's lag (node id, entries not received yet).
     pub lag: Vec<(u64, u64)>,
+    /// Snapshots it installed, sent by its primary, since it started.
+    pub snapshots_installed: u64,
     /// Every member of the set as this node knows it, by id.
     pub members: Vec<StatusMember>,
 }
@@ -36,6 +38,7 @@ impl Status {
             last_log: None,
             term: 0,
             lag: Vec::new(),
+            snapshots_installed: 0,
             members: Vec::new(),
         }
     }
@@ -56,8 +59,9 @@ pub struct StatusMember {
     pub http: Option<SocketAddr>,
 }
 
-impl From<MemberStatus> for Status {
-    fn from(status: MemberStatus) -> Self {
+impl Status {
+    /// What `status` says, with the count of snapshots the member installed.
+    pub fn of(status: MemberStatus, snapshots_installed: u64) -> Self {
         Status {
             role: status.role,
             primary: status.leader,
@@ -65,6 +69,7 @@ impl From<MemberStatus> for Status {
             last_log: status.last_log,
             term: status.term,
             lag: status.lag,
+            snapshots_installed,
             members: status
                 .members
                 .into_iter()

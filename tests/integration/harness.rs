@@ -471,7 +471,7 @@ impl Drop for CacheServer {
 }
 
 /// The `/metrics` page of the server at `http_url`.
-async fn metrics_of(http_url: &str) -> String {
+pub async fn metrics_of(http_url: &str) -> String {
     reqwest::get(format!("{http_url}/metrics"))
         .await
         .expect("GET /metrics")

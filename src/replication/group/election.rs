@@ -82,14 +82,7 @@ struct View {
 impl<M: Machine> Driver<M> {
     /// Runs the driver until the returned sender is dropped or the Raft stops.
     pub fn start(self) -> oneshot::Sender<()> {
-        let (stop, stopped) = oneshot::channel();
-        tokio::spawn(async move {
-            tokio::select! {
-                () = self.run() => {}
-                _ = stopped => {}
-            }
-        });
-        stop
+        super::run_until_dropped(self.run())
     }
 
     async fn run(self) {

@@ -21,6 +21,7 @@ mod election;
 mod error;
 mod hand_off;
 mod leader;
+mod purge;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -36,13 +37,14 @@ use tokio::sync::oneshot;
 pub use admin_client::AdminClient;
 pub use error::{GroupError, HandOffError};
 pub use hand_off::HandOff;
+pub use purge::Keep;
 
 use super::admin::{self, Member, MemberStatus};
 use super::contact::LeaderContact;
 use super::machine::Machine;
 use super::network::{GroupEndpoint, GroupNetwork, Links, Registry};
 use super::proposer::Proposer;
-use super::state_machine::Stopping;
+use super::state_machine::{Installs, Stopping};
 use super::{GroupConfig, GroupId, LogStore, Node, NodeId, Request, RequestId, StateMachine};
 use crate::storage::{CacheSizes, Store};
 use leader::{ReadIndex, Write};
@@ -75,8 +77,9 @@ pub struct GroupSettings {
     pub election_max_ms: u64,
     /// Build a snapshot after this many entries applied since the last one.
     pub snapshot_every: u64,
-    /// Entries kept in the log after a snapshot covers them, for slow members.
-    pub keep_after_snapshot: u64,
+    /// Entries kept in the log after a snapshot covers them, for members behind
+    /// ([`purge`]).
+    pub keep: Keep,
     /// The page caches of the group's files.
     pub caches: CacheSizes,
 }
@@ -126,8 +129,12 @@ struct Inner<M: Machine> {
     next_request: AtomicU64,
     /// Set once its Raft stopped: snapshot work in progress gives up.
     stopping: Stopping,
+    /// Snapshots its state machine installed since the start.
+    installs: Installs,
     /// Dropped with the group, which ends its election driver.
     _elections: oneshot::Sender<()>,
+    /// Dropped with the group, which ends its purge driver.
+    _purges: oneshot::Sender<()>,
 }
 
 impl<M: Machine> Group<M> {
@@ -147,7 +154,7 @@ impl<M: Machine> Group<M> {
             Ok::<_, super::Error>((log, state_machine))
         })
         .await??;
-        let stopping = state_machine.stopping();
+        let (stopping, installs) = (state_machine.stopping(), state_machine.installs());
         let network = GroupNetwork::new(host.links, group);
         let config = Arc::new(raft_config(settings).validate()?);
         let log_reader = log.clone();
@@ -178,6 +185,12 @@ impl<M: Machine> Group<M> {
             id: settings.id,
         }
         .start();
+        let purges = purge::Driver {
+            raft: raft.clone(),
+            keep: settings.keep,
+            tick: Duration::from_millis(settings.heartbeat_ms),
+        }
+        .start();
         let next_request = AtomicU64::new(getrandom::u64().unwrap_or_default());
         let inner = Inner {
             group,
@@ -189,7 +202,9 @@ impl<M: Machine> Group<M> {
             registry: host.registry,
             next_request,
             stopping,
+            installs,
             _elections: elections,
+            _purges: purges,
         };
         Ok(Group {
             inner: Arc::new(inner),
@@ -245,6 +260,11 @@ impl<M: Machine> Group<M> {
     /// This node's view of itself and its group.
     pub fn status(&self) -> MemberStatus {
         admin::status(&self.inner.raft, &self.inner.me)
+    }
+
+    /// How many snapshots this member installed (sent by a leader) since it started.
+    pub fn snapshots_installed(&self) -> u64 {
+        self.inner.installs.count()
     }
 
     /// Every member of the group, by id, and the leader this node knows of.
@@ -376,6 +396,19 @@ async fn bootstrap<M: Machine>(
     Ok(())
 }
 
+/// Runs `driver` (a task of the group's, such as [`election`] or [`purge`]) until it
+/// ends or the returned sender is dropped.
+fn run_until_dropped(driver: impl Future<Output = ()> + Send + 'static) -> oneshot::Sender<()> {
+    let (stop, stopped) = oneshot::channel();
+    tokio::spawn(async move {
+        tokio::select! {
+            () = driver => {}
+            _ = stopped => {}
+        }
+    });
+    stop
+}
+
 fn raft_config(settings: &GroupSettings) -> openraft::Config {
     openraft::Config {
         cluster_name: "hdl".into(),
@@ -383,7 +416,8 @@ fn raft_config(settings: &GroupSettings) -> openraft::Config {
         election_timeout_min: settings.election_min_ms,
         election_timeout_max: settings.election_max_ms,
         snapshot_policy: SnapshotPolicy::LogsSinceLast(settings.snapshot_every),
-        max_in_snapshot_log_to_keep: settings.keep_after_snapshot,
+        // The purge driver purges instead ([`purge`]).
+        max_in_snapshot_log_to_keep: u64::MAX,
         // The election driver calls elections ([`election`]), with pre-vote.
         enable_elect: false,
         ..openraft::Config::default()
@@ -400,7 +434,7 @@ pub fn alone_settings() -> GroupSettings {
         election_min_ms: 150,
         election_max_ms: 300,
         snapshot_every: 5000,
-        keep_after_snapshot: 1000,
+        keep: Keep::default(),
         caches: CacheSizes::default(),
     }
 }

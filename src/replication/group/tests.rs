@@ -89,7 +89,7 @@ async fn start_node(id: NodeId) -> TestNode {
         election_min_ms: 300,
         election_max_ms: 600,
         snapshot_every: 5000,
-        keep_after_snapshot: 1000,
+        keep: Keep::default(),
         caches: CacheSizes::default(),
     };
     let open = |name: &str| {

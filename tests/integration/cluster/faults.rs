@@ -46,20 +46,9 @@ fn a_learner_added_under_load_serves_reads_and_leaves_cleanly() {
     let mut names = Vec::new();
     receive(&acked, 10, &mut names);
     let learner = set.spawn(4, "127.0.0.1:0", "127.0.0.1:0");
-    let (peer, handle) = (learner.listening.peer, learner.listening.handle);
+    set.add_learner(0, &learner);
     set.members.push(learner);
     let first = set.peer(0);
-    set.cli(&[
-        "add-secondary",
-        "--peer",
-        &first,
-        "--id",
-        "4",
-        "--node-peer",
-        &peer.to_string(),
-        "--node-handle",
-        &handle.to_string(),
-    ]);
     receive(&acked, 10, &mut names);
     stop.store(true, Ordering::Relaxed);
     writer.join().expect("writer");

@@ -7,9 +7,11 @@
 //! with `hdl cluster restart`, `peer_port` floods the members' peer ports with
 //! connections that never authenticate, `membership` makes changes at once,
 //! `partitions` cuts members off in network namespaces ([`netns`]), `backup` backs a
-//! set up under writes and restores it.
+//! set up under writes and restores it, `catch_up` adds a learner to a set whose log
+//! is purged right behind each snapshot.
 
 mod backup;
+mod catch_up;
 mod chaos;
 mod disk;
 mod faults;
@@ -49,13 +51,15 @@ use netns::Lab;
 const WAIT: Duration = Duration::from_secs(30);
 /// Status polls before giving up (each is bounded by the CLI's own timeouts).
 const MAX_POLLS: usize = 300;
+/// The pause between status polls: [`MAX_POLLS`] of them span [`WAIT`].
+const POLL_PAUSE: Duration = Duration::from_millis(100);
 
 /// Quick Raft timing, so that an election takes well under a second, and snapshots
-/// every 20 entries keeping 5, so that a member absent for a few dozen writes can
-/// only catch up from a snapshot.
+/// every 20 entries keeping 5, and at most 10 for a member behind, so that a member
+/// absent for a few dozen writes can only catch up from a snapshot.
 const CONFIG: &str = "[cluster]\nheartbeat_ms = 50\nelection_timeout_min_ms = 300\n\
                       election_timeout_max_ms = 600\nsnapshot_every = 20\n\
-                      keep_after_snapshot = 5\n\
+                      keep_after_snapshot = 5\nkeep_for_members = 10\n\
                       [auth]\nserver_admins = [\"300:0.NA/ADMIN\"]\n\
                       [http]\nallow_plain_auth_from_loopback = true\n";
 
@@ -177,9 +181,25 @@ impl Set {
 
     /// `add-secondary --voter` of `member` through member `via`.
     fn add_voter(&self, via: usize, member: &Member) -> Output {
+        self.add_secondary(via, member, &["--voter"])
+    }
+
+    /// `add-secondary` of `member` as a learner through member `via`, which must
+    /// succeed (it returns once the learner has caught up).
+    fn add_learner(&self, via: usize, member: &Member) {
+        let added = self.add_secondary(via, member, &[]);
+        assert!(
+            added.status.success(),
+            "add-secondary: {}",
+            String::from_utf8_lossy(&added.stderr)
+        );
+    }
+
+    /// `add-secondary` of `member` through member `via`, with `options`.
+    fn add_secondary(&self, via: usize, member: &Member, options: &[&str]) -> Output {
         let (id, listening) = (member.id.to_string(), member.listening);
         let (peer, handle) = (listening.peer.to_string(), listening.handle.to_string());
-        self.try_cli(&[
+        let words = [
             "add-secondary",
             "--peer",
             &self.peer(via),
@@ -189,8 +209,8 @@ impl Set {
             &peer,
             "--node-handle",
             &handle,
-            "--voter",
-        ])
+        ];
+        self.try_cli(&[&words[..], options].concat())
     }
 
     /// The data directory of member `id`.
@@ -311,6 +331,7 @@ impl Set {
                 }
             }
             assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            thread::sleep(POLL_PAUSE);
         }
         panic!("gave up waiting for {what}");
     }

@@ -1,0 +1,120 @@
+//! A learner added under writes to a set whose primary snapshots every 20 entries and
+//! keeps 1 behind: its install takes longer than the primary takes to snapshot again,
+//! yet it installs one snapshot, catches up from the log the primary held for it, and
+//! has every acknowledged write.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::thread;
+
+use super::{CONFIG, Member, Set, assert_resolves, receive, write_until};
+use crate::harness::{ADMIN_ARGS, metrics_of};
+
+/// Handles imported before the learner joins: enough that installing them takes far
+/// longer than the writer takes to make 20 entries.
+const IMPORTED: usize = 300_000;
+
+/// The set's configuration: [`CONFIG`] with 1 entry kept behind a snapshot and the
+/// default bound for members behind.
+fn config() -> String {
+    let config = CONFIG
+        .replace("keep_after_snapshot = 5\n", "keep_after_snapshot = 1\n")
+        .replace("keep_for_members = 10\n", "");
+    assert_ne!(config, CONFIG, "CONFIG changed under this test");
+    config
+}
+
+/// A batch file creating `test/bulk-0` to `test/bulk-<count - 1>`.
+fn batch_file(path: &Path, count: usize) {
+    let mut batch = String::new();
+    for n in 0..count {
+        let _ = write!(
+            batch,
+            "CREATE test/bulk-{n}\n1 URL 86400 1110 UTF8 https://example.org/bulk/{n}\n\n"
+        );
+    }
+    std::fs::write(path, batch).expect("batch file");
+}
+
+/// `hdl import` of `file` through member `index`'s peer port, which must succeed.
+fn import(set: &Set, index: usize, file: &Path) {
+    let output = Command::new(env!("CARGO_BIN_EXE_hdl"))
+        .arg("import")
+        .arg(file)
+        .args(["--peer", &set.peer(index), "--cluster-secret-file"])
+        .arg(set.dir.path().join("secret"))
+        .args(ADMIN_ARGS)
+        .output()
+        .expect("run hdl import");
+    assert!(
+        output.status.success(),
+        "import: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// The snapshots `member` says on `/metrics` it installed.
+fn snapshots_installed(member: &Member) -> u64 {
+    let url = format!("http://{}", member.listening.http);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let metrics = runtime.block_on(metrics_of(&url));
+    let line = metrics
+        .lines()
+        .find_map(|line| line.strip_prefix("hdl_raft_snapshots_installed_total "));
+    line.and_then(|count| count.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no count of snapshots installed: {metrics}"))
+}
+
+#[test]
+fn a_learner_joining_under_writes_installs_one_snapshot_and_loses_no_write() {
+    let mut set = Set::empty();
+    std::fs::write(set.dir.path().join("config.toml"), config()).expect("config file");
+    set.form_members(1);
+    let file = set.dir.path().join("bulk.txt");
+    batch_file(&file, IMPORTED);
+    import(&set, 0, &file);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let (sender, acked) = mpsc::channel();
+    let listening = set.members[0].listening;
+    let writer = {
+        let stop = Arc::clone(&stop);
+        thread::spawn(move || write_until(listening, stop, sender))
+    };
+    let mut names = Vec::new();
+    receive(&acked, 30, &mut names);
+    let learner = set.spawn_new(2);
+    set.add_learner(0, &learner);
+    set.members.push(learner);
+    // Writes go on after it joined: it follows them from the log.
+    receive(&acked, 30, &mut names);
+    stop.store(true, Ordering::Relaxed);
+    writer.join().expect("writer");
+    names.extend(acked.try_iter());
+    set.await_status(0, "the learner caught up", |s| {
+        s["members"]
+            .as_array()
+            .is_some_and(|members| members.len() == 2 && members.iter().all(|m| m["lag"] == 0))
+    });
+
+    assert_eq!(snapshots_installed(&set.members[1]), 1, "{}", set.stderr(1));
+    for name in &names {
+        assert_resolves(&set.members[1], name);
+    }
+    for n in [0, IMPORTED / 2, IMPORTED - 1] {
+        assert_resolves_bulk(&set.members[1], n);
+    }
+}
+
+/// `test/bulk-<n>` resolves at `member` to its imported URL.
+fn assert_resolves_bulk(member: &Member, n: usize) {
+    let url = format!("https://example.org/bulk/{n}");
+    super::assert_resolves_data(member, &format!("test/bulk-{n}"), url.as_bytes());
+}
