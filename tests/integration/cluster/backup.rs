@@ -8,12 +8,8 @@ use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Output};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
-use std::thread;
 
-use super::{Member, Set, assert_resolves, receive, write_until};
+use super::{Member, Set, Writer, assert_resolves};
 use crate::harness::{
     ADMIN, ADMIN_SECRET, Listening, Server, lone_node_args, spawn_serve, try_spawn_serve_through,
 };
@@ -82,16 +78,9 @@ fn a_backup_under_writes_restores_to_a_set_that_exports_the_same_and_takes_membe
     let set = Set::form(3);
     let primary = set.primary(0);
     let secondary = (primary + 1) % 3;
-    let stop = Arc::new(AtomicBool::new(false));
-    let (sender, acked) = mpsc::channel();
-    let listening = set.members[primary].listening;
-    let writer = {
-        let stop = Arc::clone(&stop);
-        thread::spawn(move || write_until(listening, stop, sender))
-    };
+    let writer = Writer::start(set.members[primary].listening);
     let mut before = Vec::new();
-    receive(&acked, 30, &mut before);
-    before.extend(acked.try_iter());
+    writer.receive(30, &mut before);
 
     let dir = tempfile::tempdir().expect("temporary directory");
     let file = dir.path().join("set.backup");
@@ -105,9 +94,8 @@ fn a_backup_under_writes_restores_to_a_set_that_exports_the_same_and_takes_membe
     assert_eq!(mode & 0o777, 0o600, "a backup holds secret keys");
     // Writes went on after the backup was taken.
     let mut after = Vec::new();
-    receive(&acked, 20, &mut after);
-    stop.store(true, Ordering::Relaxed);
-    writer.join().expect("writer");
+    writer.receive(20, &mut after);
+    writer.finish(&mut after);
     let original = export(&set.peer(primary), &secret);
 
     let data = dir.path().join("restored");

@@ -6,12 +6,8 @@
 use std::fmt::Write as _;
 use std::path::Path;
 use std::process::Command;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
-use std::thread;
 
-use super::{CONFIG, Member, Set, assert_resolves, receive, write_until};
+use super::{CONFIG, Member, Set, Writer, assert_resolves};
 use crate::harness::{ADMIN_ARGS, metrics_of};
 
 /// Handles imported before the learner joins: enough that installing them takes far
@@ -81,23 +77,15 @@ fn a_learner_joining_under_writes_installs_one_snapshot_and_loses_no_write() {
     batch_file(&file, IMPORTED);
     import(&set, 0, &file);
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let (sender, acked) = mpsc::channel();
-    let listening = set.members[0].listening;
-    let writer = {
-        let stop = Arc::clone(&stop);
-        thread::spawn(move || write_until(listening, stop, sender))
-    };
+    let writer = Writer::start(set.members[0].listening);
     let mut names = Vec::new();
-    receive(&acked, 30, &mut names);
+    writer.receive(30, &mut names);
     let learner = set.spawn_new(2);
     set.add_learner(0, &learner);
     set.members.push(learner);
     // Writes go on after it joined: it follows them from the log.
-    receive(&acked, 30, &mut names);
-    stop.store(true, Ordering::Relaxed);
-    writer.join().expect("writer");
-    names.extend(acked.try_iter());
+    writer.receive(30, &mut names);
+    writer.finish(&mut names);
     set.await_status(0, "the learner caught up", |s| {
         s["members"]
             .as_array()

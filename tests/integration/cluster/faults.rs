@@ -15,8 +15,7 @@ use hdl::codec::ResponseCode;
 use serde_json::Value;
 
 use super::{
-    Set, assert_resolves, create, create_request, receive, secondary_catches_up_after, url,
-    write_until,
+    Set, Writer, assert_resolves, create, create_request, receive, secondary_catches_up_after, url,
 };
 use crate::harness::{ADMIN_ARGS, admin_credentials};
 
@@ -36,23 +35,15 @@ fn a_secondary_behind_a_purged_log_catches_up_from_a_snapshot() {
 #[test]
 fn a_learner_added_under_load_serves_reads_and_leaves_cleanly() {
     let mut set = Set::form(3);
-    let stop = Arc::new(AtomicBool::new(false));
-    let (sender, acked) = mpsc::channel();
-    let listening = set.members[0].listening;
-    let writer = {
-        let stop = Arc::clone(&stop);
-        thread::spawn(move || write_until(listening, stop, sender))
-    };
+    let writer = Writer::start(set.members[0].listening);
     let mut names = Vec::new();
-    receive(&acked, 10, &mut names);
+    writer.receive(10, &mut names);
     let learner = set.spawn(4, "127.0.0.1:0", "127.0.0.1:0");
     set.add_learner(0, &learner);
     set.members.push(learner);
     let first = set.peer(0);
-    receive(&acked, 10, &mut names);
-    stop.store(true, Ordering::Relaxed);
-    writer.join().expect("writer");
-    names.extend(acked.try_iter());
+    writer.receive(10, &mut names);
+    writer.finish(&mut names);
     let status = set.await_status(0, "the learner caught up", |s| all_caught_up(s, 4));
     let row = status["members"]
         .as_array()

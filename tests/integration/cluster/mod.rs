@@ -513,27 +513,57 @@ fn receive(acked: &mpsc::Receiver<String>, count: usize, into: &mut Vec<String>)
     }
 }
 
+/// A thread running [`write_until`] at one member, and the names it got acknowledged.
+struct Writer {
+    stop: Arc<AtomicBool>,
+    acked: mpsc::Receiver<String>,
+    thread: thread::JoinHandle<()>,
+}
+
+impl Writer {
+    /// Starts creating `test/load-N` at the member listening at `listening`.
+    fn start(listening: Listening) -> Writer {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (sender, acked) = mpsc::channel();
+        let thread = {
+            let stop = Arc::clone(&stop);
+            thread::spawn(move || write_until(listening, stop, sender))
+        };
+        Writer {
+            stop,
+            acked,
+            thread,
+        }
+    }
+
+    /// Waits for `count` more acknowledged names (within [`WAIT`]), then takes those
+    /// already there too, into `into`.
+    fn receive(&self, count: usize, into: &mut Vec<String>) {
+        receive(&self.acked, count, into);
+        into.extend(self.acked.try_iter());
+    }
+
+    /// Stops the thread; the names acknowledged meanwhile go into `into`.
+    fn finish(self, into: &mut Vec<String>) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().expect("writer");
+        into.extend(self.acked.try_iter());
+    }
+}
+
 #[test]
 fn a_new_primary_takes_writes_and_keeps_every_acknowledged_one() {
     let mut set = Set::form(3);
     let primary = set.primary(0);
     let writer_at = (primary + 1) % 3;
-    let stop = Arc::new(AtomicBool::new(false));
-    let (sender, acked) = mpsc::channel();
-    let listening = set.members[writer_at].listening;
-    let writer = {
-        let stop = Arc::clone(&stop);
-        thread::spawn(move || write_until(listening, stop, sender))
-    };
+    let writer = Writer::start(set.members[writer_at].listening);
     let mut names = Vec::new();
-    receive(&acked, 20, &mut names);
+    writer.receive(20, &mut names);
     set.members[primary].kill();
     let before_kill = names.len();
     // Creates acknowledged after the kill went through a new primary.
-    receive(&acked, before_kill + 20, &mut names);
-    stop.store(true, Ordering::Relaxed);
-    writer.join().expect("writer");
-    names.extend(acked.try_iter());
+    writer.receive(before_kill + 20, &mut names);
+    writer.finish(&mut names);
 
     let survivors: Vec<&Member> = set.members.iter().filter(|m| m.child.is_some()).collect();
     let new_primary = set.primary(writer_at);
