@@ -4,7 +4,8 @@
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::json;
 
 use super::codes::{RequestKind, http_status};
 use super::query::Query;
@@ -43,7 +44,7 @@ impl Format {
     }
 
     /// `body` with `status`, as JSON or JSONP.
-    pub fn answer(&self, status: StatusCode, body: &Value) -> Response {
+    pub fn answer(&self, status: StatusCode, body: &impl Serialize) -> Response {
         let text = if self.pretty {
             serde_json::to_string_pretty(body)
         } else {

@@ -21,7 +21,7 @@ use super::codes::{RequestKind, http_status};
 use super::query::{Query, QueryError, decode};
 use crate::codec::ResponseCode;
 use crate::names::{Handle, fold_key};
-use crate::restjson::{parse_body, resolution_json};
+use crate::restjson::{Resolution, parse_body};
 use crate::service::{
     Applied, Caller, Error, ExistingHandle, ExistingValue, Freshness, Operation, TemplateOrigin,
     resolve_or_derive,
@@ -223,10 +223,11 @@ pub async fn get(
             request.format.answer(status, &body)
         }
         Ok((values, template)) => {
-            let mut body = resolution_json(&request.spelled, &values);
-            if let (Some(origin), Some(fields)) = (template, body.as_object_mut()) {
-                fields.insert("template".to_owned(), template_json(&origin));
-            }
+            let body = Resolution {
+                handle: &request.spelled,
+                values: &values,
+                template: template.map(|origin| template_json(&origin)),
+            };
             request.format.answer(
                 http_status(ResponseCode::Success, RequestKind::Resolve),
                 &body,

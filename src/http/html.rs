@@ -53,6 +53,22 @@ th{background:#eef1f6}td.data{font-family:monospace;white-space:pre-wrap;overflo
 td.when{white-space:nowrap}\
 input[type=text]{width:28em;max-width:90%;padding:.4em}button{padding:.4em 1em}";
 
+/// The page sent with a redirect: the link alone, for a client that does not follow
+/// `Location` (browsers never show it). No style sheet: it goes with every redirect.
+pub fn redirect_page(status: StatusCode, target: &str) -> Response {
+    const HEAD: &str = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+                        <title>Handle redirect — hdl</title></head><body><p><a href=\"";
+    const TAIL: &str = "</a></p></body></html>\n";
+    let target = escape(target);
+    let mut html = String::with_capacity(HEAD.len() + 2 * target.len() + 2 + TAIL.len());
+    html.push_str(HEAD);
+    html.push_str(&target);
+    html.push_str("\">");
+    html.push_str(&target);
+    html.push_str(TAIL);
+    (status, Html(html)).into_response()
+}
+
 /// A page saying what went wrong with a reference.
 pub fn error_page(status: StatusCode, title: &str, message: &str) -> Response {
     page(status, title, &format!("<p>{}</p>", escape(message)))

@@ -21,7 +21,7 @@ fn in_memory() -> (Arc<MemoryHandler>, HttpState) {
         ],
     );
     let address: SocketAddr = "127.0.0.1:1".parse().unwrap();
-    let state = HttpState {
+    let state = HttpState::new(HttpShared {
         handler: handler.clone(),
         metrics: Arc::new(Metrics::new()),
         node: NodeInfo {
@@ -36,7 +36,7 @@ fn in_memory() -> (Arc<MemoryHandler>, HttpState) {
         guesses: Arc::default(),
         work: Arc::default(),
         secret_forms: SecretForms::Strong,
-    };
+    });
     (handler, state)
 }
 
@@ -219,10 +219,12 @@ async fn a_search_answers_a_paged_list_of_handles_and_refuses_what_it_cannot_sea
 #[tokio::test]
 async fn the_proxy_redirects_to_the_url_and_a_missing_handle_is_a_404_page() {
     let (_handler, state) = in_memory();
-    let (status, headers, _) = raw(&state, "GET", "/10.1000/a", None, "").await;
+    let (status, headers, page) = raw(&state, "GET", "/10.1000/a", None, "").await;
     assert_eq!(status, StatusCode::FOUND);
     assert_eq!(headers[header::LOCATION], "https://a.example/");
     assert!(headers.contains_key(header::EXPIRES));
+    let link = "<a href=\"https://a.example/\">https://a.example/</a>";
+    assert!(page.contains(link), "{page}");
     let (status, _, page) = raw(&state, "GET", "/hdl:10.1000/a?noredirect", None, "").await;
     assert_eq!(status, StatusCode::OK);
     assert!(page.contains("a@example.org"), "{page}");

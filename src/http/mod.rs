@@ -39,6 +39,7 @@ mod tls;
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::ops::Deref;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -85,9 +86,30 @@ pub enum HttpError {
     Tls(String),
 }
 
-/// What every request handler shares.
+/// What every request handler shares, behind one `Arc`: the service stack, and with
+/// it this state, is cloned for every request (hyper's service adapter, the
+/// middleware, the `State` extractor), so a clone is one count, not one per field.
 #[derive(Debug, Clone)]
-pub struct HttpState {
+pub struct HttpState(Arc<HttpShared>);
+
+impl HttpState {
+    /// The state of a node's HTTP edge.
+    pub fn new(shared: HttpShared) -> HttpState {
+        HttpState(Arc::new(shared))
+    }
+}
+
+impl Deref for HttpState {
+    type Target = HttpShared;
+
+    fn deref(&self) -> &HttpShared {
+        &self.0
+    }
+}
+
+/// The fields of [`HttpState`].
+#[derive(Debug)]
+pub struct HttpShared {
     /// What answers every request.
     pub handler: Arc<dyn Handler>,
     /// The node's metrics.

@@ -17,12 +17,12 @@
 
 use axum::extract::State;
 use axum::http::{HeaderValue, Method, StatusCode, Uri, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 
 use super::HttpState;
 use super::api::freshness;
-use super::html::{error_page, escape, page, values_page};
+use super::html::{error_page, redirect_page, values_page};
 use super::loc;
 use super::query::Query;
 use crate::clock::unix_now;
@@ -262,8 +262,7 @@ fn redirect(target: Target, append: &str) -> Response {
         Ttl::Absolute(at) => u64::from(at),
     };
     let when = std::time::UNIX_EPOCH + std::time::Duration::from_secs(expires);
-    let body = format!("<p><a href=\"{0}\">{0}</a></p>", escape(&encoded));
-    let mut response = page(target.status, "Handle redirect", &body).into_response();
+    let mut response = redirect_page(target.status, &encoded);
     let headers = response.headers_mut();
     headers.insert(header::LOCATION, header_value);
     if let Ok(expires) = HeaderValue::from_str(&httpdate::fmt_http_date(when)) {

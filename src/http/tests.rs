@@ -50,7 +50,7 @@ async fn state() -> (tempfile::TempDir, HttpState) {
         existing: ExistingHandle::Refuse,
     };
     service.write(operation).await.unwrap();
-    let state = HttpState {
+    let state = HttpState::new(HttpShared {
         handler: Arc::new(service),
         metrics: Arc::new(Metrics::new()),
         node: NodeInfo {
@@ -65,7 +65,7 @@ async fn state() -> (tempfile::TempDir, HttpState) {
         guesses: Arc::default(),
         work: Arc::default(),
         secret_forms: SecretForms::Strong,
-    };
+    });
     (dir, state)
 }
 

@@ -61,7 +61,7 @@ pub use set::{JoinError, SetHost};
 
 use crate::auth::{Identity, SigningKey};
 use crate::config::Config;
-use crate::http::{HttpListeners, HttpState, NodeInfo, SessionTable};
+use crate::http::{HttpListeners, HttpShared, HttpState, NodeInfo, SessionTable};
 use crate::metrics::Metrics;
 use crate::placement::{MapGroup, Mover};
 use crate::replication::network::{
@@ -478,7 +478,7 @@ fn http_state(
     handler: Arc<dyn Handler>,
     metrics: Arc<Metrics>,
 ) -> HttpState {
-    HttpState {
+    HttpState::new(HttpShared {
         handler,
         metrics,
         node,
@@ -490,7 +490,7 @@ fn http_state(
         guesses: Arc::default(),
         work: Arc::default(),
         secret_forms: config.auth.secret_forms(),
-    }
+    })
 }
 
 /// Creates the first administrator's prefix handles that do not exist yet.

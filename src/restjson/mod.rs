@@ -1,7 +1,8 @@
 //! The Handle.Net REST JSON shape of handle values (`HANDLE-NET-REFERENCE.md` §1.2),
-//! both ways: [`resolution_json`] and [`value_json`] render stored values (the HTTP
-//! API and `hdl resolve --json` both use them), [`parse_body`] and [`parse_value`]
-//! read the values a client sends.
+//! both ways: [`resolution_json`] and [`value_json`] render stored values as trees
+//! (`hdl resolve --json`, exports), [`Resolution`] serializes the same object with no
+//! tree built (the HTTP API's answers), [`parse_body`] and [`parse_value`] read the
+//! values a client sends.
 //!
 //! A value is `{"index","type","data":{"format","value"},["permissions"],["ttlType"],
 //! "ttl","timestamp",["references"]}`, in that order. `permissions` (admin read, admin
@@ -31,7 +32,7 @@ use thiserror::Error;
 
 pub use export::{export_json, parse_export};
 pub use parse::{ValuesBody, parse_body, parse_value};
-pub use render::{data_json, resolution_json, timestamp, value_json};
+pub use render::{Resolution, data_json, resolution_json, timestamp, value_json};
 
 /// Why incoming value JSON could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]

@@ -1,10 +1,11 @@
 //! Stored values as REST JSON (see the [module documentation](super)).
 
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use serde_json::{Map, Value, json};
+use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
+use serde_json::{Value, json};
 
 use super::structured::{key_json, site_json, vlist_json};
 use crate::values::{
@@ -14,51 +15,141 @@ use crate::values::{
 /// The REST JSON object of a successful resolution: `handle` exactly as given (the
 /// request's spelling), values in the order given (stored order).
 pub fn resolution_json(handle: &str, values: &[HandleValue]) -> Value {
-    json!({
-        "responseCode": 1,
-        "handle": handle,
-        "values": values.iter().map(value_json).collect::<Vec<_>>(),
+    to_value(&Resolution {
+        handle,
+        values,
+        template: None,
     })
 }
 
 /// One value as REST JSON.
 pub fn value_json(value: &HandleValue) -> Value {
-    let mut object = Map::new();
-    object.insert("index".into(), json!(value.index.0));
-    object.insert("type".into(), json!(value.value_type));
-    object.insert("data".into(), data_json(value));
-    if value.permissions != Permissions::DEFAULT {
-        object.insert(
-            "permissions".into(),
-            json!(permission_bits(value.permissions)),
-        );
+    to_value(&ValueJson(value))
+}
+
+/// The tree of a view below, which cannot fail to serialize (its keys are strings).
+fn to_value(view: &impl Serialize) -> Value {
+    serde_json::to_value(view).unwrap_or(Value::Null)
+}
+
+/// A successful resolution as REST JSON, serialized straight from the values, with
+/// no tree of [`Value`]s built first (the API answers with it); [`resolution_json`]
+/// is the same object as a tree. `template`, when given, is written last.
+pub struct Resolution<'a> {
+    /// The handle as the request spelled it.
+    pub handle: &'a str,
+    /// The values, in the order given.
+    pub values: &'a [HandleValue],
+    /// What a template-derived answer says of its origin.
+    pub template: Option<Value>,
+}
+
+impl Serialize for Resolution<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("responseCode", &1)?;
+        map.serialize_entry("handle", self.handle)?;
+        map.serialize_entry("values", &ValuesJson(self.values))?;
+        if let Some(template) = &self.template {
+            map.serialize_entry("template", template)?;
+        }
+        map.end()
     }
-    if let Ttl::Absolute(_) = value.ttl {
-        object.insert("ttlType".into(), json!(1));
+}
+
+/// Values as a REST JSON array.
+struct ValuesJson<'a>(&'a [HandleValue]);
+
+impl Serialize for ValuesJson<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut seq = serializer.serialize_seq(Some(self.0.len()))?;
+        for value in self.0 {
+            seq.serialize_element(&ValueJson(value))?;
+        }
+        seq.end()
     }
-    object.insert("ttl".into(), json!(value.ttl.seconds()));
-    object.insert("timestamp".into(), json!(timestamp(value.timestamp)));
-    if !value.references.is_empty() {
-        let references = value
-            .references
-            .iter()
-            .map(|reference| json!({"index": reference.index.0, "handle": reference.handle}));
-        object.insert("references".into(), references.collect());
+}
+
+/// One value as REST JSON, in the module's field order.
+struct ValueJson<'a>(&'a HandleValue);
+
+impl Serialize for ValueJson<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let value = self.0;
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("index", &value.index.0)?;
+        map.serialize_entry("type", &value.value_type)?;
+        map.serialize_entry("data", &DataJson(value))?;
+        if value.permissions != Permissions::DEFAULT {
+            map.serialize_entry("permissions", &permission_bits(value.permissions))?;
+        }
+        if let Ttl::Absolute(_) = value.ttl {
+            map.serialize_entry("ttlType", &1)?;
+        }
+        map.serialize_entry("ttl", &value.ttl.seconds())?;
+        map.serialize_entry("timestamp", &Timestamp(value.timestamp))?;
+        if !value.references.is_empty() {
+            map.serialize_entry("references", &ReferencesJson(value))?;
+        }
+        map.end()
     }
-    Value::Object(object)
+}
+
+/// A value's references as `[{"index","handle"}]`.
+struct ReferencesJson<'a>(&'a HandleValue);
+
+impl Serialize for ReferencesJson<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let references = &self.0.references;
+        let mut seq = serializer.serialize_seq(Some(references.len()))?;
+        for reference in references {
+            seq.serialize_element(
+                &json!({"index": reference.index.0, "handle": reference.handle}),
+            )?;
+        }
+        seq.end()
+    }
+}
+
+/// A value's data as [`data_json`] writes it; text is written from the value's
+/// octets, with no tree built.
+struct DataJson<'a>(&'a HandleValue);
+
+impl Serialize for DataJson<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let value = self.0;
+        let known = value.known_type();
+        if let Some(structured) = known.and_then(|known| structured_json(known, &value.data)) {
+            return structured.serialize(serializer);
+        }
+        let mut map = serializer.serialize_map(Some(2))?;
+        match std::str::from_utf8(&value.data) {
+            Ok(text) if !known.is_some_and(is_binary) => {
+                map.serialize_entry("format", "string")?;
+                map.serialize_entry("value", text)?;
+            }
+            _ => {
+                map.serialize_entry("format", "base64")?;
+                map.serialize_entry("value", &STANDARD.encode(&value.data))?;
+            }
+        }
+        map.end()
+    }
+}
+
+/// A timestamp written as [`timestamp`] spells it, with no string made first.
+struct Timestamp(u32);
+
+impl Serialize for Timestamp {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(&humantime::format_rfc3339_seconds(epoch_seconds(self.0)))
+    }
 }
 
 /// The `{"format","value"}` object of a value's data: the structured format of its
 /// type when the data decodes, else `string` for UTF-8 text, else `base64`.
 pub fn data_json(value: &HandleValue) -> Value {
-    let known = value.known_type();
-    if let Some(structured) = known.and_then(|known| structured_json(known, &value.data)) {
-        return structured;
-    }
-    match std::str::from_utf8(&value.data) {
-        Ok(text) if !known.is_some_and(is_binary) => json!({"format": "string", "value": text}),
-        _ => json!({"format": "base64", "value": STANDARD.encode(&value.data)}),
-    }
+    to_value(&DataJson(value))
 }
 
 /// The structured data format of a decodable value of a binary known type.
@@ -107,8 +198,11 @@ pub(super) fn permission_bits(permissions: Permissions) -> String {
 
 /// Seconds since the epoch as RFC 3339 UTC, e.g. `2024-01-01T00:00:00Z`.
 pub fn timestamp(seconds: u32) -> String {
-    let time = UNIX_EPOCH + Duration::from_secs(u64::from(seconds));
-    humantime::format_rfc3339_seconds(time).to_string()
+    humantime::format_rfc3339_seconds(epoch_seconds(seconds)).to_string()
+}
+
+fn epoch_seconds(seconds: u32) -> SystemTime {
+    UNIX_EPOCH + Duration::from_secs(u64::from(seconds))
 }
 
 #[cfg(test)]
@@ -173,6 +267,39 @@ mod tests {
         assert!(json.get("permissions").is_none());
         let site = HandleValue::new(2, "HS_SITE", "text-looking");
         assert_eq!(value_json(&site)["data"]["format"], "base64");
+    }
+
+    #[test]
+    fn a_resolution_written_straight_is_the_tree_written_and_its_template_comes_last() {
+        let values = [
+            HandleValue::new(1, "URL", "https://example.org/?a=\"b\""),
+            admin(),
+            HandleValue {
+                ttl: Ttl::Absolute(5),
+                references: vec![ValueReference {
+                    handle: "TEST/2".into(),
+                    index: ValueIndex(3),
+                }],
+                ..HandleValue::new(7, "CUSTOM", vec![0xff, 0x00])
+            },
+        ];
+        let tree = resolution_json("test/Ünï", &values).to_string();
+        let straight = Resolution {
+            handle: "test/Ünï",
+            values: &values,
+            template: None,
+        };
+        assert_eq!(serde_json::to_string(&straight).unwrap(), tree);
+        let derived = Resolution {
+            template: Some(json!({"namespace": "0.NA/TEST", "base": "TEST/b"})),
+            ..straight
+        };
+        let written = serde_json::to_string(&derived).unwrap();
+        let expected = format!(
+            "{},\"template\":{{\"namespace\":\"0.NA/TEST\",\"base\":\"TEST/b\"}}}}",
+            &tree[..tree.len() - 1]
+        );
+        assert_eq!(written, expected);
     }
 
     #[test]
