@@ -44,7 +44,7 @@ use super::contact::LeaderContact;
 use super::machine::Machine;
 use super::network::{GroupEndpoint, GroupNetwork, Links, Registry};
 use super::proposer::Proposer;
-use super::state_machine::{Installs, Stopping};
+use super::state_machine::{Installed, Installs, Stopping};
 use super::{GroupConfig, GroupId, LogStore, Node, NodeId, Request, RequestId, StateMachine};
 use crate::storage::{CacheSizes, Store};
 use leader::{ReadIndex, Write};
@@ -262,9 +262,10 @@ impl<M: Machine> Group<M> {
         admin::status(&self.inner.raft, &self.inner.me)
     }
 
-    /// How many snapshots this member installed (sent by a leader) since it started.
-    pub fn snapshots_installed(&self) -> u64 {
-        self.inner.installs.count()
+    /// How many snapshots this member installed (sent by a leader) since it started,
+    /// and their octets.
+    pub fn snapshots_installed(&self) -> Installed {
+        self.inner.installs.installed()
     }
 
     /// Every member of the group, by id, and the leader this node knows of.
