@@ -350,8 +350,9 @@ impl<M: Machine> Group<M> {
     }
 
     /// Stops answering the group's peer calls and stops its Raft, then the snapshot
-    /// builds and installs it left running (on tokio's blocking pool, which the process
-    /// waits for before it exits): they give up at their next record.
+    /// installs it left running (on tokio's blocking pool, which the process waits for
+    /// before it exits): they give up at their next record. A snapshot being sent stops
+    /// at its next chunk, once its send is dropped with the Raft.
     pub async fn shutdown(&self) -> Result<(), GroupError> {
         self.inner.registry.remove_group(self.inner.group);
         let stopped = self.inner.raft.shutdown().await;

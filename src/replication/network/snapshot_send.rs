@@ -14,7 +14,7 @@
 //! this node no longer leads, or it stops).
 //!
 //! The snapshot is a view of this member's store ([`StoreImage`]), kept in no file:
-//! a blocking task writes its records into chunks as they are sent, a few chunks ahead
+//! a blocking task writes its records into chunks as they are sent, a chunk ahead
 //! ([`CHUNKS_AHEAD`]), and stops when the send does; a send started over writes the
 //! same view again, the same bytes. The wire message is openraft's
 //! `InstallSnapshotRequest`, as before, so the member may run an earlier release. May
@@ -49,10 +49,9 @@ pub const SNAPSHOT_CHUNK: usize = 8 << 20;
 /// How long the member may take to store one chunk (not the last).
 pub const CHUNK_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// How many chunks are written ahead of the one being sent, at most (besides the one
-/// being written): the next one, to tell whether the one sent is the last, and one
-/// more, so that writing goes on while a chunk travels.
-const CHUNKS_AHEAD: usize = 2;
+/// How many chunks wait, written, while one is sent (besides the one being written):
+/// writing goes on while a chunk travels, and at most three chunks are in memory.
+const CHUNKS_AHEAD: usize = 1;
 
 /// How many times a chunk is sent before the snapshot is given up (openraft starts it
 /// over later); a chunk sent twice is written twice at the same offset.
@@ -142,113 +141,99 @@ async fn send_from_start<M: Machine>(
 ) -> Result<SnapshotResponse<NodeId>, Sent<M>> {
     let mut chunks = write_chunks(Arc::clone(image));
     let mut offset = 0;
-    let mut data = next_chunk(&mut chunks, meta)
-        .await?
-        .ok_or_else(|| Sent::failed(read_error::<M>(meta, Error::SnapshotTruncated)))?;
     loop {
-        // The chunk after this one, if any, says whether this one is the last.
-        let next = next_chunk(&mut chunks, meta).await?;
+        let Chunk { data, last } = next_chunk(&mut chunks, meta).await?;
         let end = offset + data.len() as u64;
-        let done = next.is_none();
         let request = InstallSnapshotRequest {
             vote: *vote,
             meta: meta.clone(),
             offset,
             data,
-            done,
+            done: last,
         };
-        let timeout = if done {
+        let timeout = if last {
             install_patience(end)
         } else {
             CHUNK_TIMEOUT
         };
         let response = send_chunk(connection, request, timeout).await?;
-        if response.vote > *vote {
+        if last || response.vote > *vote {
             return Ok(SnapshotResponse::new(response.vote));
         }
-        let Some(next) = next else {
-            return Ok(SnapshotResponse::new(response.vote));
-        };
         offset = end;
-        data = next;
     }
 }
 
-/// What the task writing a view's chunks passes on: a chunk, the end (`None`), or why
-/// it failed.
-type Piece = Result<Option<Vec<u8>>, Error>;
+/// Octets of snapshot data, and whether they are the last.
+struct Chunk {
+    data: Vec<u8>,
+    last: bool,
+}
 
 /// Starts writing `image` into chunks of [`SNAPSHOT_CHUNK`] octets on a blocking
 /// task, which stops once the receiver is dropped.
-fn write_chunks(image: Arc<StoreImage>) -> mpsc::Receiver<Piece> {
-    let (pieces, chunks) = mpsc::channel(CHUNKS_AHEAD);
+fn write_chunks(image: Arc<StoreImage>) -> mpsc::Receiver<Result<Chunk, Error>> {
+    let (chunks, received) = mpsc::channel(CHUNKS_AHEAD);
     tokio::task::spawn_blocking(move || {
         let out = ChunkWriter {
-            pieces: pieces.clone(),
+            chunks: chunks.clone(),
             chunk: Vec::with_capacity(SNAPSHOT_CHUNK),
         };
         let written = image
             .write_to(out)
             .and_then(|out| out.finish().map_err(Error::SnapshotData));
-        let last = match written {
-            Ok(()) => Ok(None),
-            Err(error) => Err(error),
-        };
-        // A receiver gone has stopped the send: nothing to tell.
-        let _ = pieces.blocking_send(last);
-    });
-    chunks
-}
-
-/// The next chunk of the view, `None` after the last.
-async fn next_chunk<M: Machine>(
-    chunks: &mut mpsc::Receiver<Piece>,
-    meta: &SnapshotMeta,
-) -> Result<Option<Vec<u8>>, Sent<M>> {
-    match chunks.recv().await {
-        Some(Ok(chunk)) => Ok(chunk),
-        Some(Err(error)) => Err(Sent::failed(read_error::<M>(meta, error))),
-        None => {
-            let error = io::Error::other("the task writing the snapshot ended before its end");
-            Err(Sent::failed(read_error::<M>(
-                meta,
-                Error::SnapshotData(error),
-            )))
+        if let Err(error) = written {
+            // A receiver gone has stopped the send: nothing to tell.
+            let _ = chunks.blocking_send(Err(error));
         }
-    }
+    });
+    received
 }
 
-/// Cuts what is written into chunks of [`SNAPSHOT_CHUNK`] octets, each passed on once
-/// full (waiting while [`CHUNKS_AHEAD`] are), the last by [`ChunkWriter::finish`].
+/// The next chunk of the view.
+async fn next_chunk<M: Machine>(
+    chunks: &mut mpsc::Receiver<Result<Chunk, Error>>,
+    meta: &SnapshotMeta,
+) -> Result<Chunk, Sent<M>> {
+    let error = match chunks.recv().await {
+        Some(Ok(chunk)) => return Ok(chunk),
+        Some(Err(error)) => error,
+        None => Error::SnapshotData(io::Error::other(
+            "the task writing the snapshot ended before its last chunk",
+        )),
+    };
+    Err(Sent::failed(read_error::<M>(meta, error)))
+}
+
+/// Cuts what is written into chunks of [`SNAPSHOT_CHUNK`] octets: a full chunk is
+/// passed on (waiting while [`CHUNKS_AHEAD`] wait) once more octets follow it, so
+/// that the last one, passed on by [`ChunkWriter::finish`], is known to be the last.
 struct ChunkWriter {
-    pieces: mpsc::Sender<Piece>,
+    chunks: mpsc::Sender<Result<Chunk, Error>>,
     chunk: Vec<u8>,
 }
 
 impl ChunkWriter {
-    fn pass_on(&mut self) -> io::Result<()> {
-        let chunk = std::mem::replace(&mut self.chunk, Vec::with_capacity(SNAPSHOT_CHUNK));
-        self.pieces
-            .blocking_send(Ok(Some(chunk)))
+    fn pass_on(&mut self, last: bool) -> io::Result<()> {
+        let data = std::mem::replace(&mut self.chunk, Vec::with_capacity(SNAPSHOT_CHUNK));
+        self.chunks
+            .blocking_send(Ok(Chunk { data, last }))
             .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the snapshot send stopped"))
     }
 
-    /// Passes on the last, partly filled chunk.
+    /// Passes on the last chunk.
     fn finish(mut self) -> io::Result<()> {
-        if self.chunk.is_empty() {
-            return Ok(());
-        }
-        self.pass_on()
+        self.pass_on(true)
     }
 }
 
 impl Write for ChunkWriter {
     fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        if self.chunk.len() == SNAPSHOT_CHUNK && !bytes.is_empty() {
+            self.pass_on(false)?;
+        }
         let taken = bytes.len().min(SNAPSHOT_CHUNK - self.chunk.len());
         self.chunk.extend_from_slice(&bytes[..taken]);
-        if self.chunk.len() == SNAPSHOT_CHUNK {
-            self.pass_on()?;
-        }
         Ok(taken)
     }
 
@@ -332,6 +317,38 @@ fn read_error<M: Machine>(meta: &SnapshotMeta, error: Error) -> SendError<M> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The chunks `writes` cut into: their lengths and whether each says it is last.
+    fn cut(writes: &[usize]) -> Vec<(usize, bool)> {
+        let (chunks, mut received) = mpsc::channel(8);
+        let mut out = ChunkWriter {
+            chunks,
+            chunk: Vec::new(),
+        };
+        for &length in writes {
+            out.write_all(&vec![7; length]).unwrap();
+        }
+        out.finish().unwrap();
+        let mut cut = Vec::new();
+        while let Some(chunk) = received.blocking_recv() {
+            let chunk = chunk.unwrap();
+            cut.push((chunk.data.len(), chunk.last));
+        }
+        cut
+    }
+
+    #[test]
+    fn writes_are_cut_into_full_chunks_and_only_the_last_says_so() {
+        assert_eq!(cut(&[5]), [(5, true)]);
+        assert_eq!(
+            cut(&[SNAPSHOT_CHUNK - 1, 1, SNAPSHOT_CHUNK + 3]),
+            [(SNAPSHOT_CHUNK, false), (SNAPSHOT_CHUNK, false), (3, true)]
+        );
+        assert_eq!(
+            cut(&[2 * SNAPSHOT_CHUNK]),
+            [(SNAPSHOT_CHUNK, false), (SNAPSHOT_CHUNK, true)]
+        );
+    }
 
     #[test]
     fn an_install_is_given_time_by_the_snapshots_size() {
