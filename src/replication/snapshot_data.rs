@@ -15,7 +15,7 @@
 //! only streamed ([`StoreImage::write_to`]) or installed whole from another store
 //! (openraft's storage test suite does), and answers those calls with an error.
 //! May depend on storage's read snapshots and on the snapshot format
-//! ([`super::snapshot`]); touches no file but the scratch file it holds.
+//! (the `snapshot` module); touches no file but the scratch file it holds.
 
 use std::io::{self, SeekFrom, Write};
 use std::pin::Pin;
@@ -64,7 +64,7 @@ impl StoreImage {
         self.read.export(sink)
     }
 
-    /// Writes the image as snapshot data ([`super::snapshot`]'s format) on `out`,
+    /// Writes the image as snapshot data (format 4, streamed) on `out`,
     /// record by record; `out` after the data. The same bytes however often it is
     /// called.
     pub fn write_to<W: Write>(&self, out: W) -> Result<W, Error> {
