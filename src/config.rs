@@ -105,8 +105,9 @@
 //! # Raise both on a network whose round trips or pauses approach the lease.
 //! election_timeout_min_ms = 150
 //! election_timeout_max_ms = 250
-//! # Build a snapshot of the store after this many log entries since the last one.
-//! # Default: 5000.
+//! # Take a snapshot (the store's applied position: no file is written; a member
+//! # behind is sent the store as it is then) after this many log entries since the
+//! # last one; the log is purged behind it. Default: 5000.
 //! snapshot_every = 5000
 //! # Log entries kept after a snapshot covers them, so a briefly absent member catches
 //! # up from the log rather than from a whole snapshot. Default: 1000.

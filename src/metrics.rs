@@ -105,6 +105,8 @@ pub struct ReplicationState {
     pub lag: Vec<(u64, u64)>,
     /// Snapshots this node installed, sent by its primary, since it started.
     pub snapshots_installed: u64,
+    /// The octets of snapshot data it received for them.
+    pub snapshot_octets_installed: u64,
 }
 
 /// The metrics of one node, shared by every listener.
@@ -120,6 +122,7 @@ pub struct Metrics {
     term: Gauge,
     lag: Family<MemberLabels, Gauge>,
     snapshots_installed: Counter,
+    snapshot_octets_installed: Counter,
     forwarded: Family<ForwardLabels, Counter>,
     totals: [AtomicU64; 2],
     started: Instant,
@@ -187,6 +190,12 @@ impl Metrics {
             "Snapshots this node installed, sent by its primary to catch up, since it started",
             snapshots_installed.clone(),
         );
+        let snapshot_octets_installed = Counter::default();
+        registry.register(
+            "raft_snapshot_octets_installed",
+            "Octets of snapshot data this node received for the snapshots it installed, since it started",
+            snapshot_octets_installed.clone(),
+        );
         let forwarded = Family::<ForwardLabels, Counter>::default();
         registry.register(
             "forwarded_requests",
@@ -204,6 +213,7 @@ impl Metrics {
             term,
             lag,
             snapshots_installed,
+            snapshot_octets_installed,
             forwarded,
             totals: [AtomicU64::new(0), AtomicU64::new(0)],
             started: Instant::now(),
@@ -259,6 +269,9 @@ impl Metrics {
         let counted = self.snapshots_installed.get();
         self.snapshots_installed
             .inc_by(state.snapshots_installed.saturating_sub(counted));
+        let counted = self.snapshot_octets_installed.get();
+        self.snapshot_octets_installed
+            .inc_by(state.snapshot_octets_installed.saturating_sub(counted));
         self.lag.clear();
         for &(member, entries) in &state.lag {
             self.lag

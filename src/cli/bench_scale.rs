@@ -12,8 +12,9 @@
 //!    node's CPU per answer, and reports its memory then: the steady state of a node
 //!    holding N handles, its caches warm;
 //! 5. starts a second node and adds it as a learner, which catches up from the
-//!    snapshot, while a writer creates handles: the time it took, the snapshot's octets
-//!    over that time, and the first node's greatest resident memory meanwhile.
+//!    snapshot, while a writer creates handles: the time it took, the octets of
+//!    snapshot data the learner received (its `/metrics`) over that time, and the
+//!    first node's greatest resident memory meanwhile.
 //!
 //! Memory is read from `/proc/<pid>/status` (Linux). The nodes are stopped afterwards
 //! whatever the outcome; the data directory is removed unless given.
@@ -179,11 +180,11 @@ async fn measure(
     );
     let joined = catch_up(first, second, file, &client, &bench.prefix).await?;
     println!(
-        "catch-up: a new learner caught up in {:.2} s under writes, installing {} snapshot(s); snapshot {} MiB, {:.0} MiB/s; the first node held at most {} MiB meanwhile, the learner {} MiB",
+        "catch-up: a new learner caught up in {:.2} s under writes, installing {} snapshot(s); {} MiB of snapshot received, {:.0} MiB/s; the first node held at most {} MiB meanwhile, the learner {} MiB",
         joined.took.as_secs_f64(),
-        joined.installs,
-        joined.snapshot >> 20,
-        joined.snapshot as f64 / 1_048_576.0 / joined.took.as_secs_f64().max(1e-3),
+        joined.installed.count,
+        joined.installed.octets >> 20,
+        joined.installed.octets as f64 / 1_048_576.0 / joined.took.as_secs_f64().max(1e-3),
         joined.peak_resident >> 20,
         joined.learner_peak >> 20
     );
@@ -289,12 +290,19 @@ async fn restart(set: &mut LocalSet, client: &Client, hits: &Names) -> anyhow::R
 /// What adding a learner came to.
 struct Joined {
     took: Duration,
-    snapshot: u64,
     peak_resident: u64,
     /// The most the learner was ever resident, read once it caught up.
     learner_peak: u64,
     /// The snapshots the learner installed.
-    installs: u64,
+    installed: Installed,
+}
+
+/// Snapshots a node installed, as its `/metrics` counts them.
+#[derive(Debug, PartialEq, Eq)]
+struct Installed {
+    count: u64,
+    /// Octets of snapshot data received for them.
+    octets: u64,
 }
 
 /// Starts a second node in `file`'s directory and adds it to the set as a learner,
@@ -307,13 +315,6 @@ async fn catch_up(
     prefix: &str,
 ) -> anyhow::Result<Joined> {
     first.primary_id().await?;
-    let snapshot_path = first.nodes[0]
-        .plan
-        .data_dir
-        .join("groups/set-1/snapshot.bin");
-    let snapshot = std::fs::metadata(&snapshot_path)
-        .with_context(|| format!("no snapshot at {}", snapshot_path.display()))?
-        .len();
     let mut learner_file = file.clone();
     learner_file.nodes[0].id = 2;
     learner_file.nodes[0].handle_offset = 1;
@@ -365,9 +366,8 @@ async fn catch_up(
         .context("the learner is not running")?;
     Ok(Joined {
         learner_peak: Memory::of(learner_pid)?.peak,
-        installs: snapshots_installed(plan.http).await?,
+        installed: snapshots_installed(plan.http).await?,
         took,
-        snapshot,
         peak_resident,
     })
 }
@@ -390,7 +390,7 @@ async fn caught_up(
 }
 
 /// The snapshots the node serving HTTP at `http` says it installed (its `/metrics`).
-async fn snapshots_installed(http: SocketAddr) -> anyhow::Result<u64> {
+async fn snapshots_installed(http: SocketAddr) -> anyhow::Result<Installed> {
     let url = format!("http://{http}/metrics");
     let metrics = reqwest::get(&url)
         .await
@@ -399,11 +399,17 @@ async fn snapshots_installed(http: SocketAddr) -> anyhow::Result<u64> {
         .text()
         .await
         .with_context(|| format!("cannot read {url}"))?;
-    metrics
-        .lines()
-        .find_map(|line| line.strip_prefix("hdl_raft_snapshots_installed_total "))
-        .and_then(|count| count.trim().parse().ok())
-        .with_context(|| format!("{url} has no count of snapshots installed"))
+    let counter = |name: &str| {
+        metrics
+            .lines()
+            .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+            .and_then(|count| count.trim().parse().ok())
+            .with_context(|| format!("{url} has no {name}"))
+    };
+    Ok(Installed {
+        count: counter("hdl_raft_snapshots_installed_total")?,
+        octets: counter("hdl_raft_snapshot_octets_installed_total")?,
+    })
 }
 
 /// The greatest resident memory of process `pid`, sampled until `stop`.

@@ -152,6 +152,7 @@ pub async fn metrics(State(state): State<HttpState>) -> Response {
         term: replica.term,
         lag: replica.lag,
         snapshots_installed: replica.snapshots_installed,
+        snapshot_octets_installed: replica.snapshot_octets_installed,
     });
     let mut response = state.metrics.render().into_response();
     response.headers_mut().insert(

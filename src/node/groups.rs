@@ -2,9 +2,10 @@
 //!
 //! A node belongs to the metadata group (whose machine holds the cluster map) and to
 //! at most one replica set (whose machine holds handles). Each group keeps its files
-//! in a directory of its own under `<data_dir>/groups/` — `map/` (`map.redb`, its log
-//! and snapshot) and `set-<k>/` for replica set k (`handles.redb`, the Raft log, the
-//! current snapshot) — and all answer on the node's one peer port over one set of
+//! in a directory of its own under `<data_dir>/groups/` — `map/` (`map.redb` and its
+//! log) and `set-<k>/` for replica set k (`handles.redb` and the Raft log; an earlier
+//! release also kept its current snapshot there, which the state machine removes at
+//! start) — and all answer on the node's one peer port over one set of
 //! links. The set directory is what says which set a node belongs to: a node with
 //! none belongs to no set yet ([`find_set`]). A data directory written before groups
 //! had directories (its files at the top) is moved into `groups/set-1/` once, at

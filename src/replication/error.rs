@@ -67,6 +67,15 @@ pub enum Error {
         /// What it was installed as.
         expected: Box<SnapshotMeta>,
     },
+    /// Snapshot data of a kind that cannot serve where openraft passed it (never
+    /// expected: openraft sends only what this member built).
+    #[error("snapshot data is {found}, which cannot be {wanted}")]
+    SnapshotKind {
+        /// What the data is.
+        found: &'static str,
+        /// What was to be done with it.
+        wanted: &'static str,
+    },
     /// Reading or writing the snapshot file failed.
     #[error("snapshot file {path}: {source}")]
     SnapshotFile {

@@ -18,7 +18,8 @@
 //! - the state machine ([`StateMachine`], [`SnapshotBuilder`]): applies entries to the
 //!   group's [`crate::storage::Store`] through its machine (synced to disk a little
 //!   later, many applies at once: [`durable`]), remembers results so a
-//!   request applies once, and builds and installs snapshots;
+//!   request applies once, and serves its store as the current snapshot
+//!   ([`snapshot_data`]) and installs snapshots;
 //! - the backup file ([`backup`]): replica sets' snapshot data under a header and a
 //!   checksum, written by `hdl backup` and read by `hdl restore`;
 //! - the peer network ([`network`]): authenticated TCP between the nodes, one
@@ -49,6 +50,7 @@ mod machine;
 pub mod network;
 mod proposer;
 mod snapshot;
+pub mod snapshot_data;
 mod state_machine;
 pub mod types;
 
@@ -63,7 +65,7 @@ pub use handle_set::{HandleCommand, HandleResult, HandleSet};
 pub use log_store::{LOG_FILE, LogStore};
 pub use machine::Machine;
 pub use snapshot::SNAPSHOT_FILE;
-pub use state_machine::{SnapshotBuilder, StateMachine, recall, snapshot_data_now};
+pub use state_machine::{Installed, SnapshotBuilder, StateMachine, recall, snapshot_data_now};
 pub use types::{GroupConfig, GroupId, Node, NodeId, Proposal, Request, RequestId, SetId};
 
 /// Runs blocking disk work (redb commits fsync) on tokio's blocking pool.

@@ -1,36 +1,42 @@
-//! Snapshot data and the node's current snapshot file, streamed from and to disk.
+//! Snapshot data, written and read as a stream of records, and the snapshot file an
+//! earlier release kept.
 //!
-//! Snapshot data, as sent to followers and as kept on disk, is format 4:
+//! Snapshot data, as sent to followers, is format 4:
 //! `u8 format (4) ‖ u32 length ‖ postcard SnapshotMeta ‖ record* ‖ u32 0`, where each
 //! record is `u32 length (big-endian, like the meta's) ‖ postcard ImageRecord`
 //! ([`crate::storage::ImageRecord`], in image order) of at most [`MAX_RECORD`] bytes,
 //! and the zero length ends the data (a truncated file is refused; so are bytes after
-//! the end). The meta comes first so that the current snapshot's meta is read without
-//! reading the image. A snapshot is written record by record from one read
-//! transaction and installed record by record into one write transaction, so memory
-//! stays bounded by one record (and redb's write cache), however large the store.
+//! the end). The meta comes first so that a snapshot's meta is read without reading
+//! the image. A snapshot is written record by record from one read transaction and
+//! installed record by record into one write transaction, so memory stays bounded by
+//! one record (and redb's write cache), however large the store.
 //!
 //! Older formats are still read, whole, into memory (they were written whole):
 //! `u8 format ‖ postcard SnapshotMeta ‖ postcard image`, where the image is format 3
 //! `(handles, prefixes, recent, documents, slot count, slot states)`, format 2
 //! `(handles, prefixes, recent)` and format 1 `(handles, prefixes)`.
 //!
-//! The current snapshot lives in one file of the data directory, replaced by
-//! write-to-temporary, fsync and rename, so it survives a restart and is never seen
-//! half written.
+//! A node keeps no snapshot file now: its current snapshot is a view of its store
+//! ([`super::snapshot_data`]). Earlier releases kept one in the group's directory
+//! ([`SNAPSHOT_FILE`], replaced through a temporary file by rename); a node upgraded
+//! from one reads it once, at open, and removes it ([`open_kept`], [`remove_kept`]).
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
-use std::path::{Path, PathBuf};
+use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
 
 use super::error::Error;
 use super::types::{SnapshotMeta, from_bytes, to_bytes};
 use crate::storage::{ImageRecord, RecentResult, Slot, SlotState};
 
-/// The file, inside a node's data directory, that holds its current snapshot.
+/// The file, inside a group's directory, where an earlier release kept its current
+/// snapshot.
 pub const SNAPSHOT_FILE: &str = "snapshot.bin";
+
+/// The temporary file an earlier release wrote a new current snapshot to before
+/// renaming it to [`SNAPSHOT_FILE`].
+const KEPT_TEMPORARY: &str = "snapshot.tmp";
 
 /// The longest record (or meta) snapshot data may hold: far above any handle record.
 pub const MAX_RECORD: u32 = 64 << 20;
@@ -232,11 +238,11 @@ fn decode_old(format: u8, data: &[u8]) -> Result<(SnapshotMeta, Vec<ImageRecord>
     Ok((meta, records))
 }
 
-/// A new, empty file in `dir` for snapshot data that is not yet a snapshot (being
-/// built, received or backed up): it has no name, so nothing is left of it if it is
-/// never kept, and its space is freed once the last handle to it is closed.
+/// A new, empty file in `dir` for snapshot data that is not a snapshot yet (being
+/// received or backed up): it has no name, so nothing is left of it after a
+/// crash, and its space is freed once the last handle to it is closed.
 pub(super) fn scratch_file(dir: &Path) -> Result<File, Error> {
-    // Two made in the same microsecond (a backup beside a build) differ by the count.
+    // Two made in the same microsecond (a backup beside a receive) differ by the count.
     static MADE: AtomicU64 = AtomicU64::new(0);
     let made = MADE.fetch_add(1, Ordering::Relaxed);
     let path = dir.join(format!(
@@ -252,114 +258,45 @@ pub(super) fn scratch_file(dir: &Path) -> Result<File, Error> {
         .map_err(|source| Error::SnapshotFile { path, source })
 }
 
-/// When a new snapshot replaces the current one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Replace {
-    /// Always: an installed snapshot is the state machine's new state.
-    Always,
-    /// Unless the current one covers more of the log: a build may finish after a newer
-    /// snapshot was installed.
-    UnlessOlder,
+/// The snapshot kept by a node of an earlier release in `data_dir`, if there is one:
+/// its meta and its data, open at its start.
+pub(super) fn open_kept(data_dir: &Path) -> Result<Option<(SnapshotMeta, File)>, Error> {
+    let path = data_dir.join(SNAPSHOT_FILE);
+    let file_error = |source| Error::SnapshotFile {
+        path: path.clone(),
+        source,
+    };
+    let mut data = match File::open(&path) {
+        Ok(file) => file,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => return Err(file_error(source)),
+    };
+    let (meta, _) = read_head(BufReader::new(&mut data))?;
+    data.seek(SeekFrom::Start(0)).map_err(file_error)?;
+    Ok(Some((meta, data)))
 }
 
-/// The current snapshot file; the lock orders replacements.
-#[derive(Debug)]
-pub(super) struct SnapshotFile {
-    dir: PathBuf,
-    path: PathBuf,
-    current: Mutex<Option<SnapshotMeta>>,
-}
-
-impl SnapshotFile {
-    /// Opens the snapshot file in `data_dir`, reading the meta of the snapshot it holds.
-    pub(super) fn open(data_dir: &Path) -> Result<SnapshotFile, Error> {
-        let path = data_dir.join(SNAPSHOT_FILE);
-        let file = SnapshotFile {
-            dir: data_dir.to_owned(),
-            path,
-            current: Mutex::new(None),
-        };
-        let current = match file.open_current()? {
-            Some(data) => Some(read_head(BufReader::new(data)).map(|(meta, _)| meta)?),
-            None => None,
-        };
-        *file.current.lock().unwrap_or_else(PoisonError::into_inner) = current;
-        Ok(file)
-    }
-
-    fn open_current(&self) -> Result<Option<File>, Error> {
-        match File::open(&self.path) {
-            Ok(file) => Ok(Some(file)),
-            Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(source) => Err(self.file_error(source)),
+/// Removes, durably, the snapshot an earlier release kept in `data_dir` and the
+/// temporary file it was replaced through (left by a crash during a replacement).
+pub(super) fn remove_kept(data_dir: &Path) -> Result<(), Error> {
+    let mut removed = false;
+    for name in [SNAPSHOT_FILE, KEPT_TEMPORARY] {
+        let path = data_dir.join(name);
+        match fs::remove_file(&path) {
+            Ok(()) => removed = true,
+            Err(error) if error.kind() == io::ErrorKind::NotFound => {}
+            Err(source) => return Err(Error::SnapshotFile { path, source }),
         }
     }
-
-    fn file_error(&self, source: io::Error) -> Error {
-        Error::SnapshotFile {
-            path: self.path.clone(),
-            source,
-        }
+    if removed {
+        File::open(data_dir)
+            .and_then(|dir| dir.sync_all())
+            .map_err(|source| Error::SnapshotFile {
+                path: data_dir.to_owned(),
+                source,
+            })?;
     }
-
-    /// The current snapshot's meta and data (open at its start), if there is one. The
-    /// open file stays readable when a newer snapshot replaces it.
-    pub(super) fn load(&self) -> Result<Option<(SnapshotMeta, File)>, Error> {
-        let _order = self.current.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(mut data) = self.open_current()? else {
-            return Ok(None);
-        };
-        let (meta, _) = read_head(BufReader::new(&mut data))?;
-        data.seek(SeekFrom::Start(0))
-            .map_err(|source| self.file_error(source))?;
-        Ok(Some((meta, data)))
-    }
-
-    /// A new, empty file for snapshot data that is not yet a snapshot (being built or
-    /// received): see [`scratch_file`].
-    pub(super) fn scratch(&self) -> Result<File, Error> {
-        scratch_file(&self.dir)
-    }
-
-    /// Makes `data` (snapshot data of `meta`, read from its start) the current
-    /// snapshot, durably, as `rule` says; `data` is copied as it is read.
-    pub(super) fn save(
-        &self,
-        meta: &SnapshotMeta,
-        data: &mut File,
-        rule: Replace,
-    ) -> Result<(), Error> {
-        // The meta is written only after the file is in place, so a poisoned lock still
-        // describes the file on disk.
-        let mut current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
-        let older = current
-            .as_ref()
-            .is_some_and(|current| current.last_log_id > meta.last_log_id);
-        if rule == Replace::UnlessOlder && older {
-            return Ok(());
-        }
-        self.replace(data)
-            .map_err(|source| self.file_error(source))?;
-        *current = Some(meta.clone());
-        Ok(())
-    }
-
-    fn replace(&self, data: &mut File) -> io::Result<()> {
-        let temporary = self.path.with_extension("tmp");
-        let mut file = BufWriter::new(File::create(&temporary)?);
-        data.seek(SeekFrom::Start(0))?;
-        io::copy(data, &mut file)?;
-        let file = file.into_inner().map_err(io::IntoInnerError::into_error)?;
-        file.sync_all()?;
-        fs::rename(&temporary, &self.path)?;
-        // The rename is durable once the directory is.
-        let dir = match self.path.parent() {
-            Some(dir) if !dir.as_os_str().is_empty() => dir,
-            _ => Path::new("."),
-        };
-        File::open(dir)?.sync_all()?;
-        Ok(())
-    }
+    Ok(())
 }
 
 #[cfg(test)]

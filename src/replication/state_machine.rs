@@ -19,22 +19,28 @@
 //! remembered result. The remembered results are part of the replicated state: they
 //! commit with the writes and travel in snapshots, so every replica decides alike.
 //!
-//! A snapshot is every record of the store plus its meta, streamed from one
-//! [`crate::storage::ReadSnapshot`] into a file record by record ([`super::snapshot`]);
-//! openraft sends and receives it as that file. Installing one first makes it the
-//! current snapshot (kept in the data directory, replaced by rename), then streams its
-//! records into one write batch that also sets the applied state, committed once: a
-//! crash midway leaves the old store and its applied state, never a half-installed
-//! store (redb spills the batch to disk, so memory stays bounded). A crash after the
-//! rename and before the commit leaves a current snapshot ahead of the store; opening
-//! the state machine installs it again, so the store is never behind its own current
-//! snapshot (openraft assumes so: it never installs a snapshot that is not newer than
-//! the current one).
+//! A snapshot is every record of the store plus its meta, and the current snapshot is
+//! the store itself: openraft's `build_snapshot` and `get_current_snapshot` (at
+//! startup, and to send a member behind) both answer a view of the store from one read
+//! transaction ([`StoreImage`]), whose meta is the applied state that transaction
+//! records; nothing is written, so a start or a snapshot policy trigger costs a read.
+//! The sender streams the view's records into chunks ([`super::network`]). A member
+//! receives a snapshot into an unnamed scratch file, then streams its records into one
+//! write batch that also sets the applied state, committed durably once: a crash
+//! midway leaves the old store and its applied state, never a half-installed store
+//! (redb spills the batch to disk, so memory stays bounded), and the log is not purged
+//! past the store before that commit ([`super::LogStore::open_beside`]), so nothing
+//! else need be kept.
 //!
-//! A group that stops sets its state machine's [`Stopping`]: a snapshot being built or
-//! installed (minutes of blocking work on a large store, which the process would wait
-//! for before it exits) gives up at its next record; an install given up leaves the
-//! store as it was, behind its current snapshot, which the next start installs again.
+//! An earlier release kept its current snapshot in a file of the group's directory
+//! ([`super::SNAPSHOT_FILE`]), saved before each install; opening the state machine
+//! installs that file when the store is behind it (a crash during an install), as that
+//! release did, and then removes it: the store, durably at or past it, is the current
+//! snapshot.
+//!
+//! A group that stops sets its state machine's [`Stopping`]: a snapshot being installed
+//! (minutes of blocking work on a large store, which the process would wait for before
+//! it exits) gives up at its next record and leaves the store as it was.
 //!
 //! The last log id the store has applied durably is published by its [`Durable`]
 //! ([`StateMachine::durable`]) once a sync or an install has made it so; the log store
@@ -43,7 +49,7 @@
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Seek, SeekFrom};
 use std::marker::PhantomData;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Instant;
@@ -56,14 +62,13 @@ use super::blocking;
 use super::durable::{Durable, keep_syncing};
 use super::error::Error;
 use super::machine::Machine;
-use super::snapshot::{
-    Replace, SnapshotFile, SnapshotReader, SnapshotWriter, read_head, scratch_file,
-};
+use super::snapshot::{SnapshotReader, open_kept, read_head, remove_kept, scratch_file};
+use super::snapshot_data::{SnapshotData, StoreImage};
 use super::types::{
     Entry, GroupConfig, LogId, Proposal, RaftStorageError, Request, RequestId, Snapshot,
     SnapshotMeta, StoredMembership, from_bytes, to_bytes,
 };
-use crate::storage::{ReadSnapshot, Store, WriteBatch};
+use crate::storage::{ImageRecord, ReadSnapshot, Store, WriteBatch};
 
 /// How many log entries a request's result is remembered for. A write is retried
 /// within the replica's patience for a leader (five seconds), and by a client within
@@ -90,7 +95,7 @@ impl AppliedState {
     }
 }
 
-/// A group's state machine: its store, applied by `M`, and the current snapshot.
+/// A group's state machine: its store, applied by `M`, which is its current snapshot.
 #[derive(Debug)]
 pub struct StateMachine<M> {
     store: Arc<Store>,
@@ -100,18 +105,18 @@ pub struct StateMachine<M> {
     /// Whether the task syncing applies runs (started by the first apply, in the
     /// runtime).
     syncing: bool,
-    snapshots: Arc<SnapshotFile>,
+    /// The group's directory, where snapshots are received into scratch files.
+    dir: PathBuf,
     stopping: Stopping,
     installs: Installs,
     machine: PhantomData<fn() -> M>,
 }
 
-/// Builds snapshots of a [`StateMachine`]'s store, concurrently with its applies.
+/// Builds snapshots of a [`StateMachine`]'s store, concurrently with its applies: a
+/// view of the store, taken without waiting for them.
 #[derive(Debug)]
 pub struct SnapshotBuilder<M> {
     store: Arc<Store>,
-    snapshots: Arc<SnapshotFile>,
-    stopping: Stopping,
     machine: PhantomData<fn() -> M>,
 }
 
@@ -120,7 +125,7 @@ pub struct SnapshotBuilder<M> {
 pub struct Stopping(Arc<AtomicBool>);
 
 impl Stopping {
-    /// Makes snapshot builds and installs in progress give up at their next record.
+    /// Makes snapshot installs in progress give up at their next record.
     pub fn stop(&self) {
         self.0.store(true, Ordering::Relaxed);
     }
@@ -135,43 +140,56 @@ impl Stopping {
     }
 }
 
-/// How many snapshots a state machine installed, sent by a leader (not the install
-/// again of its own current snapshot at open); clones share it.
+/// How many snapshots a state machine installed, sent by a leader (not the install at
+/// open of a snapshot an earlier release kept), and their octets; clones share them.
 #[derive(Debug, Clone, Default)]
-pub struct Installs(Arc<AtomicU64>);
+pub struct Installs(Arc<[AtomicU64; 2]>);
+
+/// Snapshots a member installed, and the octets of snapshot data it received for them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Installed {
+    /// Snapshots installed.
+    pub count: u64,
+    /// Octets of the snapshot data received for them.
+    pub octets: u64,
+}
 
 impl Installs {
     /// Snapshots installed so far.
-    pub fn count(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
+    pub fn installed(&self) -> Installed {
+        Installed {
+            count: self.0[0].load(Ordering::Relaxed),
+            octets: self.0[1].load(Ordering::Relaxed),
+        }
     }
 
-    fn installed(&self) {
-        self.0.fetch_add(1, Ordering::Relaxed);
+    fn add(&self, octets: u64) {
+        self.0[0].fetch_add(1, Ordering::Relaxed);
+        self.0[1].fetch_add(octets, Ordering::Relaxed);
     }
 }
 
 impl<M: Machine> StateMachine<M> {
-    /// The state machine over `store`, keeping its current snapshot in `data_dir`
-    /// ([`super::SNAPSHOT_FILE`]); a store behind that snapshot (a crash during its
-    /// install) is brought to it first. Blocks on the disk.
+    /// The state machine over `store`, receiving snapshots in `data_dir`; a snapshot
+    /// an earlier release kept there ([`super::SNAPSHOT_FILE`]) is installed first
+    /// when the store is behind it (a crash during its install), then removed. Blocks
+    /// on the disk.
     pub fn open(store: Arc<Store>, data_dir: &Path) -> Result<StateMachine<M>, Error> {
-        let snapshots = Arc::new(SnapshotFile::open(data_dir)?);
         let stopping = Stopping::default();
-        let applied = catch_up_with_snapshot(&store, &snapshots, &stopping)?;
+        let applied = catch_up_with_kept_snapshot(&store, data_dir, &stopping)?;
         Ok(StateMachine {
             durable: Arc::new(Durable::new(Arc::clone(&store), applied.last_applied)),
             syncing: false,
             store,
             applied,
-            snapshots,
+            dir: data_dir.to_owned(),
             stopping,
             installs: Installs::default(),
             machine: PhantomData,
         })
     }
 
-    /// What stops this state machine's snapshot builds and installs; the group sets it
+    /// What stops this state machine's snapshot installs; the group sets it
     /// once its Raft has stopped.
     pub fn stopping(&self) -> Stopping {
         self.stopping.clone()
@@ -195,26 +213,29 @@ impl<M: Machine> StateMachine<M> {
     }
 }
 
-/// The store's applied state, after installing the current snapshot when it covers
-/// more of the log than the store does.
-fn catch_up_with_snapshot(
+/// The store's applied state, after installing the snapshot an earlier release kept in
+/// `data_dir` when it covers more of the log than the store does; that file is
+/// removed then, as the store holds at least its state, durably (an install commits
+/// durably; a store not behind it is as it is on disk).
+fn catch_up_with_kept_snapshot(
     store: &Store,
-    snapshots: &SnapshotFile,
+    data_dir: &Path,
     stopping: &Stopping,
 ) -> Result<AppliedState, Error> {
-    let applied = AppliedState::read(&*store.read()?)?;
-    let Some((meta, mut data)) = snapshots.load()? else {
-        return Ok(applied);
-    };
-    if meta.last_log_id <= applied.last_applied {
-        return Ok(applied);
+    let mut applied = AppliedState::read(&*store.read()?)?;
+    if let Some((meta, mut data)) = open_kept(data_dir)? {
+        if meta.last_log_id > applied.last_applied {
+            tracing::warn!(
+                snapshot = %meta,
+                store = ?applied.last_applied,
+                "the store is behind the snapshot an earlier release kept (a crash during an install): installing it again"
+            );
+            applied = install(store, &meta, &mut data, stopping)?;
+        }
+        tracing::info!(snapshot = %meta, "removing the snapshot file an earlier release kept: the store is the current snapshot");
     }
-    tracing::warn!(
-        snapshot = %meta,
-        store = ?applied.last_applied,
-        "the store is behind its current snapshot (a crash during an install): installing it again"
-    );
-    install(store, &meta, &mut data, stopping)
+    remove_kept(data_dir)?;
+    Ok(applied)
 }
 
 /// What one batch of entries did: the applied state after it, and each entry's
@@ -284,22 +305,6 @@ pub fn recall<M: Machine>(read: &ReadSnapshot, id: RequestId) -> Result<Option<M
     from_bytes(&bytes, "remembered result").map(Some)
 }
 
-/// Makes snapshot `data` (which must be the snapshot `meta`) the current snapshot,
-/// then replaces the store's contents with it: in this order, so that a crash between
-/// the two leaves a store behind its current snapshot, which opening repairs, and
-/// never a store ahead of it (whose log may be purged past that snapshot).
-fn save_and_install(
-    store: &Store,
-    snapshots: &SnapshotFile,
-    meta: &SnapshotMeta,
-    data: &mut File,
-    stopping: &Stopping,
-) -> Result<AppliedState, Error> {
-    records_of(meta, data)?;
-    snapshots.save(meta, data, Replace::Always)?;
-    install(store, meta, data, stopping)
-}
-
 /// The records of snapshot `data` (read from its start), refused unless its head
 /// says it is the snapshot `meta`.
 fn records_of<'a>(
@@ -328,6 +333,42 @@ fn install(
     stopping: &Stopping,
 ) -> Result<AppliedState, Error> {
     let mut records = records_of(meta, data)?;
+    install_records(store, meta, stopping, |put| {
+        while let Some(record) = records.next_record()? {
+            put(record)?;
+        }
+        Ok(())
+    })
+}
+
+/// Replaces the store's contents with the records of `image` (a view of another
+/// store, handed over whole rather than sent), which must be the snapshot `meta`.
+fn install_image(
+    store: &Store,
+    meta: &SnapshotMeta,
+    image: &StoreImage,
+    stopping: &Stopping,
+) -> Result<AppliedState, Error> {
+    if image.meta() != meta {
+        return Err(Error::SnapshotMismatch {
+            found: Box::new(image.meta().clone()),
+            expected: Box::new(meta.clone()),
+        });
+    }
+    install_records(store, meta, stopping, |put| image.export(put))
+}
+
+/// A sink of snapshot records.
+type Put<'a> = dyn FnMut(ImageRecord) -> Result<(), Error> + 'a;
+
+/// Replaces the store's contents with the records `feed` puts, as the snapshot `meta`:
+/// one batch, committed durably once, unless the group stops first.
+fn install_records(
+    store: &Store,
+    meta: &SnapshotMeta,
+    stopping: &Stopping,
+    feed: impl FnOnce(&mut Put<'_>) -> Result<(), Error>,
+) -> Result<AppliedState, Error> {
     let applied = AppliedState {
         last_applied: meta.last_log_id,
         membership: meta.last_membership.clone(),
@@ -336,11 +377,12 @@ fn install(
     let mut batch = store.write()?;
     let mut import = batch.import()?;
     let mut count = 0u64;
-    while let Some(record) = records.next_record()? {
+    feed(&mut |record| {
         stopping.check()?;
         import.put(record)?;
         count += 1;
-    }
+        Ok(())
+    })?;
     import.finish()?;
     batch.set_applied_state(&to_bytes(&applied, "applied state")?)?;
     batch.commit()?;
@@ -353,64 +395,42 @@ fn install(
     Ok(applied)
 }
 
-/// Streams the store, from one read snapshot, into a new snapshot file and makes it
-/// the current snapshot, unless the group stops first.
-fn build(
-    store: &Store,
-    snapshots: &SnapshotFile,
-    stopping: &Stopping,
-) -> Result<(SnapshotMeta, File), Error> {
-    let (meta, mut data) = snapshot_data(&*store.read()?, snapshots.scratch()?, stopping)?;
-    snapshots.save(&meta, &mut data, Replace::UnlessOlder)?;
-    data.seek(SeekFrom::Start(0)).map_err(Error::SnapshotData)?;
-    Ok((meta, data))
+/// The store as of now, from one read snapshot (writes go on meanwhile), with the
+/// applied state that snapshot records as its meta.
+fn image_now(store: &Store) -> Result<StoreImage, Error> {
+    let read = store.read()?;
+    let applied = AppliedState::read(&read)?;
+    let meta = SnapshotMeta {
+        snapshot_id: snapshot_id(applied.last_applied),
+        last_log_id: applied.last_applied,
+        last_membership: applied.membership,
+    };
+    Ok(StoreImage::new(read, meta))
 }
 
 /// Snapshot data of the store as of now, from one read snapshot (writes go on
 /// meanwhile), in a new unnamed file in `dir` (the snapshot module's scratch files),
 /// read from its start: what a backup holds of a replica set. Blocks on the disk.
 pub fn snapshot_data_now(store: &Store, dir: &Path) -> Result<(SnapshotMeta, File), Error> {
-    let never = Stopping::default();
-    let (meta, mut data) = snapshot_data(&*store.read()?, scratch_file(dir)?, &never)?;
-    data.seek(SeekFrom::Start(0)).map_err(Error::SnapshotData)?;
-    Ok((meta, data))
-}
-
-/// Writes snapshot data of everything `read` holds (its applied state as the meta) to
-/// `out`, unless `stopping` stops it; the meta, and `out` after the data.
-fn snapshot_data(
-    read: &ReadSnapshot,
-    out: File,
-    stopping: &Stopping,
-) -> Result<(SnapshotMeta, File), Error> {
-    let applied = AppliedState::read(read)?;
-    let meta = SnapshotMeta {
-        snapshot_id: snapshot_id(applied.last_applied),
-        last_log_id: applied.last_applied,
-        last_membership: applied.membership,
-    };
-    let mut writer = SnapshotWriter::new(BufWriter::new(out), &meta)?;
-    read.export(|record| {
-        stopping.check()?;
-        writer.record(&record)
-    })?;
-    let data = writer
-        .finish()?
+    let image = image_now(store)?;
+    let mut data = image
+        .write_to(BufWriter::new(scratch_file(dir)?))?
         .into_inner()
         .map_err(|error| Error::SnapshotData(error.into_error()))?;
-    Ok((meta, data))
+    data.seek(SeekFrom::Start(0)).map_err(Error::SnapshotData)?;
+    Ok((image.meta().clone(), data))
 }
 
-/// A snapshot id: the last log id it covers and when it was built, so two builds at
-/// the same log position still differ.
+/// A snapshot id: the last log id it covers. Two views at the same log position are
+/// the same store (every table a snapshot carries changes only by applies, which
+/// record the log id with them), so they are the same snapshot, byte for byte.
 fn snapshot_id(last: Option<LogId>) -> String {
-    let built = crate::clock::unix_micros();
     match last {
         Some(last) => format!(
-            "{}-{}-{}-{built}",
+            "{}-{}-{}",
             last.leader_id.term, last.leader_id.node_id, last.index
         ),
-        None => format!("none-{built}"),
+        None => "none".to_owned(),
     }
 }
 
@@ -423,17 +443,13 @@ fn snapshot_error(verb: ErrorVerb) -> impl FnOnce(Error) -> RaftStorageError {
 }
 
 impl<M: Machine> RaftSnapshotBuilder<GroupConfig<M>> for SnapshotBuilder<M> {
+    /// A view of the store: openraft keeps only its meta, as its current snapshot's.
     async fn build_snapshot(&mut self) -> Result<Snapshot<M>, RaftStorageError> {
         let store = Arc::clone(&self.store);
-        let snapshots = Arc::clone(&self.snapshots);
-        let stopping = self.stopping.clone();
-        let (meta, data) = blocking(move || build(&store, &snapshots, &stopping))
+        let image = blocking(move || image_now(&store))
             .await
-            .map_err(snapshot_error(ErrorVerb::Write))?;
-        Ok(Snapshot {
-            meta,
-            snapshot: Box::new(tokio::fs::File::from_std(data)),
-        })
+            .map_err(snapshot_error(ErrorVerb::Read))?;
+        Ok(snapshot_of(image))
     }
 }
 
@@ -474,46 +490,65 @@ impl<M: Machine> RaftStateMachine<GroupConfig<M>> for StateMachine<M> {
     async fn get_snapshot_builder(&mut self) -> SnapshotBuilder<M> {
         SnapshotBuilder {
             store: Arc::clone(&self.store),
-            snapshots: Arc::clone(&self.snapshots),
-            stopping: self.stopping.clone(),
             machine: PhantomData,
         }
     }
 
-    async fn begin_receiving_snapshot(&mut self) -> Result<Box<tokio::fs::File>, RaftStorageError> {
-        let snapshots = Arc::clone(&self.snapshots);
-        let scratch = blocking(move || snapshots.scratch())
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<SnapshotData>, RaftStorageError> {
+        let dir = self.dir.clone();
+        let scratch = blocking(move || scratch_file(&dir))
             .await
             .map_err(snapshot_error(ErrorVerb::Write))?;
-        Ok(Box::new(tokio::fs::File::from_std(scratch)))
+        let file = tokio::fs::File::from_std(scratch);
+        Ok(Box::new(SnapshotData::Received(file)))
     }
 
     async fn install_snapshot(
         &mut self,
         meta: &SnapshotMeta,
-        snapshot: Box<tokio::fs::File>,
+        snapshot: Box<SnapshotData>,
     ) -> Result<(), RaftStorageError> {
         let store = Arc::clone(&self.store);
-        let snapshots = Arc::clone(&self.snapshots);
         let (meta, stopping) = (meta.clone(), self.stopping.clone());
-        let mut data = snapshot.into_std().await;
-        let applied =
-            blocking(move || save_and_install(&store, &snapshots, &meta, &mut data, &stopping))
+        let (applied, octets) = match *snapshot {
+            SnapshotData::Received(file) => {
+                let mut data = file.into_std().await;
+                blocking(move || {
+                    let octets = data.metadata().map_err(Error::SnapshotData)?.len();
+                    Ok((install(&store, &meta, &mut data, &stopping)?, octets))
+                })
                 .await
-                .map_err(snapshot_error(ErrorVerb::Write))?;
+            }
+            // Handed over whole, not received: no octets.
+            SnapshotData::Store(image) => {
+                blocking(move || Ok((install_image(&store, &meta, &image, &stopping)?, 0))).await
+            }
+        }
+        .map_err(snapshot_error(ErrorVerb::Write))?;
         self.applied_durably(applied);
-        self.installs.installed();
+        self.installs.add(octets);
         Ok(())
     }
 
+    /// A view of the store as of now, once it has applied anything: at startup
+    /// openraft keeps its meta, and to send a snapshot it streams the view.
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<M>>, RaftStorageError> {
-        let snapshots = Arc::clone(&self.snapshots);
-        let current = blocking(move || snapshots.load())
+        let store = Arc::clone(&self.store);
+        let image = blocking(move || image_now(&store))
             .await
             .map_err(snapshot_error(ErrorVerb::Read))?;
-        Ok(current.map(|(meta, data)| Snapshot {
-            meta,
-            snapshot: Box::new(tokio::fs::File::from_std(data)),
-        }))
+        Ok(image
+            .meta()
+            .last_log_id
+            .is_some()
+            .then(|| snapshot_of(image)))
+    }
+}
+
+/// `image` as openraft's snapshot.
+fn snapshot_of<M: Machine>(image: StoreImage) -> Snapshot<M> {
+    Snapshot {
+        meta: image.meta().clone(),
+        snapshot: Box::new(SnapshotData::Store(image)),
     }
 }

@@ -79,7 +79,7 @@ impl<M: Machine> openraft::RaftTypeConfig for GroupConfig<M> {
     type NodeId = NodeId;
     type Node = Node;
     type Entry = openraft::Entry<Self>;
-    type SnapshotData = tokio::fs::File;
+    type SnapshotData = super::snapshot_data::SnapshotData;
     type AsyncRuntime = openraft::TokioRuntime;
     type Responder = openraft::impls::OneshotResponder<Self>;
 }

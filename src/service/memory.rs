@@ -98,6 +98,7 @@ impl MemoryHandler {
             term: 3,
             lag: Vec::new(),
             snapshots_installed: 0,
+            snapshot_octets_installed: 0,
             members: vec![StatusMember {
                 id: 1,
                 voter: true,

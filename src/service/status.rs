@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 
+use crate::replication::Installed;
 use crate::replication::admin::MemberStatus;
 
 pub use crate::replication::admin::Role;
@@ -24,6 +25,8 @@ pub struct Status {
     pub lag: Vec<(u64, u64)>,
     /// Snapshots it installed, sent by its primary, since it started.
     pub snapshots_installed: u64,
+    /// The octets of snapshot data it received for them.
+    pub snapshot_octets_installed: u64,
     /// Every member of the set as this node knows it, by id.
     pub members: Vec<StatusMember>,
 }
@@ -39,6 +42,7 @@ impl Status {
             term: 0,
             lag: Vec::new(),
             snapshots_installed: 0,
+            snapshot_octets_installed: 0,
             members: Vec::new(),
         }
     }
@@ -60,8 +64,8 @@ pub struct StatusMember {
 }
 
 impl Status {
-    /// What `status` says, with the count of snapshots the member installed.
-    pub fn of(status: MemberStatus, snapshots_installed: u64) -> Self {
+    /// What `status` says, with the snapshots the member installed.
+    pub fn of(status: MemberStatus, installed: Installed) -> Self {
         Status {
             role: status.role,
             primary: status.leader,
@@ -69,7 +73,8 @@ impl Status {
             last_log: status.last_log,
             term: status.term,
             lag: status.lag,
-            snapshots_installed,
+            snapshots_installed: installed.count,
+            snapshot_octets_installed: installed.octets,
             members: status
                 .members
                 .into_iter()

@@ -44,7 +44,7 @@ use super::contact::LeaderContact;
 use super::machine::Machine;
 use super::network::{GroupEndpoint, GroupNetwork, Links, Registry};
 use super::proposer::Proposer;
-use super::state_machine::{Installs, Stopping};
+use super::state_machine::{Installed, Installs, Stopping};
 use super::{GroupConfig, GroupId, LogStore, Node, NodeId, Request, RequestId, StateMachine};
 use crate::storage::{CacheSizes, Store};
 use leader::{ReadIndex, Write};
@@ -262,9 +262,10 @@ impl<M: Machine> Group<M> {
         admin::status(&self.inner.raft, &self.inner.me)
     }
 
-    /// How many snapshots this member installed (sent by a leader) since it started.
-    pub fn snapshots_installed(&self) -> u64 {
-        self.inner.installs.count()
+    /// How many snapshots this member installed (sent by a leader) since it started,
+    /// and their octets.
+    pub fn snapshots_installed(&self) -> Installed {
+        self.inner.installs.installed()
     }
 
     /// Every member of the group, by id, and the leader this node knows of.
@@ -349,8 +350,9 @@ impl<M: Machine> Group<M> {
     }
 
     /// Stops answering the group's peer calls and stops its Raft, then the snapshot
-    /// builds and installs it left running (on tokio's blocking pool, which the process
-    /// waits for before it exits): they give up at their next record.
+    /// installs it left running (on tokio's blocking pool, which the process waits for
+    /// before it exits): they give up at their next record. A snapshot being sent stops
+    /// at its next chunk, once its send is dropped with the Raft.
     pub async fn shutdown(&self) -> Result<(), GroupError> {
         self.inner.registry.remove_group(self.inner.group);
         let stopped = self.inner.raft.shutdown().await;

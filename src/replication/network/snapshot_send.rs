@@ -7,21 +7,22 @@
 //! snapshot, which for a store of millions of handles takes seconds to minutes: the
 //! leader sent its snapshot again and again, and the chunks of the attempts it gave
 //! up piled up in its link to a member too busy to read them (3.5 GiB at 10 M
-//! handles). Here one chunk is in flight at a time (the next one is read from disk
-//! meanwhile), each within [`CHUNK_TIMEOUT`] and sent again up to [`CHUNK_TRIES`]
-//! times when it fails; the last waits as long as an install of the snapshot's size
-//! may take ([`install_patience`]). Sending stops as soon as openraft cancels it (the
-//! replication stream closed: the member was removed, this node no longer leads, or
-//! it stops).
+//! handles). Here one chunk is in flight at a time, each within [`CHUNK_TIMEOUT`] and
+//! sent again up to [`CHUNK_TRIES`] times when it fails; the last waits as long as an
+//! install of the snapshot's size may take ([`install_patience`]). Sending stops as
+//! soon as openraft cancels it (the replication stream closed: the member was removed,
+//! this node no longer leads, or it stops).
 //!
-//! The wire message is openraft's `InstallSnapshotRequest`, as before, so the member
-//! may run an earlier release. May depend on openraft's network types and on
-//! [`GroupConnection`]; touches no storage but the snapshot file it is given.
+//! The snapshot is a view of this member's store ([`StoreImage`]), kept in no file:
+//! a blocking task writes its records into chunks as they are sent, a chunk ahead
+//! ([`CHUNKS_AHEAD`]), and stops when the send does; a send started over writes the
+//! same view again, the same bytes. The wire message is openraft's
+//! `InstallSnapshotRequest`, as before, so the member may run an earlier release. May
+//! depend on openraft's network types and on [`GroupConnection`]; touches no storage
+//! but the view it is given.
 
-use std::fs::File;
 use std::future::Future;
-use std::io;
-use std::os::unix::fs::FileExt;
+use std::io::{self, Write};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,13 +32,15 @@ use openraft::error::{
 };
 use openraft::network::RPCOption;
 use openraft::raft::{InstallSnapshotRequest, SnapshotResponse};
-use openraft::{StorageError, StorageIOError, Vote};
+use openraft::{AnyError, StorageError, StorageIOError, Vote};
+use tokio::sync::mpsc;
 
 use super::client::GroupConnection;
 use super::message::{GroupAnswer, GroupCall};
 use crate::replication::machine::Machine;
+use crate::replication::snapshot_data::{SnapshotData, StoreImage};
 use crate::replication::types::{Snapshot, SnapshotMeta};
-use crate::replication::{GroupConfig, NodeId};
+use crate::replication::{Error, GroupConfig, NodeId};
 
 /// Octets of snapshot data a chunk carries: large enough that the round trip of each
 /// is a small part of its time, small beside [`super::stream::MAX_HELD_OCTETS`].
@@ -45,6 +48,10 @@ pub const SNAPSHOT_CHUNK: usize = 8 << 20;
 
 /// How long the member may take to store one chunk (not the last).
 pub const CHUNK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How many chunks wait, written, while one is sent (besides the one being written):
+/// writing goes on while a chunk travels, and at most three chunks are in memory.
+const CHUNKS_AHEAD: usize = 1;
 
 /// How many times a chunk is sent before the snapshot is given up (openraft starts it
 /// over later); a chunk sent twice is written twice at the same offset.
@@ -82,17 +89,22 @@ pub(super) async fn send_snapshot<M: Machine>(
     cancel: impl Future<Output = ReplicationClosed>,
 ) -> Result<SnapshotResponse<NodeId>, SendError<M>> {
     let meta = snapshot.meta;
-    let file = Arc::new(snapshot.snapshot.into_std().await);
-    let len = file
-        .metadata()
-        .map_err(|error| read_error::<M>(&meta, &error))?
-        .len();
+    let image = match *snapshot.snapshot {
+        SnapshotData::Store(image) => Arc::new(image),
+        SnapshotData::Received(_) => {
+            let error = Error::SnapshotKind {
+                found: "a snapshot received from a leader",
+                wanted: "sent on",
+            };
+            return Err(read_error::<M>(&meta, error));
+        }
+    };
     let mut cancel = std::pin::pin!(cancel);
     let mut restarts = 0;
     loop {
         let sent = tokio::select! {
             closed = &mut cancel => return Err(closed.into()),
-            sent = send_from_start(connection, &vote, &meta, &file, len) => sent,
+            sent = send_from_start(connection, &vote, &meta, &image) => sent,
         };
         match sent {
             Err(Sent::Restart) if restarts < RESTARTS => restarts += 1,
@@ -114,44 +126,120 @@ enum Sent<M: Machine> {
     Failed(Box<SendError<M>>),
 }
 
+impl<M: Machine> Sent<M> {
+    fn failed(error: SendError<M>) -> Self {
+        Sent::Failed(Box::new(error))
+    }
+}
+
 /// One pass over the snapshot, from its first chunk.
 async fn send_from_start<M: Machine>(
     connection: &GroupConnection<M>,
     vote: &Vote<NodeId>,
     meta: &SnapshotMeta,
-    file: &Arc<File>,
-    len: u64,
+    image: &Arc<StoreImage>,
 ) -> Result<SnapshotResponse<NodeId>, Sent<M>> {
+    let mut chunks = write_chunks(Arc::clone(image));
     let mut offset = 0;
-    let read = |offset| tokio::task::spawn_blocking(read_chunk(Arc::clone(file), offset, len));
-    let mut next = read(offset);
     loop {
-        let data = next
-            .await
-            .map_err(io::Error::other)
-            .and_then(|read| read)
-            .map_err(|error| Sent::Failed(Box::new(read_error::<M>(meta, &error))))?;
+        let Chunk { data, last } = next_chunk(&mut chunks, meta).await?;
         let end = offset + data.len() as u64;
-        let done = end >= len;
-        // Read ahead while this chunk travels; past the end, an empty read.
-        next = read(end);
         let request = InstallSnapshotRequest {
             vote: *vote,
             meta: meta.clone(),
             offset,
             data,
-            done,
+            done: last,
         };
-        let timeout = if done {
-            install_patience(len)
+        let timeout = if last {
+            install_patience(end)
         } else {
             CHUNK_TIMEOUT
         };
         let response = send_chunk(connection, request, timeout).await?;
-        if done || response.vote > *vote {
+        if last || response.vote > *vote {
             return Ok(SnapshotResponse::new(response.vote));
         }
         offset = end;
+    }
+}
+
+/// Octets of snapshot data, and whether they are the last.
+struct Chunk {
+    data: Vec<u8>,
+    last: bool,
+}
+
+/// Starts writing `image` into chunks of [`SNAPSHOT_CHUNK`] octets on a blocking
+/// task, which stops once the receiver is dropped.
+fn write_chunks(image: Arc<StoreImage>) -> mpsc::Receiver<Result<Chunk, Error>> {
+    let (chunks, received) = mpsc::channel(CHUNKS_AHEAD);
+    tokio::task::spawn_blocking(move || {
+        let out = ChunkWriter {
+            chunks: chunks.clone(),
+            chunk: Vec::with_capacity(SNAPSHOT_CHUNK),
+        };
+        let written = image
+            .write_to(out)
+            .and_then(|out| out.finish().map_err(Error::SnapshotData));
+        if let Err(error) = written {
+            // A receiver gone has stopped the send: nothing to tell.
+            let _ = chunks.blocking_send(Err(error));
+        }
+    });
+    received
+}
+
+/// The next chunk of the view.
+async fn next_chunk<M: Machine>(
+    chunks: &mut mpsc::Receiver<Result<Chunk, Error>>,
+    meta: &SnapshotMeta,
+) -> Result<Chunk, Sent<M>> {
+    let error = match chunks.recv().await {
+        Some(Ok(chunk)) => return Ok(chunk),
+        Some(Err(error)) => error,
+        None => Error::SnapshotData(io::Error::other(
+            "the task writing the snapshot ended before its last chunk",
+        )),
+    };
+    Err(Sent::failed(read_error::<M>(meta, error)))
+}
+
+/// Cuts what is written into chunks of [`SNAPSHOT_CHUNK`] octets: a full chunk is
+/// passed on (waiting while [`CHUNKS_AHEAD`] wait) once more octets follow it, so
+/// that the last one, passed on by [`ChunkWriter::finish`], is known to be the last.
+struct ChunkWriter {
+    chunks: mpsc::Sender<Result<Chunk, Error>>,
+    chunk: Vec<u8>,
+}
+
+impl ChunkWriter {
+    fn pass_on(&mut self, last: bool) -> io::Result<()> {
+        let data = std::mem::replace(&mut self.chunk, Vec::with_capacity(SNAPSHOT_CHUNK));
+        self.chunks
+            .blocking_send(Ok(Chunk { data, last }))
+            .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the snapshot send stopped"))
+    }
+
+    /// Passes on the last chunk.
+    fn finish(mut self) -> io::Result<()> {
+        self.pass_on(true)
+    }
+}
+
+impl Write for ChunkWriter {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        if self.chunk.len() == SNAPSHOT_CHUNK && !bytes.is_empty() {
+            self.pass_on(false)?;
+        }
+        let taken = bytes.len().min(SNAPSHOT_CHUNK - self.chunk.len());
+        self.chunk.extend_from_slice(&bytes[..taken]);
+        Ok(taken)
+    }
+
+    /// Chunks are passed on when full: nothing waits in between.
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
     }
 }
 
@@ -221,26 +309,46 @@ fn failure<M: Machine>(error: ChunkError) -> Failure<M> {
     }
 }
 
-/// Reads the chunk of `file` (of `len` octets) at `offset`.
-fn read_chunk(file: Arc<File>, offset: u64, len: u64) -> impl FnOnce() -> io::Result<Vec<u8>> {
-    move || {
-        let size = usize::try_from(len.saturating_sub(offset))
-            .unwrap_or(usize::MAX)
-            .min(SNAPSHOT_CHUNK);
-        let mut data = vec![0; size];
-        file.read_exact_at(&mut data, offset)?;
-        Ok(data)
-    }
-}
-
-fn read_error<M: Machine>(meta: &SnapshotMeta, error: &io::Error) -> SendError<M> {
-    let error = StorageIOError::read_snapshot(Some(meta.signature()), error);
+fn read_error<M: Machine>(meta: &SnapshotMeta, error: Error) -> SendError<M> {
+    let error = StorageIOError::read_snapshot(Some(meta.signature()), AnyError::new(&error));
     StorageError::from(error).into()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The chunks `writes` cut into: their lengths and whether each says it is last.
+    fn cut(writes: &[usize]) -> Vec<(usize, bool)> {
+        let (chunks, mut received) = mpsc::channel(8);
+        let mut out = ChunkWriter {
+            chunks,
+            chunk: Vec::new(),
+        };
+        for &length in writes {
+            out.write_all(&vec![7; length]).unwrap();
+        }
+        out.finish().unwrap();
+        let mut cut = Vec::new();
+        while let Some(chunk) = received.blocking_recv() {
+            let chunk = chunk.unwrap();
+            cut.push((chunk.data.len(), chunk.last));
+        }
+        cut
+    }
+
+    #[test]
+    fn writes_are_cut_into_full_chunks_and_only_the_last_says_so() {
+        assert_eq!(cut(&[5]), [(5, true)]);
+        assert_eq!(
+            cut(&[SNAPSHOT_CHUNK - 1, 1, SNAPSHOT_CHUNK + 3]),
+            [(SNAPSHOT_CHUNK, false), (SNAPSHOT_CHUNK, false), (3, true)]
+        );
+        assert_eq!(
+            cut(&[2 * SNAPSHOT_CHUNK]),
+            [(SNAPSHOT_CHUNK, false), (SNAPSHOT_CHUNK, true)]
+        );
+    }
 
     #[test]
     fn an_install_is_given_time_by_the_snapshots_size() {

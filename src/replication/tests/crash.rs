@@ -1,14 +1,14 @@
 //! What a crash at the worst moments of a snapshot install leaves on disk: openraft
 //! purges the log as soon as it has queued the install, so the log store must hold the
-//! purge until the install is durable; and the installed snapshot's file and the store
-//! must never disagree in a way a reopen cannot repair.
+//! purge until the install is durable; and a snapshot file an earlier release kept
+//! ahead of the store (a crash during its install) is installed on open, then removed.
 
 use std::time::Duration;
 
 use openraft::LogState;
 
 use super::*;
-use crate::replication::snapshot::{Replace, SnapshotFile};
+use crate::replication::snapshot_data::SnapshotData;
 use crate::replication::types::{LogId, Snapshot};
 use crate::storage::CacheSizes;
 
@@ -17,7 +17,8 @@ const HELD: Duration = Duration::from_millis(300);
 /// How long a purge that may go on is given to finish.
 const RELEASED: Duration = Duration::from_secs(10);
 
-/// A leader's state machine that applied `count` creates, and a snapshot of it.
+/// A leader's state machine that applied `count` creates, and a snapshot of it, as
+/// received.
 async fn leader_snapshot(count: u64) -> (TempDir, Arc<Store>, Snapshot<HandleSet>) {
     let (dir, store, _log, mut leader) = open_temp();
     let entries = (1..=count).map(|i| command_entry(i, create(&format!("10.1/{i}"), "u")));
@@ -28,7 +29,15 @@ async fn leader_snapshot(count: u64) -> (TempDir, Arc<Store>, Snapshot<HandleSet
         .build_snapshot()
         .await
         .unwrap();
-    (dir, store, snapshot)
+    (dir, store, received(snapshot))
+}
+
+/// The file of a received snapshot's data.
+async fn file_of(data: Box<SnapshotData>) -> std::fs::File {
+    let SnapshotData::Received(file) = *data else {
+        panic!("a received snapshot is a file");
+    };
+    file.into_std().await
 }
 
 /// A follower's log and state machine side by side, as a group opens them, that
@@ -101,17 +110,18 @@ async fn a_purge_fails_when_the_state_machine_stops_before_applying() {
 }
 
 #[tokio::test]
-async fn a_store_behind_its_current_snapshot_is_brought_to_it_on_open() {
+async fn a_snapshot_file_an_earlier_release_kept_is_installed_when_ahead_then_removed() {
     let (_leader_dir, leader_store, snapshot) = leader_snapshot(10).await;
     let (dir, store, log, sm) = follower_behind().await;
     drop((log, sm));
-    // A crash during an install, after the snapshot became the current one and before
-    // the store committed it.
-    let mut data = snapshot.snapshot.into_std().await;
-    SnapshotFile::open(dir.path())
-        .unwrap()
-        .save(&snapshot.meta, &mut data, Replace::Always)
-        .unwrap();
+    // A crash during an install by an earlier release, after the snapshot became its
+    // kept file and before the store committed it; and the temporary file of a
+    // replacement cut short.
+    let kept = dir.path().join(SNAPSHOT_FILE);
+    let temporary = dir.path().join("snapshot.tmp");
+    let mut data = file_of(snapshot.snapshot).await;
+    std::io::copy(&mut data, &mut std::fs::File::create(&kept).unwrap()).unwrap();
+    std::fs::write(&temporary, b"half").unwrap();
 
     let mut sm = StateMachine::open(Arc::clone(&store), dir.path()).unwrap();
     assert_eq!(
@@ -122,8 +132,23 @@ async fn a_store_behind_its_current_snapshot_is_brought_to_it_on_open() {
         store.read().unwrap().image(),
         leader_store.read().unwrap().image()
     );
+    assert!(!kept.exists() && !temporary.exists(), "the files are gone");
     let current = sm.get_current_snapshot().await.unwrap().unwrap();
-    assert_eq!(current.meta, snapshot.meta);
+    assert_eq!(current.meta.last_log_id, snapshot.meta.last_log_id);
+    drop(sm);
+
+    // A kept file behind the store is removed and changes nothing.
+    let image = store.read().unwrap().image();
+    let (_, _, older) = leader_snapshot(2).await;
+    let mut data = file_of(older.snapshot).await;
+    std::io::copy(&mut data, &mut std::fs::File::create(&kept).unwrap()).unwrap();
+    let mut sm = StateMachine::open(Arc::clone(&store), dir.path()).unwrap();
+    assert_eq!(
+        sm.applied_state().await.unwrap().0,
+        snapshot.meta.last_log_id
+    );
+    assert_eq!(store.read().unwrap().image(), image);
+    assert!(!kept.exists());
 }
 
 #[tokio::test]

@@ -1,7 +1,8 @@
 //! A learner added under writes to a set whose primary snapshots every 20 entries and
 //! keeps 1 behind: its install takes longer than the primary takes to snapshot again,
-//! yet it installs one snapshot, catches up from the log the primary held for it, and
-//! has every acknowledged write.
+//! yet it installs one snapshot, streamed from the primary's store, catches up from
+//! the log the primary held for it, and has every acknowledged write; neither member
+//! keeps a snapshot file.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -53,19 +54,38 @@ fn import(set: &Set, index: usize, file: &Path) {
     );
 }
 
-/// The snapshots `member` says on `/metrics` it installed.
-fn snapshots_installed(member: &Member) -> u64 {
+/// The snapshots `member` says on `/metrics` it installed, and the octets of
+/// snapshot data it received for them.
+fn snapshots_installed(member: &Member) -> (u64, u64) {
     let url = format!("http://{}", member.listening.http);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime");
     let metrics = runtime.block_on(metrics_of(&url));
-    let line = metrics
-        .lines()
-        .find_map(|line| line.strip_prefix("hdl_raft_snapshots_installed_total "));
-    line.and_then(|count| count.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no count of snapshots installed: {metrics}"))
+    let counter = |name: &str| -> u64 {
+        let line = metrics
+            .lines()
+            .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '));
+        line.and_then(|count| count.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {name}: {metrics}"))
+    };
+    (
+        counter("hdl_raft_snapshots_installed_total"),
+        counter("hdl_raft_snapshot_octets_installed_total"),
+    )
+}
+
+/// The files of member `id`'s replica set directory whose names start with
+/// "snapshot" (a kept snapshot, or a scratch file left behind).
+fn snapshot_files(set: &Set, id: u64) -> Vec<String> {
+    let dir = set.data_dir(id).join("groups/set-1");
+    let entries = std::fs::read_dir(&dir).unwrap_or_else(|error| panic!("{dir:?}: {error}"));
+    entries
+        .map(|entry| entry.expect("directory entry").file_name())
+        .map(|name| name.to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("snapshot"))
+        .collect()
 }
 
 #[test]
@@ -92,7 +112,17 @@ fn a_learner_joining_under_writes_installs_one_snapshot_and_loses_no_write() {
             .is_some_and(|members| members.len() == 2 && members.iter().all(|m| m["lag"] == 0))
     });
 
-    assert_eq!(snapshots_installed(&set.members[1]), 1, "{}", set.stderr(1));
+    let (installs, octets) = snapshots_installed(&set.members[1]);
+    assert_eq!(installs, 1, "{}", set.stderr(1));
+    // More than one chunk of 8 MiB came.
+    assert!(octets > 8 << 20, "{octets} octets received");
+    for id in [1, 2] {
+        assert_eq!(
+            snapshot_files(&set, id),
+            Vec::<String>::new(),
+            "member {id}"
+        );
+    }
     for name in &names {
         assert_resolves(&set.members[1], name);
     }
