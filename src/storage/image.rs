@@ -34,13 +34,12 @@ use serde::{Deserialize, Serialize};
 use super::batch::WriteBatch;
 use super::error::StorageError;
 use super::read::{ReadSnapshot, decode_handle, decode_prefix};
-use super::recent::split_value;
+use super::recent::{corrupt_request, split_value};
 use super::slot_index::rebuild_index;
 use super::slots::{Slice, Slot, SlotState, slot_of};
 use super::tables;
 use super::value_index::{IndexChanges, IndexedTypes};
 use crate::names::{Handle, fold_key};
-use crate::values::DecodeError;
 
 /// One record of a store image, as stored bytes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -246,8 +245,8 @@ impl WriteBatch {
         }
         self.txn().delete_table(tables::RECENT_REQUESTS)?;
         self.txn().open_table(tables::RECENT_REQUESTS)?;
-        self.txn().delete_table(tables::RECENT_BY_INDEX)?;
-        self.txn().open_table(tables::RECENT_BY_INDEX)?;
+        self.txn().delete_table(tables::RECENT_BY_ENTRY)?;
+        self.txn().open_table(tables::RECENT_BY_ENTRY)?;
         self.txn().delete_table(tables::SLOT_STATES)?;
         self.txn().open_table(tables::SLOT_STATES)?;
         self.txn().delete_table(tables::SLOT_JOURNAL)?;
@@ -363,17 +362,6 @@ impl ImageImport<'_> {
     }
 }
 
-fn corrupt_request(request: u64, value: &[u8]) -> StorageError {
-    StorageError::Corrupt {
-        key: format!("recent request {request}"),
-        source: DecodeError::Truncated {
-            field: "log index",
-            offset: 0,
-            needed: 8usize.saturating_sub(value.len()),
-        },
-    }
-}
-
 fn misplaced(key: &str) -> StorageError {
     StorageError::MisplacedRecord {
         key: key.to_owned(),
@@ -445,6 +433,29 @@ mod tests {
             .sum();
         assert_eq!(indexed, 3);
         assert_eq!(read.journal_page(Slot(1), None, 10).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn imported_results_of_one_entry_are_all_forgotten_with_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = store(&dir, "t.redb");
+        // Recent records as every snapshot format carries them: each with its index.
+        let image = [(7, 10), (3, 10), (9, 10), (4, 11)]
+            .map(|(request, index)| {
+                ImageRecord::Recent(RecentResult {
+                    request,
+                    index,
+                    result: b"ok".to_vec(),
+                })
+            })
+            .to_vec();
+        import(&target, image).unwrap();
+        let mut batch = target.write().unwrap();
+        batch.forget_results_before(11).unwrap();
+        for request in [7, 3, 9] {
+            assert_eq!(batch.recall_result(request).unwrap(), None, "{request}");
+        }
+        assert_eq!(batch.recall_result(4).unwrap(), Some(b"ok".to_vec()));
     }
 
     #[test]

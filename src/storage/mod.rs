@@ -123,7 +123,7 @@ impl Store {
         txn.open_table(tables::PREFIXES)?;
         txn.open_table(tables::SM_META)?;
         txn.open_table(tables::RECENT_REQUESTS)?;
-        txn.open_table(tables::RECENT_BY_INDEX)?;
+        recent::upgrade_entry_list(&txn)?;
         txn.open_table(tables::DOCUMENTS)?;
         txn.open_table(tables::SLOT_STATES)?;
         txn.open_table(tables::SLOT_JOURNAL)?;

@@ -18,8 +18,15 @@
 //! - `recent_requests`: `u64` client request id → `u64 log index (big-endian) ‖ result
 //!   bytes`, the result of each request applied within the last stretch of the log,
 //!   opaque to the store (see [`super::WriteBatch::recall_result`]).
-//! - `recent_by_index`: `u64` log index → `u64` request id, the same requests in the
-//!   order they were applied, so the oldest are forgotten first.
+//! - `recent_by_entry`: `(u64 log index, u64 request id)` → `()`, the same requests in
+//!   the order they were applied, so the oldest are forgotten first; one log entry
+//!   applies many requests (group commit), and each is listed. Replaced without a
+//!   format change the `recent_by_index` table (`u64` log index → `u64` request id) of
+//!   earlier releases, which kept one request per index, so the other requests of an
+//!   entry stayed in `recent_requests` for ever: a file with `recent_by_index` gets
+//!   `recent_by_entry` built on open from `recent_requests` (each value starts with
+//!   its log index), leaked rows included, which the next forget then removes, and
+//!   the old table deleted, in one transaction.
 //!
 //! - `documents`: `&str` name → bytes, opaque to the store: a small replicated state
 //!   kept whole under one name (the cluster map of the metadata group, whose store holds
@@ -62,8 +69,14 @@ use crate::values::{
 /// Results of recently applied client requests, by request id.
 pub const RECENT_REQUESTS: TableDefinition<u64, &[u8]> = TableDefinition::new("recent_requests");
 
-/// Recently applied client requests, by the log index that applied them.
-pub const RECENT_BY_INDEX: TableDefinition<u64, u64> = TableDefinition::new("recent_by_index");
+/// Recently applied client requests, by (log index that applied them, request id).
+pub const RECENT_BY_ENTRY: TableDefinition<(u64, u64), ()> =
+    TableDefinition::new("recent_by_entry");
+
+/// What earlier releases kept instead of [`RECENT_BY_ENTRY`] (log index → request id,
+/// one request per index); replaced on open (see the module docs).
+pub const RECENT_BY_INDEX_BEFORE_ENTRIES: TableDefinition<u64, u64> =
+    TableDefinition::new("recent_by_index");
 
 /// The version of the layout described above, checked on every open.
 pub const FORMAT_VERSION: u64 = 1;
