@@ -48,14 +48,14 @@ impl Protocol {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct RequestLabels {
     protocol: &'static str,
-    op: String,
-    code: String,
+    op: &'static str,
+    code: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct LatencyLabels {
     protocol: &'static str,
-    op: String,
+    op: &'static str,
 }
 
 /// What a forwarded request does: the `kind` label of `hdl_forwarded_requests_total`.
@@ -222,16 +222,16 @@ impl Metrics {
 
     /// Records one answered request: `op` names the operation, `code` the outcome (a
     /// Handle protocol response code, or an HTTP status).
-    pub fn record(&self, protocol: Protocol, op: &str, code: u32, elapsed: Duration) {
+    pub fn record(&self, protocol: Protocol, op: &'static str, code: u32, elapsed: Duration) {
         let labels = RequestLabels {
             protocol: protocol.as_str(),
-            op: op.to_owned(),
-            code: code.to_string(),
+            op,
+            code,
         };
         self.requests.get_or_create(&labels).inc();
         let labels = LatencyLabels {
             protocol: protocol.as_str(),
-            op: op.to_owned(),
+            op,
         };
         self.latency
             .get_or_create(&labels)
