@@ -37,16 +37,23 @@ async fn tcp_server() -> (tempfile::TempDir, SocketAddr, Start, JoinHandle<()>) 
 
 /// Reads one whole answer from `stream`.
 async fn answer(stream: &mut TcpStream) -> Message {
-    let mut buffer = Vec::new();
+    next_answer(stream, &mut Vec::new()).await
+}
+
+/// Reads the next whole answer from `stream` after what `received` holds of it,
+/// leaving in `received` what came after it.
+async fn next_answer(stream: &mut TcpStream, received: &mut Vec<u8>) -> Message {
     let read = async {
         loop {
-            if let crate::codec::Frame::Ready { len } = crate::codec::next_frame(&buffer) {
-                return Message::decode(&buffer[..len]).unwrap();
+            if let crate::codec::Frame::Ready { len } = crate::codec::next_frame(received) {
+                let message = Message::decode(&received[..len]).unwrap();
+                received.drain(..len);
+                return message;
             }
             let mut chunk = [0u8; 4096];
             let count = stream.read(&mut chunk).await.unwrap();
             assert!(count > 0, "closed before the answer");
-            buffer.extend_from_slice(&chunk[..count]);
+            received.extend_from_slice(&chunk[..count]);
         }
     };
     timeout(PATIENCE, read).await.expect("an answer in time")
@@ -123,6 +130,28 @@ async fn an_idle_connection_is_closed_at_once_and_a_new_one_gets_its_first_reque
     assert_eq!(answered.header.response_code, ResponseCode::HandleNotFound);
     assert!(closed(&mut fresh).await);
     timeout(PATIENCE, served).await.expect("drained").unwrap();
+}
+
+/// A resolution of a missing handle under envelope request id `id`.
+fn numbered_resolution(id: u32) -> Vec<u8> {
+    let mut message = Message::decode(&resolve("10.1000/none")).unwrap();
+    message.envelope.request_id = id;
+    message.encode()
+}
+
+#[tokio::test]
+async fn requests_sent_in_one_write_are_each_answered_in_order() {
+    let (_dir, address, _start, _served) = tcp_server().await;
+    let mut stream = TcpStream::connect(address).await.unwrap();
+    let ids = [7, 8, 9];
+    let together: Vec<u8> = ids.iter().flat_map(|&id| numbered_resolution(id)).collect();
+    stream.write_all(&together).await.unwrap();
+    let mut received = Vec::new();
+    for id in ids {
+        let answered = next_answer(&mut stream, &mut received).await;
+        assert_eq!(answered.envelope.request_id, id);
+        assert_eq!(answered.header.response_code, ResponseCode::HandleNotFound);
+    }
 }
 
 #[tokio::test]

@@ -41,6 +41,12 @@ const MAX_CONNECTIONS: u32 = 4096;
 /// The most octets a connection's buffer grows by in one read.
 const READ_CHUNK: usize = 16 * 1024;
 
+/// The fewest octets a read asks for (a connection's buffer starts with this much
+/// room): an envelope and the message it announces usually arrive together, and
+/// asking for the envelope's 20 octets alone took a second read for the rest. What
+/// is read beyond the message stays buffered as the start of the next one.
+const READ_AT_LEAST: usize = 1024;
+
 /// What bounds a connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TcpLimits {
@@ -220,7 +226,7 @@ pub(super) async fn connection(
 ) -> std::io::Result<()> {
     stream.set_nodelay(true)?;
     let caller = Caller::anonymous(peer.ip());
-    let mut buffer = Vec::with_capacity(1024);
+    let mut buffer = Vec::with_capacity(READ_AT_LEAST);
     let mut reading = Reading {
         deadline: Instant::now() + timeout,
         answered: false,
@@ -277,7 +283,7 @@ impl Reading {
                 Frame::Incomplete { needed } => needed,
             };
             let start = buffer.len();
-            buffer.resize(start + needed.clamp(1, READ_CHUNK), 0);
+            buffer.resize(start + needed.clamp(READ_AT_LEAST, READ_CHUNK), 0);
             let idle = start == 0 && self.answered;
             let read = if idle && draining.has_started() {
                 received_already(stream, &mut buffer[start..])
