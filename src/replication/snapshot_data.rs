@@ -82,15 +82,25 @@ fn not_a_file() -> io::Error {
     )
 }
 
+impl SnapshotData {
+    /// The scratch file openraft's file calls go to; a view of the store has none.
+    fn file(self: Pin<&mut Self>) -> io::Result<Pin<&mut tokio::fs::File>> {
+        match self.get_mut() {
+            SnapshotData::Received(file) => Ok(Pin::new(file)),
+            SnapshotData::Store(_) => Err(not_a_file()),
+        }
+    }
+}
+
 impl AsyncRead for SnapshotData {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            SnapshotData::Received(file) => Pin::new(file).poll_read(cx, buf),
-            SnapshotData::Store(_) => Poll::Ready(Err(not_a_file())),
+        match self.file() {
+            Ok(file) => file.poll_read(cx, buf),
+            Err(error) => Poll::Ready(Err(error)),
         }
     }
 }
@@ -101,39 +111,36 @@ impl AsyncWrite for SnapshotData {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            SnapshotData::Received(file) => Pin::new(file).poll_write(cx, buf),
-            SnapshotData::Store(_) => Poll::Ready(Err(not_a_file())),
+        match self.file() {
+            Ok(file) => file.poll_write(cx, buf),
+            Err(error) => Poll::Ready(Err(error)),
         }
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            SnapshotData::Received(file) => Pin::new(file).poll_flush(cx),
-            SnapshotData::Store(_) => Poll::Ready(Err(not_a_file())),
+        match self.file() {
+            Ok(file) => file.poll_flush(cx),
+            Err(error) => Poll::Ready(Err(error)),
         }
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            SnapshotData::Received(file) => Pin::new(file).poll_shutdown(cx),
-            SnapshotData::Store(_) => Poll::Ready(Err(not_a_file())),
+        match self.file() {
+            Ok(file) => file.poll_shutdown(cx),
+            Err(error) => Poll::Ready(Err(error)),
         }
     }
 }
 
 impl AsyncSeek for SnapshotData {
     fn start_seek(self: Pin<&mut Self>, position: SeekFrom) -> io::Result<()> {
-        match self.get_mut() {
-            SnapshotData::Received(file) => Pin::new(file).start_seek(position),
-            SnapshotData::Store(_) => Err(not_a_file()),
-        }
+        self.file()?.start_seek(position)
     }
 
     fn poll_complete(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<u64>> {
-        match self.get_mut() {
-            SnapshotData::Received(file) => Pin::new(file).poll_complete(cx),
-            SnapshotData::Store(_) => Poll::Ready(Err(not_a_file())),
+        match self.file() {
+            Ok(file) => file.poll_complete(cx),
+            Err(error) => Poll::Ready(Err(error)),
         }
     }
 }

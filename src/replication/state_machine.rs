@@ -445,11 +445,7 @@ fn snapshot_error(verb: ErrorVerb) -> impl FnOnce(Error) -> RaftStorageError {
 impl<M: Machine> RaftSnapshotBuilder<GroupConfig<M>> for SnapshotBuilder<M> {
     /// A view of the store: openraft keeps only its meta, as its current snapshot's.
     async fn build_snapshot(&mut self) -> Result<Snapshot<M>, RaftStorageError> {
-        let store = Arc::clone(&self.store);
-        let image = blocking(move || image_now(&store))
-            .await
-            .map_err(snapshot_error(ErrorVerb::Read))?;
-        Ok(snapshot_of(image))
+        Ok(snapshot_of(image_off_runtime(&self.store).await?))
     }
 }
 
@@ -533,16 +529,21 @@ impl<M: Machine> RaftStateMachine<GroupConfig<M>> for StateMachine<M> {
     /// A view of the store as of now, once it has applied anything: at startup
     /// openraft keeps its meta, and to send a snapshot it streams the view.
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<M>>, RaftStorageError> {
-        let store = Arc::clone(&self.store);
-        let image = blocking(move || image_now(&store))
-            .await
-            .map_err(snapshot_error(ErrorVerb::Read))?;
+        let image = image_off_runtime(&self.store).await?;
         Ok(image
             .meta()
             .last_log_id
             .is_some()
             .then(|| snapshot_of(image)))
     }
+}
+
+/// A view of `store` now ([`image_now`]), taken on the blocking pool.
+async fn image_off_runtime(store: &Arc<Store>) -> Result<StoreImage, RaftStorageError> {
+    let store = Arc::clone(store);
+    blocking(move || image_now(&store))
+        .await
+        .map_err(snapshot_error(ErrorVerb::Read))
 }
 
 /// `image` as openraft's snapshot.
