@@ -1,13 +1,16 @@
 //! Store micro-benchmarks: a point read, creates committed one by one (each an
-//! fsync) or a hundred to a commit (the group commit replication uses), and reverse
+//! fsync) or a hundred to a commit (the group commit replication uses; unsynced, as
+//! a replica applies them, with each create opening its tables or with the tables
+//! held open across the hundred, as a replica's apply does), and reverse
 //! lookups through the value index on a store of `HDL_BENCH_SEARCH_HANDLES` handles
 //! (default 100,000; each with a URL of its own and a shared EMAIL).
 
 use std::hint::black_box;
 
-use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use criterion::measurement::WallTime;
+use criterion::{BatchSize, BenchmarkGroup, Criterion, criterion_group, criterion_main};
 use hdl::names::Handle;
-use hdl::storage::{ExistingHandle, HandlePut, PutMode, Sameness, Store};
+use hdl::storage::{ExistingHandle, HandlePut, PutMode, Sameness, Store, WriteBatch};
 use hdl::values::{HandleValue, SearchQuery, ValueSelection};
 
 const SEEDED: u32 = 10_000;
@@ -66,25 +69,65 @@ fn put(c: &mut Criterion) {
             batch.commit().expect("commit");
         })
     });
-    group.bench_function("100 per durable commit", |b| {
+    hundreds(&mut group, "100 per durable commit", &mut n, |last| {
+        let mut batch = store.write().expect("begin");
+        create_hundred(&mut batch, last);
+        batch.commit().expect("commit");
+    });
+    hundreds(
+        &mut group,
+        "100 per unsynced commit, tables opened per create",
+        &mut n,
+        |last| {
+            let mut batch = store.write().expect("begin");
+            create_hundred(&mut batch, last);
+            batch.commit_unsynced().expect("commit");
+        },
+    );
+    hundreds(
+        &mut group,
+        "100 per unsynced commit, tables held open",
+        &mut n,
+        |last| {
+            let batch = store.write().expect("begin");
+            let mut open = batch.open();
+            for m in last - 99..=last {
+                open.create(&handle(m), record(m), ExistingHandle::Refuse)
+                    .expect("create");
+            }
+            drop(open);
+            batch.commit_unsynced().expect("commit");
+        },
+    );
+    group.finish();
+}
+
+/// Benchmarks `run` on the next hundred handles each time: it is given the last.
+fn hundreds(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    name: &str,
+    next: &mut u32,
+    mut run: impl FnMut(u32),
+) {
+    group.bench_function(name, |b| {
         b.iter_batched(
             || {
-                n += 100;
-                n
+                *next += 100;
+                *next
             },
-            |last| {
-                let mut batch = store.write().expect("begin");
-                for m in last - 99..=last {
-                    batch
-                        .create(&handle(m), record(m), ExistingHandle::Refuse)
-                        .expect("create");
-                }
-                batch.commit().expect("commit");
-            },
+            &mut run,
             BatchSize::SmallInput,
         )
     });
-    group.finish();
+}
+
+/// Creates the hundred handles up to `last` in `batch`, each create opening its tables.
+fn create_hundred(batch: &mut WriteBatch, last: u32) {
+    for m in last - 99..=last {
+        batch
+            .create(&handle(m), record(m), ExistingHandle::Refuse)
+            .expect("create");
+    }
 }
 
 /// Handles of the search benchmark's store, from `HDL_BENCH_SEARCH_HANDLES`.
@@ -108,7 +151,7 @@ fn search_store(dir: &tempfile::TempDir, count: u32) -> Store {
                 mode: PutMode::CreateOnly,
             })
             .collect();
-        let mut batch = store.write().expect("begin");
+        let batch = store.write().expect("begin");
         batch.put_handles(&puts, Sameness::Exact).expect("put");
         batch.commit().expect("commit");
     }

@@ -8,7 +8,7 @@
 
 use super::map::{ClusterMap, MapCommand, MapResult};
 use crate::replication::Machine;
-use crate::storage::{ReadSnapshot, StorageError, WriteBatch};
+use crate::storage::{OpenBatch, ReadSnapshot, StorageError};
 
 /// The name of the map's document in the metadata group's store.
 const MAP_DOCUMENT: &str = "cluster_map";
@@ -29,7 +29,8 @@ impl Machine for MapMachine {
 
     const NAME: &'static str = "the cluster map";
 
-    fn apply(batch: &mut WriteBatch, command: &MapCommand) -> Result<MapResult, StorageError> {
+    fn apply(batch: &mut OpenBatch<'_>, command: &MapCommand) -> Result<MapResult, StorageError> {
+        let batch = batch.batch();
         let mut map = decode(batch.document(MAP_DOCUMENT)?)?;
         let result = map.apply(command.clone());
         if result.is_ok() {
@@ -91,26 +92,26 @@ mod tests {
             read_map(&store.read().unwrap()).unwrap(),
             ClusterMap::default()
         );
-        let mut batch = store.write().unwrap();
+        let batch = store.write().unwrap();
         let command = MapCommand::RecordSet {
             set: SetId(1),
             members: Vec::new(),
         };
-        let changed = MapMachine::apply(&mut batch, &command).unwrap();
+        let changed = MapMachine::apply(&mut batch.open(), &command).unwrap();
         assert_eq!(changed.unwrap().epoch, 1);
         batch.commit().unwrap();
         let map = read_map(&store.read().unwrap()).unwrap();
         assert_eq!(map.epoch, 1);
         assert!(map.sets.contains_key(&SetId(1)));
 
-        let mut batch = store.write().unwrap();
+        let batch = store.write().unwrap();
         batch.put_document(MAP_DOCUMENT, &[9, 0]).unwrap();
         let command = MapCommand::RecordSet {
             set: SetId(2),
             members: Vec::new(),
         };
         assert!(matches!(
-            MapMachine::apply(&mut batch, &command),
+            MapMachine::apply(&mut batch.open(), &command),
             Err(StorageError::CorruptDocument { .. })
         ));
     }

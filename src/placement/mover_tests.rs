@@ -21,8 +21,10 @@ struct TwoSets {
 
 impl TwoSets {
     fn write(&self, set: SetId, command: HandleCommand) -> crate::storage::Applied {
-        let mut batch = self.stores[&set].write().unwrap();
-        let applied = HandleSet::apply(&mut batch, &command).unwrap().unwrap();
+        let batch = self.stores[&set].write().unwrap();
+        let applied = HandleSet::apply(&mut batch.open(), &command)
+            .unwrap()
+            .unwrap();
         batch.commit().unwrap();
         applied
     }
@@ -31,8 +33,9 @@ impl TwoSets {
 #[async_trait]
 impl SetAccess for TwoSets {
     async fn apply(&self, set: SetId, command: SlotCommand) -> Result<(), MoveError> {
-        let mut batch = self.stores[&set].write().unwrap();
-        match HandleSet::apply(&mut batch, &command.into()).unwrap() {
+        let batch = self.stores[&set].write().unwrap();
+        let result = HandleSet::apply(&mut batch.open(), &command.into()).unwrap();
+        match result {
             Ok(_) => {
                 batch.commit().unwrap();
                 Ok(())

@@ -2,7 +2,7 @@
 //! handle store.
 //!
 //! Owns [`HandleCommand`], the set's log command, and its application to a
-//! [`WriteBatch`]. A command holds everything it needs (its values carry their
+//! write batch ([`OpenBatch`]). A command holds everything it needs (its values carry their
 //! timestamps; nothing here reads a clock), so applying the same commands in the same
 //! order gives the same store and the same results on every replica. Refusals are
 //! results, not failures.
@@ -27,8 +27,8 @@ use super::guard::Basis;
 use super::machine::Machine;
 use crate::names::Handle;
 use crate::storage::{
-    Applied, ExistingHandle, ExistingValue, HandlePut, ImportTally, Refusal, Sameness, Slice, Slot,
-    SlotState, StorageError, WriteBatch, slot_of,
+    Applied, ExistingHandle, ExistingValue, HandlePut, ImportTally, OpenBatch, Refusal, Sameness,
+    Slice, Slot, SlotState, StorageError, slot_of,
 };
 use crate::values::{HandleValue, ValueIndex};
 
@@ -163,7 +163,10 @@ pub enum HandleCommand {
 
 /// Refuses a change to `handle` when the store is sliced and the set does not take
 /// writes for its slot now; the slot to journal the change in when it is exporting.
-fn check_writable(batch: &WriteBatch, handle: &Handle) -> Result<Option<Slot>, StorageError> {
+fn check_writable(
+    batch: &mut OpenBatch<'_>,
+    handle: &Handle,
+) -> Result<Option<Slot>, StorageError> {
     let Slice::Ring(count) = batch.slice()? else {
         return Ok(None);
     };
@@ -207,7 +210,7 @@ impl Machine for HandleSet {
     const NAME: &'static str = "handles";
 
     fn apply(
-        batch: &mut WriteBatch,
+        batch: &mut OpenBatch<'_>,
         command: &HandleCommand,
     ) -> Result<HandleResult, StorageError> {
         match carry_out(batch, command) {
@@ -227,7 +230,7 @@ impl Machine for HandleSet {
 
 /// Carries `command` out on `batch`: a guarded one once its basis holds, a change to
 /// a handle once its slot takes writes (journalled while the slot is exporting).
-fn carry_out(batch: &mut WriteBatch, command: &HandleCommand) -> Result<Applied, StorageError> {
+fn carry_out(batch: &mut OpenBatch<'_>, command: &HandleCommand) -> Result<Applied, StorageError> {
     if let HandleCommand::Guarded { basis, command } = command {
         check_basis(batch, basis)?;
         return carry_out(batch, command);
@@ -238,14 +241,14 @@ fn carry_out(batch: &mut WriteBatch, command: &HandleCommand) -> Result<Applied,
     let journal = check_writable(batch, &handle)?;
     let applied = change(batch, command)?;
     if let Some(slot) = journal {
-        batch.journal_change(slot, handle.key())?;
+        batch.batch().journal_change(slot, handle.key())?;
     }
     Ok(applied)
 }
 
 /// Refuses with [`Refusal::AuthorityChanged`] unless every record of `basis` reads
 /// now as the authorisation read it.
-fn check_basis(batch: &WriteBatch, basis: &[Basis]) -> Result<(), StorageError> {
+fn check_basis(batch: &mut OpenBatch<'_>, basis: &[Basis]) -> Result<(), StorageError> {
     for read in basis {
         if !read.holds_for(batch.values(&read.handle)?.as_deref()) {
             return Err(Refusal::AuthorityChanged.into());
@@ -256,7 +259,7 @@ fn check_basis(batch: &WriteBatch, basis: &[Basis]) -> Result<(), StorageError> 
 
 /// Carries `command` out on `batch`. The command stays the log's: what the store
 /// keeps of it (a handle's values) is copied, a bulk put's handles are written from it.
-fn change(batch: &mut WriteBatch, command: &HandleCommand) -> Result<Applied, StorageError> {
+fn change(batch: &mut OpenBatch<'_>, command: &HandleCommand) -> Result<Applied, StorageError> {
     match command {
         HandleCommand::Create {
             handle,
@@ -283,9 +286,10 @@ fn change(batch: &mut WriteBatch, command: &HandleCommand) -> Result<Applied, St
         HandleCommand::UnhomePrefix { prefix } => {
             batch.unhome_prefix(prefix).map(|()| Applied::Done)
         }
-        HandleCommand::MakeSlice { slot_count, owned } => {
-            batch.make_slice(*slot_count, owned).map(|()| Applied::Done)
-        }
+        HandleCommand::MakeSlice { slot_count, owned } => batch
+            .batch()
+            .make_slice(*slot_count, owned)
+            .map(|()| Applied::Done),
         HandleCommand::BeginExport { slot } => {
             let from = [SlotState::Owned, SlotState::Exporting, SlotState::Frozen];
             let to = |state| match state {
@@ -301,7 +305,7 @@ fn change(batch: &mut WriteBatch, command: &HandleCommand) -> Result<Applied, St
         HandleCommand::ThawSlot { slot } => {
             let from = [SlotState::Owned, SlotState::Exporting, SlotState::Frozen];
             move_slot(batch, *slot, &from, |_| SlotState::Owned)?;
-            batch.clear_journal(*slot).map(|()| Applied::Done)
+            batch.batch().clear_journal(*slot).map(|()| Applied::Done)
         }
         HandleCommand::DropSlot { slot } => drop_slot(batch, *slot),
         HandleCommand::BeginImport { slot } => begin_import(batch, *slot),
@@ -322,17 +326,17 @@ fn change(batch: &mut WriteBatch, command: &HandleCommand) -> Result<Applied, St
 /// Writes whole handles, once the set takes writes for every one's slot (each
 /// written one journalled when its slot is exporting); what they came to.
 fn put_handles(
-    batch: &mut WriteBatch,
+    batch: &mut OpenBatch<'_>,
     puts: &[HandlePut],
     sameness: Sameness,
 ) -> Result<Applied, StorageError> {
     let journals = journal_slots(batch, puts)?;
-    let outcomes = batch.put_handles(puts, sameness)?;
+    let outcomes = batch.batch().put_handles(puts, sameness)?;
     let mut tally = ImportTally::default();
     for ((put, journal), outcome) in puts.iter().zip(journals).zip(outcomes) {
         tally.count(outcome);
         if let (Some(slot), true) = (journal, outcome.wrote()) {
-            batch.journal_change(slot, put.handle.key())?;
+            batch.batch().journal_change(slot, put.handle.key())?;
         }
     }
     Ok(Applied::Imported(tally))
@@ -341,7 +345,7 @@ fn put_handles(
 /// For each put, the slot to journal its change in (see [`check_writable`]), the
 /// slots' states read once each; [`Refusal::NotHere`] when one does not take writes.
 fn journal_slots(
-    batch: &WriteBatch,
+    batch: &mut OpenBatch<'_>,
     puts: &[HandlePut],
 ) -> Result<Vec<Option<Slot>>, StorageError> {
     let Slice::Ring(count) = batch.slice()? else {
@@ -367,7 +371,7 @@ fn journal_slots(
 /// Moves `slot` from one of the states `from` to `to(state)`; a slot in another state
 /// (or not held) is [`Refusal::NotHere`]. Repeating a move changes nothing.
 fn move_slot(
-    batch: &mut WriteBatch,
+    batch: &mut OpenBatch<'_>,
     slot: Slot,
     from: &[SlotState],
     to: impl FnOnce(SlotState) -> SlotState,
@@ -377,7 +381,7 @@ fn move_slot(
     };
     match batch.slot_state(slot)? {
         Some(state) if from.contains(&state) => {
-            batch.set_slot_state(slot, Some(to(state)))?;
+            batch.batch().set_slot_state(slot, Some(to(state)))?;
             Ok(Applied::Done)
         }
         _ => Err(Refusal::NotHere(slot).into()),
@@ -385,7 +389,7 @@ fn move_slot(
 }
 
 /// The slot count of a sliced store; a whole store holds no slot.
-fn slot_count(batch: &WriteBatch, slot: Slot) -> Result<u32, StorageError> {
+fn slot_count(batch: &mut OpenBatch<'_>, slot: Slot) -> Result<u32, StorageError> {
     match batch.slice()? {
         Slice::Ring(count) => Ok(count),
         Slice::Whole => Err(Refusal::NotHere(slot).into()),
@@ -393,36 +397,38 @@ fn slot_count(batch: &WriteBatch, slot: Slot) -> Result<u32, StorageError> {
 }
 
 /// Gives `slot` up (it must be frozen, or already given up): its handles and journal go.
-fn drop_slot(batch: &mut WriteBatch, slot: Slot) -> Result<Applied, StorageError> {
+fn drop_slot(batch: &mut OpenBatch<'_>, slot: Slot) -> Result<Applied, StorageError> {
     slot_count(batch, slot)?;
     match batch.slot_state(slot)? {
         Some(SlotState::Frozen) => {}
         None => return Ok(Applied::Done),
         Some(_) => return Err(Refusal::NotHere(slot).into()),
     }
-    batch.delete_slot(slot)?;
-    batch.clear_journal(slot)?;
-    batch.set_slot_state(slot, None)?;
+    batch.batch().delete_slot(slot)?;
+    batch.batch().clear_journal(slot)?;
+    batch.batch().set_slot_state(slot, None)?;
     Ok(Applied::Done)
 }
 
 /// Starts importing `slot` (not held, or importing already: a fresh start either way,
 /// dropping what a cut-short import left).
-fn begin_import(batch: &mut WriteBatch, slot: Slot) -> Result<Applied, StorageError> {
+fn begin_import(batch: &mut OpenBatch<'_>, slot: Slot) -> Result<Applied, StorageError> {
     slot_count(batch, slot)?;
     match batch.slot_state(slot)? {
         None | Some(SlotState::Importing) => {}
         Some(_) => return Err(Refusal::NotHere(slot).into()),
     }
-    batch.delete_slot(slot)?;
-    batch.set_slot_state(slot, Some(SlotState::Importing))?;
+    batch.batch().delete_slot(slot)?;
+    batch
+        .batch()
+        .set_slot_state(slot, Some(SlotState::Importing))?;
     Ok(Applied::Done)
 }
 
 /// Writes copied records of an importing slot; a record of another slot is refused
 /// whole (the batch is left as it was).
 fn put_records(
-    batch: &mut WriteBatch,
+    batch: &mut OpenBatch<'_>,
     slot: Slot,
     records: &[(Handle, Vec<HandleValue>)],
     removed: &[Handle],
@@ -465,23 +471,26 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("handles.redb")).unwrap();
         let h = Handle::parse("10.1000/cmd").unwrap();
-        let mut batch = store.write().unwrap();
+        let batch = store.write().unwrap();
         let create = HandleCommand::Create {
             handle: h.clone(),
             values: vec![url(1, "https://a/")],
             existing: ExistingHandle::Refuse,
         };
-        let apply = |batch: &mut WriteBatch, command: HandleCommand| {
+        let apply = |batch: &mut OpenBatch<'_>, command: HandleCommand| {
             HandleSet::apply(batch, &command).unwrap()
         };
-        assert_eq!(apply(&mut batch, create.clone()), Ok(Applied::Created));
-        assert_eq!(apply(&mut batch, create), Err(Refusal::HandleExists));
+        assert_eq!(
+            apply(&mut batch.open(), create.clone()),
+            Ok(Applied::Created)
+        );
+        assert_eq!(apply(&mut batch.open(), create), Err(Refusal::HandleExists));
         let remove = HandleCommand::RemoveValues {
             handle: h.clone(),
             indexes: vec![ValueIndex(2)],
         };
         assert_eq!(
-            apply(&mut batch, remove),
+            apply(&mut batch.open(), remove),
             Err(Refusal::ValueNotFound(ValueIndex(2)))
         );
         let add = HandleCommand::AddValues {
@@ -489,7 +498,7 @@ mod tests {
             handle: h.clone(),
             values: vec![url(2, "https://b/")],
         };
-        assert_eq!(apply(&mut batch, add), Ok(Applied::Done));
+        assert_eq!(apply(&mut batch.open(), add), Ok(Applied::Done));
         batch.commit().unwrap();
         let read = store.read().unwrap();
         let record = read.get(&h, &ValueSelection::all()).unwrap().unwrap();

@@ -12,8 +12,8 @@ fn open(dir: &tempfile::TempDir, name: &str) -> Store {
 }
 
 fn apply(store: &Store, command: HandleCommand) -> HandleResult {
-    let mut batch = store.write().unwrap();
-    let result = HandleSet::apply(&mut batch, &command).unwrap();
+    let batch = store.write().unwrap();
+    let result = HandleSet::apply(&mut batch.open(), &command).unwrap();
     batch.commit().unwrap();
     result
 }

@@ -1,5 +1,5 @@
 //! The seam between a group and what it replicates: a [`Machine`] says what its log
-//! entries carry and how one is applied to a [`WriteBatch`] of the group's store.
+//! entries carry and how one is applied to a write batch of the group's store ([`OpenBatch`]).
 //!
 //! Everything else a group needs from its state — applying entries in order in one
 //! durable batch with the applied marker, remembering results to apply a request once,
@@ -13,7 +13,7 @@ use std::fmt::Debug;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::storage::{StorageError, WriteBatch};
+use crate::storage::{OpenBatch, StorageError};
 
 /// A replicated state machine, as a type: its log command, its output, and how the one
 /// becomes the other.
@@ -44,12 +44,15 @@ pub trait Machine: Send + Sync + 'static {
     const NAME: &'static str;
 
     /// Applies `command` to `batch` (the command stays the log's entry's: what the
-    /// store keeps of it is copied). A refusal is an output and must leave the batch as
+    /// store keeps of it is copied). The batch holds its tables open across the
+    /// entries of one apply ([`OpenBatch`]). A refusal is an output and must leave the batch as
     /// it was; an error means the store failed, and the node stops rather than let its
     /// replica diverge. Must be deterministic: no clock, no randomness, nothing but the
     /// command and the batch.
-    fn apply(batch: &mut WriteBatch, command: &Self::Command)
-    -> Result<Self::Output, StorageError>;
+    fn apply(
+        batch: &mut OpenBatch<'_>,
+        command: &Self::Command,
+    ) -> Result<Self::Output, StorageError>;
 
     /// Whether `output` settles the request it answers. A request proposed again
     /// within the window is answered with its settled output and changes nothing; an

@@ -2,8 +2,9 @@
 //! a group's [`Store`], for any [`Machine`].
 //!
 //! One call to `apply` is one [`crate::storage::WriteBatch`]: every command of the
-//! entries (applied by the machine), then the applied state (last applied log id and
-//! membership), then one commit, so the store and its applied marker never disagree.
+//! entries (applied by the machine, each table opened once for them all: an
+//! [`OpenBatch`]), then the applied state (last applied log id and membership), then
+//! one commit, so the store and its applied marker never disagree.
 //! That commit does not wait for the disk: [`Durable`] syncs applies a little later,
 //! many in one fsync, since the log already holds what a crash would make the node
 //! apply again. A refused
@@ -68,7 +69,7 @@ use super::types::{
     Entry, GroupConfig, LogId, Proposal, RaftStorageError, Request, RequestId, Snapshot,
     SnapshotMeta, StoredMembership, from_bytes, to_bytes,
 };
-use crate::storage::{ImageRecord, ReadSnapshot, Store, WriteBatch};
+use crate::storage::{ImageRecord, OpenBatch, ReadSnapshot, Store};
 
 /// How many log entries a request's result is remembered for. A write is retried
 /// within the replica's patience for a leader (five seconds), and by a client within
@@ -246,10 +247,23 @@ type Applied<M> = (AppliedState, Vec<Vec<<M as Machine>::Output>>);
 /// starting from `applied`.
 fn apply_entries<M: Machine>(
     store: &Store,
-    mut applied: AppliedState,
+    applied: AppliedState,
     entries: Vec<Entry<M>>,
 ) -> Result<Applied<M>, Error> {
     let mut batch = store.write()?;
+    let (applied, responses) = apply_in::<M>(&mut batch.open(), applied, entries)?;
+    batch.set_applied_state(&to_bytes(&applied, "applied state")?)?;
+    batch.commit_unsynced()?;
+    Ok((applied, responses))
+}
+
+/// Applies `entries` to `batch`, its tables opened once for them all, starting from
+/// `applied`.
+fn apply_in<M: Machine>(
+    batch: &mut OpenBatch<'_>,
+    mut applied: AppliedState,
+    entries: Vec<Entry<M>>,
+) -> Result<Applied<M>, Error> {
     let mut responses = Vec::with_capacity(entries.len());
     for entry in entries {
         applied.last_applied = Some(entry.log_id);
@@ -260,7 +274,7 @@ fn apply_entries<M: Machine>(
                 batch.forget_results_before(index.saturating_sub(RECENT_WINDOW))?;
                 let mut outputs = Vec::with_capacity(requests.len());
                 for request in requests.iter() {
-                    outputs.push(apply_once::<M>(&mut batch, index, request)?);
+                    outputs.push(apply_once::<M>(batch, index, request)?);
                 }
                 outputs
             }
@@ -271,8 +285,6 @@ fn apply_entries<M: Machine>(
         };
         responses.push(response);
     }
-    batch.set_applied_state(&to_bytes(&applied, "applied state")?)?;
-    batch.commit_unsynced()?;
     Ok((applied, responses))
 }
 
@@ -281,7 +293,7 @@ fn apply_entries<M: Machine>(
 /// first); either way, its result. What is forgotten depends on the entry alone,
 /// never on how entries were grouped into calls, so every replica decides alike.
 fn apply_once<M: Machine>(
-    batch: &mut WriteBatch,
+    batch: &mut OpenBatch<'_>,
     index: u64,
     request: &Request<M::Command>,
 ) -> Result<M::Output, Error> {

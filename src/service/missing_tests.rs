@@ -43,7 +43,7 @@ async fn service_elsewhere(
     unserved: Unserved,
 ) -> (tempfile::TempDir, Service) {
     let (dir, service) = service().await;
-    let mut batch = service.store.write().unwrap();
+    let batch = service.store.write().unwrap();
     batch.make_slice(4, &[] as &[Slot]).unwrap();
     batch.commit().unwrap();
     let service = service.with_records(elsewhere).with_unserved(unserved);

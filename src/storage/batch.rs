@@ -10,14 +10,14 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use redb::{Durability, ReadableTable, Table, WriteTransaction};
+use redb::{Durability, ReadableTable, WriteTransaction};
 use serde::{Deserialize, Serialize};
 
 use super::commits::Commits;
 use super::error::{Refusal, StorageError};
+use super::open_batch::OpenBatch;
 use super::read::{decode_handle, decode_prefix};
-use super::slot_index::{index_handle, unindex_handle};
-use super::tables::{self, HandleRecord, PrefixRecord};
+use super::tables::{HandleRecord, PrefixRecord};
 use super::value_index::{IndexWriter, IndexedTypes};
 use crate::codec::MAX_VALUE_LIST_LEN;
 use crate::names::Handle;
@@ -63,8 +63,6 @@ impl std::fmt::Debug for WriteBatch {
     }
 }
 
-type HandlesTable<'txn> = Table<'txn, &'static str, &'static [u8]>;
-
 impl WriteBatch {
     pub(super) fn new(
         txn: WriteTransaction,
@@ -93,6 +91,17 @@ impl WriteBatch {
         Arc::clone(&self.indexed)
     }
 
+    /// The value types this batch's index holds, borrowed.
+    pub(super) fn indexed(&self) -> &IndexedTypes {
+        &self.indexed
+    }
+
+    /// This batch with the tables its handle writes touch held open from their first
+    /// use until the [`OpenBatch`] is dropped: many writes in a row open each once.
+    pub fn open(&self) -> OpenBatch<'_> {
+        OpenBatch::new(self)
+    }
+
     /// Makes every write of the batch durable (fsync) and visible.
     pub fn commit(self) -> Result<(), StorageError> {
         let WriteBatch { txn, commits, .. } = self;
@@ -114,11 +123,67 @@ impl WriteBatch {
         Ok(())
     }
 
-    fn handles(&self) -> Result<HandlesTable<'_>, StorageError> {
-        Ok(self.txn.open_table(tables::HANDLES)?)
+    /// Every value of `handle` as this batch sees it; `None` when it does not exist.
+    pub fn values(&self, handle: &Handle) -> Result<Option<Vec<HandleValue>>, StorageError> {
+        self.open().values(handle)
     }
 
-    fn load(&self, handle: &Handle) -> Result<Option<HandleRecord>, StorageError> {
+    /// [`OpenBatch::create`].
+    pub fn create(
+        &mut self,
+        handle: &Handle,
+        values: Vec<HandleValue>,
+        existing: ExistingHandle,
+    ) -> Result<CreateOutcome, StorageError> {
+        self.open().create(handle, values, existing)
+    }
+
+    /// [`OpenBatch::delete`].
+    pub fn delete(&mut self, handle: &Handle) -> Result<(), StorageError> {
+        self.open().delete(handle)
+    }
+
+    /// [`OpenBatch::add_values`].
+    pub fn add_values(
+        &mut self,
+        handle: &Handle,
+        values: Vec<HandleValue>,
+        existing: ExistingValue,
+    ) -> Result<(), StorageError> {
+        self.open().add_values(handle, values, existing)
+    }
+
+    /// [`OpenBatch::modify_values`].
+    pub fn modify_values(
+        &mut self,
+        handle: &Handle,
+        values: Vec<HandleValue>,
+    ) -> Result<(), StorageError> {
+        self.open().modify_values(handle, values)
+    }
+
+    /// [`OpenBatch::remove_values`].
+    pub fn remove_values(
+        &mut self,
+        handle: &Handle,
+        indexes: &[ValueIndex],
+    ) -> Result<(), StorageError> {
+        self.open().remove_values(handle, indexes)
+    }
+
+    /// [`OpenBatch::home_prefix`].
+    pub fn home_prefix(&mut self, prefix: &str) -> Result<(), StorageError> {
+        self.open().home_prefix(prefix)
+    }
+
+    /// [`OpenBatch::unhome_prefix`].
+    pub fn unhome_prefix(&mut self, prefix: &str) -> Result<(), StorageError> {
+        self.open().unhome_prefix(prefix)
+    }
+}
+
+impl OpenBatch<'_> {
+    fn load(&mut self, handle: &Handle) -> Result<Option<HandleRecord>, StorageError> {
         let table = self.handles()?;
         let found = table.get(handle.key())?;
         found
@@ -127,25 +192,24 @@ impl WriteBatch {
     }
 
     /// Every value of `handle` as this batch sees it; `None` when it does not exist.
-    pub fn values(&self, handle: &Handle) -> Result<Option<Vec<HandleValue>>, StorageError> {
+    pub fn values(&mut self, handle: &Handle) -> Result<Option<Vec<HandleValue>>, StorageError> {
         Ok(self.load(handle)?.map(|record| record.values))
     }
 
-    fn load_existing(&self, handle: &Handle) -> Result<HandleRecord, StorageError> {
+    fn load_existing(&mut self, handle: &Handle) -> Result<HandleRecord, StorageError> {
         self.load(handle)?
             .ok_or(StorageError::Refused(Refusal::HandleNotFound))
     }
 
     /// Writes `record` under `handle`, and the value index with it.
-    fn store(&self, handle: &Handle, record: &HandleRecord) -> Result<(), StorageError> {
+    fn store(&mut self, handle: &Handle, record: &HandleRecord) -> Result<(), StorageError> {
         let key = handle.key();
-        let mut table = self.handles()?;
-        let old = table.insert(key, record.encode().as_slice())?;
-        let old = old
+        let table = self.handles()?;
+        let old = (table.insert(key, record.encode().as_slice())?)
             .map(|bytes| decode_handle(key, bytes.value()))
             .transpose()?;
         let old = old.as_ref().map(|old| old.values.as_slice());
-        self.value_index()?.update(key, old, Some(&record.values))
+        self.update_value_index(key, old, Some(&record.values))
     }
 
     /// Creates `handle` with `values` (in that order). With
@@ -176,7 +240,7 @@ impl WriteBatch {
             values,
         };
         self.store(handle, &record)?;
-        index_handle(&self.txn, handle.key())?;
+        self.index_handle(handle.key())?;
         self.count_handle(handle, CountChange::Added)?;
         Ok(outcome)
     }
@@ -190,8 +254,8 @@ impl WriteBatch {
         let Some(old) = removed else {
             return Err(Refusal::HandleNotFound.into());
         };
-        self.value_index()?.update(key, Some(&old.values), None)?;
-        unindex_handle(&self.txn, key)?;
+        self.update_value_index(key, Some(&old.values), None)?;
+        self.unindex_handle(key)?;
         self.count_handle(handle, CountChange::Removed)
     }
 
@@ -279,7 +343,7 @@ impl WriteBatch {
         change: impl FnOnce(&mut PrefixRecord),
     ) -> Result<(), StorageError> {
         let key = crate::names::fold_key(prefix);
-        let mut table = self.txn.open_table(tables::PREFIXES)?;
+        let table = self.prefixes()?;
         let found = table
             .get(key.as_str())?
             .map(|bytes| decode_prefix(&key, bytes.value()))

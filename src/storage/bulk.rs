@@ -108,7 +108,7 @@ impl WriteBatch {
     /// compared as `sameness` says; one outcome per put, in the order of `puts`. Two
     /// puts of one handle are carried out in their order.
     pub fn put_handles(
-        &mut self,
+        &self,
         puts: &[HandlePut],
         sameness: Sameness,
     ) -> Result<Vec<PutOutcome>, StorageError> {
@@ -150,7 +150,7 @@ impl WriteBatch {
         }
         drop((handles, values));
         for (prefix, count) in counts.into_values() {
-            self.update_prefix(prefix, |record| {
+            self.open().update_prefix(prefix, |record| {
                 record.handle_count = record.handle_count.saturating_add(count);
             })?;
         }
@@ -245,7 +245,7 @@ mod tests {
     }
 
     fn apply(store: &Store, puts: &[HandlePut]) -> Vec<PutOutcome> {
-        let mut batch = store.write().unwrap();
+        let batch = store.write().unwrap();
         let outcomes = batch.put_handles(puts, Sameness::Exact).unwrap();
         batch.commit().unwrap();
         outcomes
@@ -283,7 +283,7 @@ mod tests {
         apply(&store, &[put("10.1/a", "https://a/", PutMode::CreateOnly)]);
         let mut again = put("10.1/a", "https://a/", PutMode::CreateOnly);
         again.values[0].timestamp += 60;
-        let mut batch = store.write().unwrap();
+        let batch = store.write().unwrap();
         let aside = batch.put_handles(std::slice::from_ref(&again), Sameness::TimestampsAside);
         assert_eq!(aside.unwrap(), [PutOutcome::Unchanged]);
         let exact = batch.put_handles(&[again], Sameness::Exact).unwrap();
@@ -337,7 +337,7 @@ mod tests {
         );
         let names = ["10.1/a", "10.1/b", "cnri.test/日本", "20.2/x"];
         for store in [&by_put, &by_create] {
-            let mut batch = store.write().unwrap();
+            let batch = store.write().unwrap();
             batch
                 .make_slice(4, &(0..4).map(Slot).collect::<Vec<_>>())
                 .unwrap();

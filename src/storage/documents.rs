@@ -18,7 +18,7 @@ impl WriteBatch {
     }
 
     /// Replaces the document `name` with `bytes`.
-    pub fn put_document(&mut self, name: &str, bytes: &[u8]) -> Result<(), StorageError> {
+    pub fn put_document(&self, name: &str, bytes: &[u8]) -> Result<(), StorageError> {
         self.txn().open_table(DOCUMENTS)?.insert(name, bytes)?;
         Ok(())
     }
@@ -42,7 +42,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("s.redb")).unwrap();
         assert_eq!(store.read().unwrap().document("map").unwrap(), None);
-        let mut batch = store.write().unwrap();
+        let batch = store.write().unwrap();
         batch.put_document("map", b"one").unwrap();
         batch.put_document("map", b"two").unwrap();
         assert_eq!(batch.document("map").unwrap(), Some(b"two".to_vec()));

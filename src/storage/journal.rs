@@ -22,7 +22,7 @@ pub type JournalRecord = (u64, String, Option<Vec<u8>>);
 
 impl WriteBatch {
     /// Records that the handle with folded key `key`, of `slot`, changed.
-    pub fn journal_change(&mut self, slot: Slot, key: &str) -> Result<(), StorageError> {
+    pub fn journal_change(&self, slot: Slot, key: &str) -> Result<(), StorageError> {
         let mut table = self.txn().open_table(SLOT_JOURNAL)?;
         let last = table
             .range((slot.0, 0)..=(slot.0, u64::MAX))?
@@ -35,7 +35,7 @@ impl WriteBatch {
     }
 
     /// Forgets the journal of `slot`.
-    pub fn clear_journal(&mut self, slot: Slot) -> Result<(), StorageError> {
+    pub fn clear_journal(&self, slot: Slot) -> Result<(), StorageError> {
         let mut table = self.txn().open_table(SLOT_JOURNAL)?;
         let removed = table.extract_from_if((slot.0, 0)..=(slot.0, u64::MAX), |_, _| true)?;
         for entry in removed {
@@ -100,7 +100,7 @@ mod tests {
     fn a_slot_journal_keeps_order_pages_and_clears_alone() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("s.redb")).unwrap();
-        let mut batch = store.write().unwrap();
+        let batch = store.write().unwrap();
         for key in ["A/1", "A/2", "A/1"] {
             batch.journal_change(Slot(3), key).unwrap();
         }
@@ -122,7 +122,7 @@ mod tests {
         );
         assert!(read.journal_page(Slot(3), Some(2), 10).unwrap().is_empty());
         drop(read);
-        let mut batch = store.write().unwrap();
+        let batch = store.write().unwrap();
         batch.clear_journal(Slot(3)).unwrap();
         batch.commit().unwrap();
         let read = store.read().unwrap();

@@ -11,7 +11,9 @@
 //! Every write happens in a [`WriteBatch`]: each operation checks everything before it
 //! changes anything, so a refused operation leaves the batch as it was and later
 //! operations in the batch still apply. [`WriteBatch::commit`] makes the whole batch
-//! durable at once (fsync), which lets a caller share one commit among many writes.
+//! durable at once (fsync), which lets a caller share one commit among many writes;
+//! [`WriteBatch::open`] holds the tables those writes touch open across them
+//! ([`OpenBatch`]), as a replica applying many log entries in one batch does.
 //!
 //! For replication the store also keeps, without interpreting them, the applied state
 //! of the replicated state machine ([`WriteBatch::set_applied_state`], committed with
@@ -32,6 +34,7 @@ mod error;
 mod image;
 mod journal;
 pub mod log;
+mod open_batch;
 mod read;
 mod recent;
 mod slot_index;
@@ -53,6 +56,7 @@ pub use error::{Refusal, StorageError};
 pub use image::{ImageImport, ImageRecord, RecentResult};
 pub use journal::{JournalEntry, JournalRecord};
 pub use log::EntryLog;
+pub use open_batch::OpenBatch;
 pub use read::ReadSnapshot;
 pub use slot_index::StoredRecord;
 pub use slots::{Slice, Slot, SlotState, slot_of};

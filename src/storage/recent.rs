@@ -16,6 +16,7 @@ use redb::{ReadableTable, TableHandle, WriteTransaction};
 
 use super::batch::WriteBatch;
 use super::error::StorageError;
+use super::open_batch::OpenBatch;
 use super::read::ReadSnapshot;
 use super::tables::{RECENT_BY_ENTRY, RECENT_BY_INDEX_BEFORE_ENTRIES, RECENT_REQUESTS};
 use crate::values::DecodeError;
@@ -23,11 +24,11 @@ use crate::values::DecodeError;
 /// Octets of the log index at the head of a `recent_requests` value.
 const INDEX_LEN: usize = 8;
 
-impl WriteBatch {
+impl OpenBatch<'_> {
     /// The result recorded for request `request`, if it was applied and not yet
     /// forgotten.
-    pub fn recall_result(&self, request: u64) -> Result<Option<Vec<u8>>, StorageError> {
-        recall_in(&self.txn().open_table(RECENT_REQUESTS)?, request)
+    pub fn recall_result(&mut self, request: u64) -> Result<Option<Vec<u8>>, StorageError> {
+        recall_in(self.recent_requests()?, request)
     }
 
     /// Records that request `request` was applied at log `index` with `result`.
@@ -39,19 +40,15 @@ impl WriteBatch {
     ) -> Result<(), StorageError> {
         let mut value = index.to_be_bytes().to_vec();
         value.extend_from_slice(result);
-        self.txn()
-            .open_table(RECENT_REQUESTS)?
-            .insert(request, value.as_slice())?;
-        self.txn()
-            .open_table(RECENT_BY_ENTRY)?
-            .insert((index, request), ())?;
+        let (by_entry, requests) = self.recent_tables()?;
+        requests.insert(request, value.as_slice())?;
+        by_entry.insert((index, request), ())?;
         Ok(())
     }
 
     /// Forgets every request applied before log `index`.
     pub fn forget_results_before(&mut self, index: u64) -> Result<(), StorageError> {
-        let mut by_entry = self.txn().open_table(RECENT_BY_ENTRY)?;
-        let mut requests = self.txn().open_table(RECENT_REQUESTS)?;
+        let (by_entry, requests) = self.recent_tables()?;
         let old = by_entry.extract_from_if(..(index, 0), |_, _| true)?;
         for entry in old {
             let (key, _) = entry?;
@@ -59,6 +56,28 @@ impl WriteBatch {
             requests.remove(request)?;
         }
         Ok(())
+    }
+}
+
+impl WriteBatch {
+    /// [`OpenBatch::recall_result`].
+    pub fn recall_result(&self, request: u64) -> Result<Option<Vec<u8>>, StorageError> {
+        self.open().recall_result(request)
+    }
+
+    /// [`OpenBatch::remember_result`].
+    pub fn remember_result(
+        &mut self,
+        request: u64,
+        index: u64,
+        result: &[u8],
+    ) -> Result<(), StorageError> {
+        self.open().remember_result(request, index, result)
+    }
+
+    /// [`OpenBatch::forget_results_before`].
+    pub fn forget_results_before(&mut self, index: u64) -> Result<(), StorageError> {
+        self.open().forget_results_before(index)
     }
 }
 

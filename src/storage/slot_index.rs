@@ -2,8 +2,8 @@
 //! a slot's handles are one range scan, however large the store.
 //!
 //! Owns the `slot_index` table. Every write of a handle in a sliced store goes through
-//! [`index_handle`] / [`unindex_handle`] (from [`WriteBatch::create`] and
-//! [`WriteBatch::delete`]); [`WriteBatch::make_slice`] and an image import build it for
+//! `index_handle` / `unindex_handle` (from [`OpenBatch::create`] and
+//! [`OpenBatch::delete`]); [`WriteBatch::make_slice`] and an image import build it for
 //! every handle the store holds. A store that is [`Slice::Whole`] has an empty index.
 //! Invariant: in a sliced store of `count` slots, the index holds exactly
 //! `(slot_of(key, count), key)` for each key of the `handles` table.
@@ -14,6 +14,7 @@ use redb::{ReadableTable, WriteTransaction};
 
 use super::batch::WriteBatch;
 use super::error::StorageError;
+use super::open_batch::OpenBatch;
 use super::read::{ReadSnapshot, decode_handle};
 use super::slots::{Slice, Slot, slot_of};
 use super::tables::{HANDLES, SLOT_INDEX};
@@ -25,22 +26,24 @@ pub type StoredRecord = (String, Vec<u8>);
 /// How many handles a slot deletion reads from the index at a time.
 const DELETE_PAGE: usize = 1024;
 
-/// Records `key` in the index when the store is sliced.
-pub(super) fn index_handle(txn: &WriteTransaction, key: &str) -> Result<(), StorageError> {
-    if let Slice::Ring(count) = super::slots::slice_in(txn)? {
-        let slot = slot_of(key, count);
-        txn.open_table(SLOT_INDEX)?.insert((slot.0, key), ())?;
+impl OpenBatch<'_> {
+    /// Records `key` in the index when the store is sliced.
+    pub(super) fn index_handle(&mut self, key: &str) -> Result<(), StorageError> {
+        if let Slice::Ring(count) = self.slice()? {
+            let slot = slot_of(key, count);
+            self.slot_index()?.insert((slot.0, key), ())?;
+        }
+        Ok(())
     }
-    Ok(())
-}
 
-/// Forgets `key` in the index when the store is sliced.
-pub(super) fn unindex_handle(txn: &WriteTransaction, key: &str) -> Result<(), StorageError> {
-    if let Slice::Ring(count) = super::slots::slice_in(txn)? {
-        let slot = slot_of(key, count);
-        txn.open_table(SLOT_INDEX)?.remove((slot.0, key))?;
+    /// Forgets `key` in the index when the store is sliced.
+    pub(super) fn unindex_handle(&mut self, key: &str) -> Result<(), StorageError> {
+        if let Slice::Ring(count) = self.slice()? {
+            let slot = slot_of(key, count);
+            self.slot_index()?.remove((slot.0, key))?;
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// Empties the index and, for a ring of `slot_count`, indexes every handle held.
@@ -103,7 +106,7 @@ impl ReadSnapshot {
 
 impl WriteBatch {
     /// Deletes every handle of `slot`; how many. Reads the slot's handles only.
-    pub fn delete_slot(&mut self, slot: Slot) -> Result<u64, StorageError> {
+    pub fn delete_slot(&self, slot: Slot) -> Result<u64, StorageError> {
         let mut deleted = 0;
         loop {
             let displays = self.slot_displays(slot, DELETE_PAGE)?;
@@ -112,7 +115,7 @@ impl WriteBatch {
             }
             for (key, display) in displays {
                 match Handle::parse(&display) {
-                    Ok(handle) if handle.key() == key => self.delete(&handle)?,
+                    Ok(handle) if handle.key() == key => self.open().delete(&handle)?,
                     _ => return Err(StorageError::MisplacedRecord { key }),
                 }
                 // Whatever the index said, the entry goes, so the loop always ends.
@@ -219,7 +222,7 @@ mod tests {
 
         let slot = slot_of(&names[5].to_uppercase(), SLOTS);
         let in_slot = keys_of(&store, slot).len() as u64;
-        let mut batch = store.write().unwrap();
+        let batch = store.write().unwrap();
         assert_eq!(batch.delete_slot(slot).unwrap(), in_slot);
         batch.commit().unwrap();
         let read = store.read().unwrap();

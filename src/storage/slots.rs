@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::batch::WriteBatch;
 use super::error::StorageError;
+use super::open_batch::OpenBatch;
 use super::read::ReadSnapshot;
 use super::slot_index::rebuild_index;
 use super::tables::{META, SLOT_COUNT_KEY, SLOT_STATES};
@@ -141,15 +142,13 @@ impl WriteBatch {
 
     /// The state of `slot` as this batch sees it.
     pub fn slot_state(&self, slot: Slot) -> Result<Option<SlotState>, StorageError> {
-        let table = self.txn().open_table(SLOT_STATES)?;
-        let found = table.get(slot.0)?.map(|state| state.value());
-        found.map(|byte| state_of(slot, byte)).transpose()
+        self.open().slot_state(slot)
     }
 
     /// Slices the store into a ring of `slot_count` slots of which it owns `owned`
     /// (replacing any slice it had), and indexes every handle it holds by slot (a
     /// pass over the store, unless it was sliced into as many slots already).
-    pub fn make_slice(&mut self, slot_count: u32, owned: &[Slot]) -> Result<(), StorageError> {
+    pub fn make_slice(&self, slot_count: u32, owned: &[Slot]) -> Result<(), StorageError> {
         let indexed = self.slice()? == Slice::Ring(slot_count);
         self.txn()
             .open_table(META)?
@@ -166,17 +165,21 @@ impl WriteBatch {
     }
 
     /// Sets the state of `slot` (`None`: the store no longer holds it).
-    pub fn set_slot_state(
-        &mut self,
-        slot: Slot,
-        state: Option<SlotState>,
-    ) -> Result<(), StorageError> {
+    pub fn set_slot_state(&self, slot: Slot, state: Option<SlotState>) -> Result<(), StorageError> {
         let mut table = self.txn().open_table(SLOT_STATES)?;
         match state {
             Some(state) => table.insert(slot.0, state.to_u8())?,
             None => table.remove(slot.0)?,
         };
         Ok(())
+    }
+}
+
+impl OpenBatch<'_> {
+    /// The state of `slot` as this batch sees it.
+    pub fn slot_state(&mut self, slot: Slot) -> Result<Option<SlotState>, StorageError> {
+        let found = self.slot_states()?.get(slot.0)?.map(|state| state.value());
+        found.map(|byte| state_of(slot, byte)).transpose()
     }
 }
 
@@ -220,7 +223,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("s.redb")).unwrap();
         assert_eq!(store.read().unwrap().slice().unwrap(), Slice::Whole);
-        let mut batch = store.write().unwrap();
+        let batch = store.write().unwrap();
         batch.make_slice(8, &[Slot(0), Slot(1)]).unwrap();
         batch
             .set_slot_state(Slot(1), Some(SlotState::Frozen))

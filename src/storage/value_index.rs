@@ -33,6 +33,7 @@ use serde::{Deserialize, Serialize};
 
 use super::batch::WriteBatch;
 use super::error::StorageError;
+use super::open_batch::OpenBatch;
 use super::read::{ReadSnapshot, decode_handle};
 use super::tables::{HANDLES, INDEXED_TYPES, VALUE_INDEX, ValueIndexKey};
 use crate::names::fold_key;
@@ -295,27 +296,57 @@ impl<'txn, 't> IndexWriter<'txn, 't> {
         old: Option<&[HandleValue]>,
         new: Option<&[HandleValue]>,
     ) -> Result<(), StorageError> {
-        for ((value_type, data), change) in self.types.changes(old, new) {
-            self.apply((value_type.as_str(), data, key), change)?;
-        }
-        Ok(())
-    }
-
-    fn apply(&mut self, entry: ValueIndexKey<'_>, change: IndexChange) -> Result<(), StorageError> {
-        match change {
-            IndexChange::Insert => self.table.insert(entry, ())?,
-            IndexChange::Remove => self.table.remove(entry)?,
-        };
-        Ok(())
+        update_in(&mut self.table, self.types, key, old, new)
     }
 
     /// Writes `changes`, in index order.
     pub(super) fn write(&mut self, changes: IndexChanges) -> Result<(), StorageError> {
         for ((value_type, data, key), change) in changes.0 {
-            self.apply((value_type.as_str(), data.as_slice(), key.as_str()), change)?;
+            let entry = (value_type.as_str(), data.as_slice(), key.as_str());
+            apply_change(&mut self.table, entry, change)?;
         }
         Ok(())
     }
+}
+
+impl OpenBatch<'_> {
+    /// [`IndexWriter::update`] on the batch's index, kept open.
+    pub(super) fn update_value_index(
+        &mut self,
+        key: &str,
+        old: Option<&[HandleValue]>,
+        new: Option<&[HandleValue]>,
+    ) -> Result<(), StorageError> {
+        let types = self.indexed();
+        update_in(self.value_index()?, types, key, old, new)
+    }
+}
+
+/// Makes `table`, an index of `types`, follow the handle whose folded key is `key`
+/// from `old` values to `new` ones (see [`IndexWriter::update`]).
+fn update_in(
+    table: &mut IndexTable<'_>,
+    types: &IndexedTypes,
+    key: &str,
+    old: Option<&[HandleValue]>,
+    new: Option<&[HandleValue]>,
+) -> Result<(), StorageError> {
+    for ((value_type, data), change) in types.changes(old, new) {
+        apply_change(table, (value_type.as_str(), data, key), change)?;
+    }
+    Ok(())
+}
+
+fn apply_change(
+    table: &mut IndexTable<'_>,
+    entry: ValueIndexKey<'_>,
+    change: IndexChange,
+) -> Result<(), StorageError> {
+    match change {
+        IndexChange::Insert => table.insert(entry, ())?,
+        IndexChange::Remove => table.remove(entry)?,
+    };
+    Ok(())
 }
 
 /// Rebuilds the index when the file has none or one of other types than `types`.

@@ -13,7 +13,7 @@ use crate::names::Handle;
 use crate::replication::admin::{AdminAnswer, AdminRequest};
 use crate::replication::network::{ClusterSecret, Dispatch, PeerLimits, TakeOverRefused, serve};
 use crate::replication::{HandleCommand, HandleSet, SetId};
-use crate::storage::{Applied, ExistingHandle, StorageError, WriteBatch};
+use crate::storage::{Applied, ExistingHandle, OpenBatch, StorageError};
 use crate::values::HandleValue;
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -30,7 +30,8 @@ impl Machine for Counter {
 
     const NAME: &'static str = "a counter";
 
-    fn apply(batch: &mut WriteBatch, add: &u64) -> Result<u64, StorageError> {
+    fn apply(batch: &mut OpenBatch<'_>, add: &u64) -> Result<u64, StorageError> {
+        let batch = batch.batch();
         let total = batch
             .document("total")?
             .and_then(|bytes| bytes.try_into().ok())
@@ -365,7 +366,7 @@ impl Machine for FullDisk {
 
     const NAME: &'static str = "a machine on a full disk";
 
-    fn apply(_batch: &mut WriteBatch, _command: &u64) -> Result<u64, StorageError> {
+    fn apply(_batch: &mut OpenBatch<'_>, _command: &u64) -> Result<u64, StorageError> {
         let full = std::io::Error::from_raw_os_error(28);
         Err(StorageError::Backend(redb::Error::Io(full)))
     }

@@ -28,7 +28,7 @@ fn temp_store(dir: &tempfile::TempDir) -> Store {
 /// A store sliced into a ring of 4 slots, holding every one.
 fn sliced_store(dir: &tempfile::TempDir) -> Store {
     let store = temp_store(dir);
-    let mut batch = store.write().unwrap();
+    let batch = store.write().unwrap();
     batch
         .make_slice(4, &(0..4).map(Slot).collect::<Vec<_>>())
         .unwrap();
@@ -320,7 +320,7 @@ fn values_that_are_not_public_count_only_for_readers_of_every_value() {
 fn bulk_puts_and_slot_deletions_keep_the_index() {
     let dir = tempfile::tempdir().unwrap();
     let store = sliced_store(&dir);
-    let mut batch = store.write().unwrap();
+    let batch = store.write().unwrap();
     let puts = [
         put("10.1/a", "https://a/", PutMode::CreateOnly),
         put("10.1/b", "https://b/", PutMode::CreateOnly),
@@ -332,7 +332,7 @@ fn bulk_puts_and_slot_deletions_keep_the_index() {
         ["10.1/a", "10.1/b"]
     );
 
-    let mut batch = store.write().unwrap();
+    let batch = store.write().unwrap();
     let replace = [put("10.1/a", "https://new-a/", PutMode::Replace)];
     batch.put_handles(&replace, Sameness::Exact).unwrap();
     batch.commit().unwrap();
@@ -343,7 +343,7 @@ fn bulk_puts_and_slot_deletions_keep_the_index() {
     );
     assert!(search(&store, None, &[("URL", "https://a/")]).is_empty());
 
-    let mut batch = store.write().unwrap();
+    let batch = store.write().unwrap();
     batch.delete_slot(slot_of("10.1/B", 4)).unwrap();
     batch.commit().unwrap();
     assert_index_follows_handles(&store);
@@ -354,7 +354,7 @@ fn bulk_puts_and_slot_deletions_keep_the_index() {
 fn one_bulk_batch_putting_a_handle_twice_out_of_key_order_ends_as_its_last_put() {
     let dir = tempfile::tempdir().unwrap();
     let store = sliced_store(&dir);
-    let mut batch = store.write().unwrap();
+    let batch = store.write().unwrap();
     let puts = [
         put("10.1/z", "https://first/", PutMode::CreateOnly),
         put("10.1/a", "https://a/", PutMode::CreateOnly),
