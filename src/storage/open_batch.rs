@@ -24,8 +24,7 @@ use super::tables::{
     ValueIndexKey,
 };
 
-/// The `handles` table.
-pub(super) type HandlesTable<'b> = Table<'b, &'static str, &'static [u8]>;
+type HandlesTable<'b> = Table<'b, &'static str, &'static [u8]>;
 type PrefixesTable<'b> = Table<'b, &'static str, &'static [u8]>;
 type ValueIndexTable<'b> = Table<'b, ValueIndexKey<'static>, ()>;
 type SlotIndexTable<'b> = Table<'b, (u32, &'static str), ()>;
