@@ -309,6 +309,10 @@ impl EntryLog {
     }
 
     fn start_segment(&self, writer: &mut Writer) -> Result<(), StorageError> {
+        // Octets a failed write may have left after the last record would read as
+        // damage once this is no longer the last segment.
+        let full = segment::path(&self.dir, writer.seq);
+        writer.file.set_len(writer.len).map_err(io_error(&full))?;
         let seq = writer.seq + 1;
         let positions = self.lock_index().positions()?;
         let (file, len) = segment::create(&self.dir, seq, LOG_FORMAT_VERSION, &positions)
