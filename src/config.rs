@@ -157,9 +157,10 @@
 //! # operating system's page cache (not counted in the node's memory) or the disk.
 //! # Default: 16, 1 to 65536.
 //! cache_mib = 16
-//! # MiB each log (and the metadata group's small store) may cache: entries are read
-//! # back soon after they are written, to send to secondaries, if at all. Default: 4,
-//! # 1 to 65536.
+//! # MiB the metadata group's small store (the cluster map) may cache. (Logs, which
+//! # this also sized when they were redb files, keep no cache: their newest entries
+//! # are held in memory, older ones read from the operating system's page cache.)
+//! # Default: 4, 1 to 65536.
 //! log_cache_mib = 4
 //!
 //! [search]
@@ -431,7 +432,7 @@ impl Default for ClusterConfig {
 pub struct StorageConfig {
     /// MiB of page cache of each handle store.
     pub cache_mib: usize,
-    /// MiB of page cache of each log and of the metadata group's store.
+    /// MiB of page cache of the metadata group's store.
     pub log_cache_mib: usize,
 }
 

@@ -19,9 +19,10 @@ use std::sync::Arc;
 use crate::config::Config;
 use crate::placement::{FIRST_SET, MapGroup};
 use crate::replication::{
-    Bootstrap, Group, GroupError, GroupHost, GroupId, GroupSettings, HandleSet, Keep, LOG_FILE,
+    Bootstrap, Group, GroupError, GroupHost, GroupId, GroupSettings, HandleSet, Keep,
     SNAPSHOT_FILE, SetId,
 };
+use crate::storage::log::EARLIER_LOG_FILE;
 use crate::storage::{CacheSizes, IndexedTypes, Store};
 
 /// The file, in a replica set's directory, that holds its handles.
@@ -90,7 +91,7 @@ pub fn settings(config: &Config) -> GroupSettings {
         },
         caches: CacheSizes {
             store: config.storage.cache_mib << 20,
-            log: config.storage.log_cache_mib << 20,
+            map: config.storage.log_cache_mib << 20,
         },
     }
 }
@@ -210,7 +211,7 @@ fn move_old_layout(data_dir: &Path, set_dir: &Path) -> Result<(), GroupsError> {
     }
     make_dir(set_dir)?;
     // The store goes last: until it has moved, a restart moves whatever is left.
-    for file in [LOG_FILE, SNAPSHOT_FILE, HANDLE_STORE_FILE] {
+    for file in [EARLIER_LOG_FILE, SNAPSHOT_FILE, HANDLE_STORE_FILE] {
         let from = data_dir.join(file);
         if from.exists() {
             let to = set_dir.join(file);
@@ -235,12 +236,12 @@ mod tests {
     #[test]
     fn an_old_layout_moves_into_the_set_directory_once() {
         let dir = tempfile::tempdir().unwrap();
-        for file in [HANDLE_STORE_FILE, LOG_FILE, SNAPSHOT_FILE] {
+        for file in [HANDLE_STORE_FILE, EARLIER_LOG_FILE, SNAPSHOT_FILE] {
             fs::write(dir.path().join(file), file).unwrap();
         }
         let set_dir = group_dir(dir.path(), GroupId::Set(FIRST_SET));
         move_old_layout(dir.path(), &set_dir).unwrap();
-        for file in [HANDLE_STORE_FILE, LOG_FILE, SNAPSHOT_FILE] {
+        for file in [HANDLE_STORE_FILE, EARLIER_LOG_FILE, SNAPSHOT_FILE] {
             assert!(!dir.path().join(file).exists(), "{file} left behind");
             assert_eq!(fs::read_to_string(set_dir.join(file)).unwrap(), file);
         }

@@ -57,7 +57,7 @@ impl MapGroup {
         host: GroupHost,
     ) -> Result<MapGroup, GroupError> {
         let path = dir.join(MAP_STORE_FILE);
-        let cache = settings.caches.log;
+        let cache = settings.caches.map;
         let store = tokio::task::spawn_blocking(move || {
             Store::open_with(&path, cache, IndexedTypes::default())
         })

@@ -2,14 +2,14 @@
 //!
 //! Entries are stored as postcard bytes of [`Entry`] under their log index; the vote,
 //! the committed position and the last purged position as postcard bytes in the log's
-//! metadata. All disk work runs on tokio's blocking pool. An append is one transaction
-//! for all its entries (group commit), and its callback runs only after that
-//! transaction is durable; the vote is durable before `save_vote` returns.
+//! metadata. All disk work runs on tokio's blocking pool. An append is one write and
+//! one fsync for all its entries (group commit), and its callback runs only after
+//! they are durable; the vote is durable before `save_vote` returns.
 //!
 //! Two things keep the disk off the path of a write that need not be there: the
 //! newest entries are kept in memory ([`LogTail`]), so that replicating and applying
 //! them reads no file; and `save_committed` (called before every apply) only notes the
-//! position, which the next append writes in its own transaction. It was a
+//! position, which the next append writes with its entries. It was a
 //! transaction of its own that did not wait for the disk either, so a crash loses no
 //! more than before: the committed position on disk may lag, and the entries after
 //! it are applied again once a leader says they are committed.
@@ -53,15 +53,12 @@ use super::log_tail::LogTail;
 use super::machine::Machine;
 use super::state_machine::StateMachine;
 use super::types::{Entry, GroupConfig, LogId, NodeId, RaftStorageError, from_bytes, to_bytes};
-use crate::storage::{CacheSizes, EntryLog, StorageError};
+use crate::storage::{EntryLog, StorageError};
 
 /// The most octets of stored entries a leader reads for one AppendEntries (at least
 /// one entry, whatever its size): a member catching up gets the log a few MiB at a
 /// time, and the leader holds no more than that for it.
 pub const REPLICATED_OCTETS: usize = 4 << 20;
-
-/// The file, inside a node's data directory, that holds its log.
-pub const LOG_FILE: &str = "raft-log.redb";
 
 /// A group's Raft log and vote, holding entries of `M`; clones share the same file,
 /// tail and noted committed position (a clone is the log reader).
@@ -100,12 +97,7 @@ impl<M: Machine> LogStore<M> {
     /// Opens (or creates) the log in `data_dir`, alone: it purges whatever it is
     /// asked to at once, as openraft's storage suite checks a log. Blocks on the disk.
     pub fn open(data_dir: &Path) -> Result<LogStore<M>, Error> {
-        LogStore::open_with_cache(data_dir, CacheSizes::default().log)
-    }
-
-    /// [`LogStore::open`] with a page cache of `cache` octets.
-    fn open_with_cache(data_dir: &Path, cache: usize) -> Result<LogStore<M>, Error> {
-        let log = EntryLog::open_with_cache(&data_dir.join(LOG_FILE), cache)?;
+        let log = EntryLog::open_in(data_dir)?;
         Ok(LogStore {
             log: Arc::new(log),
             tail: Arc::default(),
@@ -117,18 +109,13 @@ impl<M: Machine> LogStore<M> {
 
     /// Opens (or creates) the log in `data_dir` of the group whose state machine is
     /// `machine`: a purge waits until `machine` has applied, durably, every entry it
-    /// deletes (see the module doc), with a page cache of `cache` octets. Blocks on the
-    /// disk.
-    pub fn open_beside(
-        data_dir: &Path,
-        machine: &StateMachine<M>,
-        cache: usize,
-    ) -> Result<LogStore<M>, Error> {
+    /// deletes (see the module doc). Blocks on the disk.
+    pub fn open_beside(data_dir: &Path, machine: &StateMachine<M>) -> Result<LogStore<M>, Error> {
         let durable = machine.durable();
         let watch = durable.upgrade().map(|durable| durable.watch());
         Ok(LogStore {
             applied: watch.map(|watch| (watch, durable)),
-            ..LogStore::open_with_cache(data_dir, cache)?
+            ..LogStore::open(data_dir)?
         })
     }
 

@@ -12,7 +12,7 @@
 //!   group of a machine;
 //! - the proposer ([`proposer`]): the leader's group commit, many client writes in
 //!   one log entry;
-//! - the log store ([`LogStore`]): the Raft log and vote in `raft-log.redb`;
+//! - the log store ([`LogStore`]): the Raft log and vote in `raft-log/`;
 //! - the write guard ([`guard`]): what an authorisation decision read, checked again
 //!   when its write is applied;
 //! - the state machine ([`StateMachine`], [`SnapshotBuilder`]): applies entries to the
@@ -62,7 +62,7 @@ pub use group::{
 };
 pub use group::{alone_settings, start_alone, test_host};
 pub use handle_set::{HandleCommand, HandleResult, HandleSet};
-pub use log_store::{LOG_FILE, LogStore};
+pub use log_store::LogStore;
 pub use machine::Machine;
 pub use snapshot::SNAPSHOT_FILE;
 pub use state_machine::{Installed, SnapshotBuilder, StateMachine, recall, snapshot_data_now};

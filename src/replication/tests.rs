@@ -468,7 +468,7 @@ async fn a_snapshot_installs_the_same_store_elsewhere() {
         names.sort();
         names
     };
-    let stores = ["handles.redb", LOG_FILE];
+    let stores = ["handles.redb", crate::storage::log::LOG_DIR];
     assert_eq!(files(follower_dir.path()), stores);
     assert_eq!(files(_leader_dir.path()), stores);
     assert_eq!(

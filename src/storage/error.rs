@@ -5,6 +5,9 @@
 //! command's result. Every other [`StorageError`] means the disk or the file is not
 //! what it must be; a replica that meets one stops rather than diverge.
 
+use std::io;
+use std::path::PathBuf;
+
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
@@ -100,6 +103,43 @@ pub enum StorageError {
     Unindexed {
         /// The folded key the index names.
         key: String,
+    },
+    /// The log's files could not be read or written.
+    #[error("log file {}: {source}", path.display())]
+    LogIo {
+        /// The file or directory.
+        path: PathBuf,
+        /// What the system said.
+        source: io::Error,
+    },
+    /// A log segment is damaged before its end (or is not a segment at all): the
+    /// disk lost or changed octets that were durable.
+    #[error(
+        "log segment {} is damaged at octet {offset}: {reason}; the node cannot trust its log: \
+         restore it from a backup or add it to its replica set again as a new member",
+        path.display()
+    )]
+    LogDamaged {
+        /// The segment file.
+        path: PathBuf,
+        /// Where its whole records end.
+        offset: u64,
+        /// What is wrong after them.
+        reason: &'static str,
+    },
+    /// An entry too large to be a log record.
+    #[error("log entry {index} would take {octets} octets, more than a log record may hold")]
+    LogEntryTooLarge {
+        /// The entry's index.
+        index: u64,
+        /// What its record would take.
+        octets: usize,
+    },
+    /// The log's index names an entry it cannot find (a defect, not a disk fault).
+    #[error("log entry {index} is listed but its segment is gone")]
+    LogMissingEntry {
+        /// The entry's index.
+        index: u64,
     },
     /// redb reported an error (I/O, a full disk, a damaged file).
     #[error("storage backend: {0}")]

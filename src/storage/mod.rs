@@ -22,7 +22,7 @@
 //! put and read many at a time for bulk import and export ([`WriteBatch::put_handles`],
 //! [`ReadSnapshot::handle_records`]), an index of the values of configured types kept
 //! in the same transaction as the handles, for reverse lookup ([`ReadSnapshot::search`],
-//! module `value_index`) and, in a file of its own, the replicated log
+//! module `value_index`) and, in segment files of its own, the replicated log
 //! ([`EntryLog`]). Nothing here knows the replication library.
 
 mod applied;
@@ -79,17 +79,17 @@ pub struct Store {
 /// then grows with the store. Set by `[storage]` of the configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CacheSizes {
-    /// A handle store's cache (the metadata group's store takes [`CacheSizes::log`]).
+    /// A handle store's cache.
     pub store: usize,
-    /// A log's cache: entries are read back soon after they are written, if at all.
-    pub log: usize,
+    /// The metadata group's store's cache: it holds the cluster map, a few pages.
+    pub map: usize,
 }
 
 impl Default for CacheSizes {
     fn default() -> Self {
         CacheSizes {
             store: 16 << 20,
-            log: 4 << 20,
+            map: 4 << 20,
         }
     }
 }

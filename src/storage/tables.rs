@@ -53,12 +53,8 @@
 //! A folded handle key sorts the handles of one prefix together: they all start with
 //! `PREFIX/`, so listing a prefix is one range scan.
 //!
-//! The replicated log lives in a second file (`raft-log.redb`, see
-//! [`super::EntryLog`]), log format version 1:
-//! - `meta`: as above; key `format_version` holds [`LOG_FORMAT_VERSION`].
-//! - `raft_log`: `u64` log index → entry bytes, opaque to the store.
-//! - `raft_meta`: `&str → bytes`, opaque: keys [`VOTE_KEY`], [`COMMITTED_KEY`],
-//!   [`LAST_PURGED_KEY`].
+//! The replicated log is not here: it is a directory of segment files of its own
+//! ([`super::EntryLog`]).
 
 use redb::TableDefinition;
 
@@ -115,25 +111,6 @@ pub const SM_META: TableDefinition<&str, &[u8]> = TableDefinition::new("sm_meta"
 
 /// Key in [`SM_META`] of the applied state.
 pub const APPLIED_STATE_KEY: &str = "applied";
-
-/// The version of the log file's layout, checked on every open of the log. Version 2:
-/// a client entry carries a proposal of several requests (version 1 carried one).
-pub const LOG_FORMAT_VERSION: u64 = 2;
-
-/// Log entries by log index.
-pub const RAFT_LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("raft_log");
-
-/// Log metadata by name.
-pub const RAFT_META: TableDefinition<&str, &[u8]> = TableDefinition::new("raft_meta");
-
-/// Key in [`RAFT_META`] of the last vote cast or seen.
-pub const VOTE_KEY: &str = "vote";
-
-/// Key in [`RAFT_META`] of the last known committed log position.
-pub const COMMITTED_KEY: &str = "committed";
-
-/// Key in [`RAFT_META`] of the last purged log position.
-pub const LAST_PURGED_KEY: &str = "last_purged";
 
 const RECORD_LAYOUT: u8 = 1;
 

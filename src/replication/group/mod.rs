@@ -147,10 +147,10 @@ impl<M: Machine> Group<M> {
         dir: &Path,
         host: GroupHost,
     ) -> Result<Group<M>, GroupError> {
-        let (owned, log_cache) = (dir.to_owned(), settings.caches.log);
+        let owned = dir.to_owned();
         let (log, state_machine) = tokio::task::spawn_blocking(move || {
             let state_machine = StateMachine::<M>::open(store, &owned)?;
-            let log = LogStore::<M>::open_beside(&owned, &state_machine, log_cache)?;
+            let log = LogStore::<M>::open_beside(&owned, &state_machine)?;
             Ok::<_, super::Error>((log, state_machine))
         })
         .await??;

@@ -10,7 +10,6 @@ use openraft::LogState;
 use super::*;
 use crate::replication::snapshot_data::SnapshotData;
 use crate::replication::types::{LogId, Snapshot};
-use crate::storage::CacheSizes;
 
 /// How long a purge that must wait is given to (wrongly) finish.
 const HELD: Duration = Duration::from_millis(300);
@@ -46,7 +45,7 @@ async fn follower_behind() -> (TempDir, Arc<Store>, LogStore, StateMachine) {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(Store::open(&dir.path().join("handles.redb")).unwrap());
     let mut sm = StateMachine::open(Arc::clone(&store), dir.path()).unwrap();
-    let mut log = LogStore::open_beside(dir.path(), &sm, CacheSizes::default().log).unwrap();
+    let mut log = LogStore::open_beside(dir.path(), &sm).unwrap();
     let entries: Vec<Entry<HandleSet>> = (1..=4)
         .map(|i| command_entry(i, create(&format!("10.1/old-{i}"), "u")))
         .collect();
