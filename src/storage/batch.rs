@@ -140,7 +140,8 @@ impl WriteBatch {
     fn store(&self, handle: &Handle, record: &HandleRecord) -> Result<(), StorageError> {
         let key = handle.key();
         let mut table = self.handles()?;
-        let old = table.insert(key, record.encode().as_slice())?;
+        let bytes = HandleRecord::encode_parts(key, &record.display, &record.values);
+        let old = table.insert(key, bytes.as_slice())?;
         let old = old
             .map(|bytes| decode_handle(key, bytes.value()))
             .transpose()?;
