@@ -14,7 +14,9 @@
 //! 5. starts a second node and adds it as a learner, which catches up from the
 //!    snapshot, while a writer creates handles: the time it took, the octets of
 //!    snapshot data the learner received (its `/metrics`) over that time, and the
-//!    first node's greatest resident memory meanwhile.
+//!    first node's greatest resident memory meanwhile;
+//! 6. stops the nodes and prints how full the pages of the first node's store are, table
+//!    by table, then compacts it (`hdl store compact`) and prints them and the disk again.
 //!
 //! Memory is read from `/proc/<pid>/status` (Linux). The nodes are stopped afterwards
 //! whatever the outcome; the data directory is removed unless given.
@@ -44,6 +46,7 @@ use super::cluster_calls::join_set;
 use super::cluster_up::GRACE;
 use super::import::{Format, ImportOptions, Item, Put, Summary, send_items};
 use super::local_set::LocalSet;
+use super::store::{compact_set, fill_of, print_fill, set_files};
 
 /// How long a bulk call may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(600);
@@ -98,6 +101,7 @@ pub async fn run(bench: &ScaleBench) -> anyhow::Result<()> {
     if let Some(mut second) = second {
         second.stop_all(GRACE).await;
     }
+    let outcome = outcome.and_then(|encoded| compacted(&first.nodes[0].plan.data_dir, encoded));
     if temporary && outcome.is_ok() {
         std::fs::remove_dir_all(&dir)
             .with_context(|| format!("cannot remove {}", dir.display()))?;
@@ -131,12 +135,13 @@ fn write_node_config(bench: &ScaleBench, dir: &Path) -> anyhow::Result<PathBuf> 
     Ok(path)
 }
 
+/// Runs steps 1 to 5 (see the module docs); returns the encoded size of the handles.
 async fn measure(
     bench: &ScaleBench,
     first: &mut LocalSet,
     second: &mut Option<LocalSet>,
     file: &ClusterFile,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<u64> {
     let (bootstrap, credentials) = bench_administrator(&bench.prefix)?;
     first.form(Some(&bootstrap)).await?;
     let pid = first.nodes[0].pid().context("the node is not running")?;
@@ -148,14 +153,7 @@ async fn measure(
         memory.resident >> 20,
         memory.peak >> 20
     );
-    let disk = Disk::of(&first.nodes[0].plan.data_dir)?;
-    println!(
-        "disk: {} MiB in the node's files ({} MiB apparent) for {} MiB of encoded names and values: {:.2}×",
-        disk.allocated >> 20,
-        disk.apparent >> 20,
-        encoded >> 20,
-        disk.allocated as f64 / encoded.max(1) as f64
-    );
+    print_disk("disk", &first.nodes[0].plan.data_dir, encoded)?;
     let server = first.nodes[0].plan.handle;
     let client = Arc::new(Client::new(vec![server]).with_credentials(credentials.clone()));
     let hits = Names::new(format!("{}/import-", bench.prefix), bench.handles)?;
@@ -187,6 +185,30 @@ async fn measure(
         joined.installed.octets as f64 / 1_048_576.0 / joined.took.as_secs_f64().max(1e-3),
         joined.peak_resident >> 20,
         joined.learner_peak >> 20
+    );
+    Ok(encoded)
+}
+
+/// Step 6, the nodes stopped: how full the pages of the first node's store are, table by
+/// table, before and after `hdl store compact`, and the disk its files then take.
+fn compacted(data_dir: &Path, encoded: u64) -> anyhow::Result<()> {
+    let files = set_files(data_dir)?;
+    println!("the first node's store, stopped:");
+    print_fill(&fill_of(&files)?);
+    compact_set(&files)?;
+    print_fill(&fill_of(&files)?);
+    print_disk("disk after compaction", data_dir, encoded)
+}
+
+/// Prints the octets the files under `data_dir` take against `encoded`.
+fn print_disk(label: &str, data_dir: &Path, encoded: u64) -> anyhow::Result<()> {
+    let disk = Disk::of(data_dir)?;
+    println!(
+        "{label}: {} MiB in the node's files ({} MiB apparent) for {} MiB of encoded names and values: {:.2}×",
+        disk.allocated >> 20,
+        disk.apparent >> 20,
+        encoded >> 20,
+        disk.allocated as f64 / encoded.max(1) as f64
     );
     Ok(())
 }

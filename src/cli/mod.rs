@@ -47,6 +47,7 @@ mod restore;
 mod rolling_restart;
 mod search;
 mod serve;
+mod store;
 mod value_arg;
 mod whole_file;
 
@@ -110,6 +111,9 @@ enum Command {
     /// Make a new data directory from a backup, for `hdl serve` to answer the same
     /// handles as a new replica set; a damaged or truncated backup is refused.
     Restore(restore::RestoreArgs),
+    /// A stopped node's handle store: how full its pages are (stats), or rebuild it in
+    /// key order to give back half-empty pages (compact).
+    Store(store::StoreArgs),
     /// Generate an administrator's RSA key pair: the private key to a PEM file, the
     /// HS_PUBKEY value to stdout.
     Keygen(keygen::KeygenArgs),
@@ -144,6 +148,7 @@ pub fn run() -> ExitCode {
         Command::Import(args) => import::run(&args),
         Command::Backup(args) => backup::run(&args),
         Command::Restore(args) => restore::run(&args),
+        Command::Store(args) => store::run(&args),
         Command::Keygen(args) => keygen::run(&args),
         Command::Bench(args) => bench::run(&args),
         Command::Cluster(args) => cluster::run(&args),

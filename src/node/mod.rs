@@ -43,6 +43,7 @@ pub mod moves;
 pub mod restore;
 pub mod server_key;
 mod set;
+pub mod store_files;
 
 use std::fmt;
 use std::net::SocketAddr;

@@ -388,7 +388,7 @@ fn decode_records(
 
 /// A stored record as the handle and values to write at the destination.
 fn decode_record(key: &str, bytes: &[u8]) -> Result<(Handle, Vec<HandleValue>), MoveError> {
-    let record = crate::storage::HandleRecord::decode(bytes)
+    let record = crate::storage::HandleRecord::decode(key, bytes)
         .map_err(|error| MoveError::Record(format!("{key}: {error}")))?;
     let handle = Handle::parse(&record.display)
         .map_err(|error| MoveError::Record(format!("{key}: {error}")))?;

@@ -205,7 +205,8 @@ impl OpenBatch<'_> {
     fn store(&mut self, handle: &Handle, record: &HandleRecord) -> Result<(), StorageError> {
         let key = handle.key();
         let table = self.handles()?;
-        let old = (table.insert(key, record.encode().as_slice())?)
+        let bytes = HandleRecord::encode_parts(key, &record.display, &record.values);
+        let old = (table.insert(key, bytes.as_slice())?)
             .map(|bytes| decode_handle(key, bytes.value()))
             .transpose()?;
         let old = old.as_ref().map(|old| old.values.as_slice());

@@ -190,7 +190,7 @@ fn put_one(
         (Some(_), PutMode::CreateOnly) => return Ok(PutOutcome::Differs),
         (Some(old), PutMode::Replace) => (old.display.as_str(), PutOutcome::Replaced),
     };
-    let bytes = HandleRecord::encode_parts(display, &put.values);
+    let bytes = HandleRecord::encode_parts(key, display, &put.values);
     handles.insert(key, bytes.as_slice())?;
     let old = existing.as_ref().map(|old| old.values.as_slice());
     value_changes.gather(types, key, old, Some(&put.values));

@@ -141,6 +141,21 @@ pub enum StorageError {
         /// The entry's index.
         index: u64,
     },
+    /// A store holds a table this build does not know (a later release wrote it), so a
+    /// copy of the store would leave it behind.
+    #[error("the store holds a table this hdl does not know: {name}")]
+    UnknownTable {
+        /// The table's name.
+        name: String,
+    },
+    /// A file beside the store could not be made, renamed or synced.
+    #[error("{path}: {source}")]
+    File {
+        /// The path.
+        path: std::path::PathBuf,
+        /// What the file system said.
+        source: std::io::Error,
+    },
     /// redb reported an error (I/O, a full disk, a damaged file).
     #[error("storage backend: {0}")]
     Backend(#[from] redb::Error),
@@ -163,5 +178,6 @@ from_redb!(
     redb::TableError,
     redb::CommitError,
     redb::SetDurabilityError,
+    redb::CompactionError,
     redb::StorageError
 );

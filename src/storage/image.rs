@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 
 use super::batch::WriteBatch;
 use super::error::StorageError;
-use super::read::{ReadSnapshot, decode_handle, decode_prefix};
+use super::read::{ReadSnapshot, cased_handle, decode_handle, decode_prefix, spelled_handle};
 use super::recent::{corrupt_request, split_value};
 use super::slot_index::rebuild_index;
 use super::slots::{Slice, Slot, SlotState, slot_of};
@@ -131,9 +131,16 @@ impl ReadSnapshot {
         for (slot, state) in self.slot_states()? {
             sink(ImageRecord::SlotState(slot, state))?;
         }
-        self.export_table(tables::HANDLES, &mut sink, ImageRecord::Handle)?;
-        self.export_table(tables::PREFIXES, &mut sink, ImageRecord::Prefix)?;
-        self.export_table(tables::DOCUMENTS, &mut sink, ImageRecord::Document)?;
+        self.export_table(tables::HANDLES, &mut sink, |key, bytes| {
+            let spelled = spelled_handle(&key, bytes)?;
+            Ok(ImageRecord::Handle(key, spelled))
+        })?;
+        self.export_table(tables::PREFIXES, &mut sink, |key, bytes| {
+            Ok(ImageRecord::Prefix(key, bytes.to_vec()))
+        })?;
+        self.export_table(tables::DOCUMENTS, &mut sink, |key, bytes| {
+            Ok(ImageRecord::Document(key, bytes.to_vec()))
+        })?;
         let recent = self
             .txn()
             .open_table(tables::RECENT_REQUESTS)
@@ -169,12 +176,12 @@ impl ReadSnapshot {
         &self,
         table: RecordTable,
         sink: &mut impl FnMut(ImageRecord) -> Result<(), E>,
-        record: fn(String, Vec<u8>) -> ImageRecord,
+        record: fn(String, &[u8]) -> Result<ImageRecord, StorageError>,
     ) -> Result<(), E> {
         let table = self.txn().open_table(table).map_err(StorageError::from)?;
         for entry in table.iter().map_err(StorageError::from)? {
             let (key, bytes) = entry.map_err(StorageError::from)?;
-            sink(record(key.value().to_owned(), bytes.value().to_vec()))?;
+            sink(record(key.value().to_owned(), bytes.value())?)?;
         }
         Ok(())
     }
@@ -297,6 +304,7 @@ impl ImageImport<'_> {
                 let run = &mut self.run;
                 run.values
                     .gather(&self.types, &key, None, Some(&record.values));
+                let bytes = cased_handle(&key, &bytes)?;
                 run.octets += 2 * key.len() + bytes.len();
                 run.records.push((key, bytes));
                 if run.octets >= IMPORT_RUN_OCTETS {
@@ -510,7 +518,7 @@ mod tests {
             .chain((0..5000u32).map(|n| {
                 let text = format!("10.1/{:04}", n * 7919 % 5000);
                 let values = vec![HandleValue::new(1, "URL", format!("https://x/{n}/{data}"))];
-                let bytes = tables::HandleRecord::encode_parts(&text, &values);
+                let bytes = tables::HandleRecord::spelled_parts(&text, &values);
                 ImageRecord::Handle(fold_key(&text), bytes)
             }))
             .collect();

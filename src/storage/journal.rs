@@ -9,7 +9,7 @@ use redb::ReadableTable;
 
 use super::batch::WriteBatch;
 use super::error::StorageError;
-use super::read::ReadSnapshot;
+use super::read::{ReadSnapshot, spelled_handle};
 use super::slots::Slot;
 use super::tables::{HANDLES, SLOT_JOURNAL};
 
@@ -84,7 +84,8 @@ impl ReadSnapshot {
         for (sequence, key) in self.journal_page(slot, after, limit)? {
             let record = handles
                 .get(key.as_str())?
-                .map(|bytes| bytes.value().to_vec());
+                .map(|bytes| spelled_handle(&key, bytes.value()))
+                .transpose()?;
             records.push((sequence, key, record));
         }
         Ok(records)

@@ -22,13 +22,16 @@
 //! put and read many at a time for bulk import and export ([`WriteBatch::put_handles`],
 //! [`ReadSnapshot::handle_records`]), an index of the values of configured types kept
 //! in the same transaction as the handles, for reverse lookup ([`ReadSnapshot::search`],
-//! module `value_index`) and, in segment files of its own, the replicated log
-//! ([`EntryLog`]). Nothing here knows the replication library.
+//! module `value_index`), in segment files of its own, the replicated log
+//! ([`EntryLog`]), and, offline, the rebuild of a store file in key order ([`compact`],
+//! which also upgrades a store of an earlier format version on open). Nothing here
+//! knows the replication library.
 
 mod applied;
 mod batch;
 mod bulk;
 mod commits;
+mod compact;
 mod documents;
 mod error;
 mod image;
@@ -45,13 +48,14 @@ mod value_index;
 use std::path::Path;
 use std::sync::Arc;
 
-use redb::{Database, ReadableTable, TableHandle, WriteTransaction};
+use redb::{Database, ReadableDatabase, ReadableTable, TableHandle, WriteTransaction};
 
 pub use applied::{Applied, ImportTally};
 pub use batch::{CreateOutcome, ExistingHandle, ExistingValue, WriteBatch, check_indexes};
 pub use bulk::{HandlePut, PutMode, PutOutcome, Sameness};
 use commits::Commits;
 pub use commits::Kept;
+pub use compact::{Compacted, TableFill, compact, table_fill};
 pub use error::{Refusal, StorageError};
 pub use image::{ImageImport, ImageRecord, RecentResult};
 pub use journal::{JournalEntry, JournalRecord};
@@ -102,15 +106,21 @@ impl Store {
     }
 
     /// Opens the store at `path`, creating it when it does not exist, with a page
-    /// cache of `cache` octets, and checks the format version recorded in it; its value
-    /// index holds the types `indexed` (built on open when the file's was built for
-    /// others, or has none).
+    /// cache of `cache` octets, and checks the format version recorded in it (a store
+    /// of format version 1 is upgraded first, see [`tables`]); its value index holds
+    /// the types `indexed` (built on open when the file's was built for others, or has
+    /// none).
     pub fn open_with(
         path: &Path,
         cache: usize,
         indexed: IndexedTypes,
     ) -> Result<Store, StorageError> {
-        let db = redb::Builder::new().set_cache_size(cache).create(path)?;
+        let mut db = redb::Builder::new().set_cache_size(cache).create(path)?;
+        if recorded_version(&db)? == Some(tables::FORMAT_VERSION_SPELLED) {
+            drop(db);
+            upgrade(path)?;
+            db = redb::Builder::new().set_cache_size(cache).create(path)?;
+        }
         let store = Store {
             db,
             commits: Arc::default(),
@@ -181,6 +191,30 @@ impl Store {
         txn.set_quick_repair(true);
         Ok(txn)
     }
+}
+
+/// The format version recorded in `db`; `None` in a new file.
+fn recorded_version(db: &Database) -> Result<Option<u64>, StorageError> {
+    let txn = db.begin_read()?;
+    let meta = match txn.open_table(tables::META) {
+        Ok(meta) => meta,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+        Err(error) => return Err(error.into()),
+    };
+    Ok(meta.get(tables::FORMAT_VERSION_KEY)?.map(|v| v.value()))
+}
+
+/// Rebuilds the store at `path` of format version 1 as version 2 (see [`tables`]).
+fn upgrade(path: &Path) -> Result<(), StorageError> {
+    tracing::info!(path = %path.display(), "upgrading the store from format version 1 to 2: rebuilding it with its records in layout 2");
+    let done = compact(path)?;
+    tracing::info!(
+        path = %path.display(),
+        before_octets = done.before,
+        after_octets = done.after,
+        "upgraded the store to format version 2"
+    );
+    Ok(())
 }
 
 /// Records `expected` as the format version of a new file, or checks the one recorded.

@@ -134,10 +134,24 @@ impl ReadSnapshot {
 
 /// Decodes a stored handle record, naming its key when it is corrupt.
 pub(super) fn decode_handle(key: &str, bytes: &[u8]) -> Result<HandleRecord, StorageError> {
-    HandleRecord::decode(bytes).map_err(|source| StorageError::Corrupt {
+    HandleRecord::decode(key, bytes).map_err(|source| corrupt(key, source))
+}
+
+/// A stored handle record in layout 1, as records leave the store (see [`tables`]).
+pub(super) fn spelled_handle(key: &str, bytes: &[u8]) -> Result<Vec<u8>, StorageError> {
+    HandleRecord::spelled(key, bytes).map_err(|source| corrupt(key, source))
+}
+
+/// A handle record from outside the store as it is stored (see [`tables`]).
+pub(super) fn cased_handle(key: &str, bytes: &[u8]) -> Result<Vec<u8>, StorageError> {
+    HandleRecord::cased(key, bytes).map_err(|source| corrupt(key, source))
+}
+
+fn corrupt(key: &str, source: crate::values::DecodeError) -> StorageError {
+    StorageError::Corrupt {
         key: key.to_owned(),
         source,
-    })
+    }
 }
 
 /// Decodes a stored prefix record, naming its key when it is corrupt.

@@ -15,7 +15,7 @@ use redb::{ReadableTable, WriteTransaction};
 use super::batch::WriteBatch;
 use super::error::StorageError;
 use super::open_batch::OpenBatch;
-use super::read::{ReadSnapshot, decode_handle};
+use super::read::{ReadSnapshot, decode_handle, spelled_handle};
 use super::slots::{Slice, Slot, slot_of};
 use super::tables::{HANDLES, SLOT_INDEX};
 use crate::names::Handle;
@@ -98,7 +98,7 @@ impl ReadSnapshot {
                     key: key.to_owned(),
                 });
             };
-            page.push((key.to_owned(), bytes.value().to_vec()));
+            page.push((key.to_owned(), spelled_handle(key, bytes.value())?));
         }
         Ok(page)
     }

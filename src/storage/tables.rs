@@ -3,12 +3,26 @@
 //! Keeping them in one file (as redb itself does) makes the on-disk format readable in
 //! one place. Integers on disk have fixed widths; no platform-sized integer is stored.
 //!
-//! Format version 1 (a data directory written by an earlier release is kept in
+//! Format version 2 (a data directory written by an earlier release is kept in
 //! `tests/fixtures/earlier-releases/`, and the integration test `upgrades` opens it):
 //! - `meta`: `&str → u64`; key `format_version` holds [`FORMAT_VERSION`].
-//! - `handles`: folded handle (ASCII upper-cased, UTF-8) → handle record:
-//!   `u8 record layout (1) ‖ Str display spelling ‖ List<HandleValue>` where the value
-//!   list is the RFC 3652 encoding (digest §5), a published format readable for decades.
+//! - `handles`: folded handle (ASCII upper-cased, UTF-8) → handle record, in one of two
+//!   layouts, where the value list is the RFC 3652 encoding (digest §5), a published
+//!   format readable for decades:
+//!   - layout 2, the spelling as the key's case: `u8 record layout (2) ‖ case mask ‖
+//!     List<HandleValue>`, the mask one bit an octet of the key (`⌈len/8⌉` octets,
+//!     octet `i / 8`, bit `i % 8` from the least significant), set where the spelling
+//!     has the ASCII lower-case letter of the key's octet. Written whenever the
+//!     spelling folds to the key, which is always so for a handle written through
+//!     the store;
+//!   - layout 1, spelled: `u8 record layout (1) ‖ Str display spelling ‖
+//!     List<HandleValue>`. The only layout of format version 1, and the one records
+//!     leave the store in (snapshot images, backups, slot moves: [`HandleRecord::spelled`]),
+//!     so that members of either version read each other's; an imported record is
+//!     stored in layout 2 ([`HandleRecord::cased`]).
+//!
+//!   A store of format version 1 is upgraded on open by rebuilding it (see
+//!   `super::compact`): every record in layout 2, in a new file swapped in by rename.
 //! - `prefixes`: folded naming authority → prefix record:
 //!   `u8 record layout (1) ‖ Str display spelling ‖ u64 handle count ‖ u8 homed (0/1)`.
 //!
@@ -75,7 +89,10 @@ pub const RECENT_BY_INDEX_BEFORE_ENTRIES: TableDefinition<u64, u64> =
     TableDefinition::new("recent_by_index");
 
 /// The version of the layout described above, checked on every open.
-pub const FORMAT_VERSION: u64 = 1;
+pub const FORMAT_VERSION: u64 = 2;
+
+/// The format version [`FORMAT_VERSION`] upgrades on open: records in layout 1 only.
+pub const FORMAT_VERSION_SPELLED: u64 = 1;
 
 /// Key of the format version in [`META`].
 pub const FORMAT_VERSION_KEY: &str = "format_version";
@@ -114,6 +131,9 @@ pub const APPLIED_STATE_KEY: &str = "applied";
 
 const RECORD_LAYOUT: u8 = 1;
 
+/// The layout of a handle record whose spelling is the key's case (see the module docs).
+const CASED_LAYOUT: u8 = 2;
+
 /// The range of folded handle keys under the folded prefix `prefix_key`: from
 /// `PREFIX/` up to (not including) `PREFIX0`, `0` being the octet after `/`.
 pub fn prefix_range(prefix_key: &str) -> (String, String) {
@@ -130,13 +150,23 @@ pub struct HandleRecord {
 }
 
 impl HandleRecord {
-    /// The on-disk bytes of this record.
-    pub fn encode(&self) -> Vec<u8> {
-        Self::encode_parts(&self.display, &self.values)
+    /// The stored bytes of the record of `values` displayed as `display` under the
+    /// folded key `key`: layout 2 when `display` folds to `key`, else layout 1.
+    pub fn encode_parts(key: &str, display: &str, values: &[HandleValue]) -> Vec<u8> {
+        let Some(mask) = case_mask(key, display) else {
+            return Self::spelled_parts(display, values);
+        };
+        let len = 1 + mask.len() + 4;
+        let len = len + values.iter().map(HandleValue::encoded_len).sum::<usize>();
+        let mut w = Writer::with_capacity(len);
+        w.u8(CASED_LAYOUT);
+        w.raw(&mask);
+        encode_value_list(values, &mut w);
+        w.into_bytes()
     }
 
-    /// The on-disk bytes of the record of `values` displayed as `display`.
-    pub fn encode_parts(display: &str, values: &[HandleValue]) -> Vec<u8> {
+    /// The bytes of the record of `values` displayed as `display` in layout 1.
+    pub fn spelled_parts(display: &str, values: &[HandleValue]) -> Vec<u8> {
         let len = 1 + 4 + display.len() + 4;
         let len = len + values.iter().map(HandleValue::encoded_len).sum::<usize>();
         let mut w = Writer::with_capacity(len);
@@ -146,15 +176,98 @@ impl HandleRecord {
         w.into_bytes()
     }
 
-    /// Reads a record written by [`HandleRecord::encode`].
-    pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
+    /// Reads the record stored under the folded key `key`, in either layout.
+    pub fn decode(key: &str, bytes: &[u8]) -> Result<Self, DecodeError> {
         let mut r = Reader::new(bytes);
-        check_layout(&mut r, "handle record layout")?;
-        let display = r.str("display spelling")?.to_owned();
+        let display = read_spelling(key, &mut r)?;
         let values = decode_value_list(&mut r)?;
         r.finish("handle record")?;
         Ok(HandleRecord { display, values })
     }
+
+    /// The record stored under `key` as `bytes`, in layout 1 (as records leave the
+    /// store), its values copied as they are.
+    pub fn spelled(key: &str, bytes: &[u8]) -> Result<Vec<u8>, DecodeError> {
+        let mut r = Reader::new(bytes);
+        let display = read_spelling(key, &mut r)?;
+        let values = r.take_rest();
+        let mut w = Writer::with_capacity(1 + 4 + display.len() + values.len());
+        w.u8(RECORD_LAYOUT);
+        w.str(&display);
+        w.raw(values);
+        Ok(w.into_bytes())
+    }
+
+    /// The record `bytes` under `key`, in either layout, as it is stored: layout 2
+    /// when its spelling folds to `key`; its values copied as they are.
+    pub fn cased(key: &str, bytes: &[u8]) -> Result<Vec<u8>, DecodeError> {
+        let mut r = Reader::new(bytes);
+        let display = read_spelling(key, &mut r)?;
+        let values = r.take_rest();
+        let Some(mask) = case_mask(key, &display) else {
+            return Ok(bytes.to_vec());
+        };
+        let mut w = Writer::with_capacity(1 + mask.len() + values.len());
+        w.u8(CASED_LAYOUT);
+        w.raw(&mask);
+        w.raw(values);
+        Ok(w.into_bytes())
+    }
+}
+
+/// Which octets of `display` are the ASCII lower-case letters of `key`'s (see the
+/// module docs); `None` when `display` does not fold to `key`.
+fn case_mask(key: &str, display: &str) -> Option<Vec<u8>> {
+    let (key, display) = (key.as_bytes(), display.as_bytes());
+    if key.len() != display.len() {
+        return None;
+    }
+    let mut mask = vec![0u8; key.len().div_ceil(8)];
+    for (i, (&k, &d)) in key.iter().zip(display).enumerate() {
+        if d.is_ascii_lowercase() && d.to_ascii_uppercase() == k {
+            mask[i / 8] |= 1 << (i % 8);
+        } else if d != k {
+            return None;
+        }
+    }
+    Some(mask)
+}
+
+/// Reads a handle record's layout and spelling, leaving `r` at its value list.
+fn read_spelling(key: &str, r: &mut Reader<'_>) -> Result<String, DecodeError> {
+    match r.u8("handle record layout")? {
+        RECORD_LAYOUT => Ok(r.str("display spelling")?.to_owned()),
+        CASED_LAYOUT => {
+            let mask = r.take(key.len().div_ceil(8), "case mask")?;
+            cased_spelling(key, mask)
+        }
+        other => Err(DecodeError::InvalidField {
+            field: "handle record layout",
+            value: u64::from(other),
+        }),
+    }
+}
+
+/// The spelling of `key` with the case `mask` gives it.
+fn cased_spelling(key: &str, mask: &[u8]) -> Result<String, DecodeError> {
+    let mut display = key.as_bytes().to_vec();
+    for (i, octet) in display.iter_mut().enumerate() {
+        if mask[i / 8] & (1 << (i % 8)) == 0 {
+            continue;
+        }
+        if !octet.is_ascii_uppercase() {
+            return Err(DecodeError::InvalidField {
+                field: "case mask",
+                value: i as u64,
+            });
+        }
+        *octet = octet.to_ascii_lowercase();
+    }
+    // Only ASCII letters changed, so the key's UTF-8 stays valid.
+    String::from_utf8(display).map_err(|_| DecodeError::InvalidField {
+        field: "case mask",
+        value: 0,
+    })
 }
 
 /// A naming authority known to the store.
@@ -223,13 +336,57 @@ fn check_layout(r: &mut Reader<'_>, field: &'static str) -> Result<(), DecodeErr
 mod tests {
     use super::*;
 
-    #[test]
-    fn handle_record_round_trips() {
-        let record = HandleRecord {
-            display: "cnri.test/日本".into(),
+    fn record(display: &str) -> HandleRecord {
+        HandleRecord {
+            display: display.into(),
             values: vec![HandleValue::new(1, "URL", "https://example.org/")],
-        };
-        assert_eq!(HandleRecord::decode(&record.encode()).unwrap(), record);
+        }
+    }
+
+    fn stored(key: &str, record: &HandleRecord) -> Vec<u8> {
+        HandleRecord::encode_parts(key, &record.display, &record.values)
+    }
+
+    #[test]
+    fn handle_record_round_trips_in_the_key_s_case() {
+        let record = record("cnri.test/Ab-日本-xYz");
+        let key = "CNRI.TEST/AB-日本-XYZ";
+        let bytes = stored(key, &record);
+        assert_eq!(bytes[0], CASED_LAYOUT);
+        let spelled = HandleRecord::spelled_parts(&record.display, &record.values);
+        assert_eq!(bytes.len() + record.display.len() + 4, spelled.len() + 3);
+        assert_eq!(HandleRecord::decode(key, &bytes).unwrap(), record);
+    }
+
+    #[test]
+    fn a_spelling_that_does_not_fold_to_the_key_is_spelled_out() {
+        let record = record("cnri.test/b");
+        let bytes = stored("CNRI.TEST/A", &record);
+        assert_eq!(bytes[0], RECORD_LAYOUT);
+        assert_eq!(HandleRecord::decode("CNRI.TEST/A", &bytes).unwrap(), record);
+    }
+
+    #[test]
+    fn records_convert_between_layouts_without_change() {
+        let record = record("Cnri.Test/x");
+        let key = "CNRI.TEST/X";
+        let cased = stored(key, &record);
+        let spelled = HandleRecord::spelled(key, &cased).unwrap();
+        assert_eq!(
+            spelled,
+            HandleRecord::spelled_parts(&record.display, &record.values)
+        );
+        assert_eq!(HandleRecord::cased(key, &spelled).unwrap(), cased);
+        assert_eq!(HandleRecord::cased(key, &cased).unwrap(), cased);
+        assert_eq!(HandleRecord::spelled(key, &spelled).unwrap(), spelled);
+    }
+
+    #[test]
+    fn a_case_mask_that_lowers_no_letter_is_refused() {
+        let mut bytes = stored("A/1", &record("A/1"));
+        bytes[1] = 0b100;
+        assert!(HandleRecord::decode("A/1", &bytes).is_err());
+        assert!(HandleRecord::decode("A/1/LONGER-THAN-EIGHT", &bytes[..1]).is_err());
     }
 
     #[test]

@@ -391,7 +391,7 @@ fn format_version_mismatch_is_refused_with_a_clear_error() {
             error,
             StorageError::FormatVersion {
                 found: 99,
-                expected: 1
+                expected: tables::FORMAT_VERSION
             }
         ),
         "{error:?}"

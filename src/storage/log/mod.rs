@@ -52,7 +52,7 @@ pub const LOG_DIR: &str = "raft-log";
 pub const LOG_FORMAT_VERSION: u64 = 3;
 
 /// Octets after which the log starts a new segment.
-pub const SEGMENT_OCTETS: u64 = 64 << 20;
+pub const SEGMENT_OCTETS: u64 = 16 << 20;
 
 /// The replicated log of one node, in a directory of segment files.
 #[derive(Debug)]

@@ -1,0 +1,432 @@
+//! Rebuilding a store file in key order, and how full its tables' pages are.
+//!
+//! Owns `hdl store compact` and `hdl store stats`'s work on a store file that no node
+//! has open (redb locks the file: a running node's store is refused). redb splits a full
+//! leaf in half when a key lands inside it, and nothing merges half-empty leaves again
+//! (its own `Database::compact` moves pages to give free ones back, byte for byte), so a
+//! store whose keys arrived out of order keeps pages about half full. A table written in
+//! key order into an empty file packs its leaves: [`compact`] copies every table so into
+//! a new file beside the store, then puts it in the store's place with one rename.
+//! Crash-safe at every step: until the rename the store is untouched (a leftover new
+//! file is removed by the next compaction); the new file is committed durably before
+//! the rename, and the rename is made durable before [`compact`] returns.
+//! Copies records as they are stored, but for handle records, written in layout 2
+//! whatever their layout (see [`tables`]): so the same rebuild upgrades a store of
+//! format version 1, on open ([`super::Store::open_with`]). A table it does not know
+//! makes it refuse, so nothing is left behind.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use redb::{
+    Database, Durability, Key, ReadTransaction, ReadableDatabase, ReadableTable,
+    ReadableTableMetadata, Table, TableDefinition, TableHandle, Value,
+};
+
+use super::error::StorageError;
+use super::read::cased_handle;
+use super::tables;
+
+/// Entries copied in one write transaction of the new file: its memory is bounded by
+/// a run, whatever the store's size.
+const RUN: usize = 100_000;
+
+/// The page cache of either file while copying.
+const CACHE: usize = 64 << 20;
+
+/// What a compaction did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Compacted {
+    /// The store file's octets before (as the file system allocated them).
+    pub before: u64,
+    /// And after.
+    pub after: u64,
+}
+
+/// How full one table's pages are (redb's `TableStats`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableFill {
+    /// The table's name.
+    pub name: String,
+    /// Its entries.
+    pub entries: u64,
+    /// Octets of keys and values stored in its leaves.
+    pub stored: u64,
+    /// Octets of the pages (leaves and branches) it takes.
+    pub pages: u64,
+}
+
+/// Rebuilds the store at `path` in key order (see the module docs). Refused while a
+/// node has the store open.
+pub fn compact(path: &Path) -> Result<Compacted, StorageError> {
+    let before = allocated(path)?;
+    let source = redb::Builder::new().set_cache_size(CACHE).open(path)?;
+    let rebuilt = rebuilt_path(path);
+    remove_leftover(&rebuilt)?;
+    if let Err(error) = write_rebuilt(&source, &rebuilt) {
+        // The store is untouched; the partial copy goes.
+        let _ = fs::remove_file(&rebuilt);
+        return Err(error);
+    }
+    fs::rename(&rebuilt, path).map_err(|source| file_error(path, source))?;
+    sync_parent(path)?;
+    drop(source);
+    Ok(Compacted {
+        before,
+        after: allocated(path)?,
+    })
+}
+
+/// Every table of the store at `path` with how full its pages are, by name.
+pub fn table_fill(path: &Path) -> Result<Vec<TableFill>, StorageError> {
+    let db = redb::Builder::new().set_cache_size(CACHE).open(path)?;
+    let txn = db.begin_read()?;
+    let mut fills = Vec::new();
+    for handle in txn.list_tables()? {
+        let table = txn.open_untyped_table(handle)?;
+        let stats = table.stats()?;
+        fills.push(TableFill {
+            name: table.name().to_owned(),
+            entries: table.len()?,
+            stored: stats.stored_bytes(),
+            pages: stats.stored_bytes() + stats.metadata_bytes() + stats.fragmented_bytes(),
+        });
+    }
+    Ok(fills)
+}
+
+/// Where the new file is written: beside the store, so that the rename stays on one
+/// file system.
+fn rebuilt_path(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".compacting");
+    PathBuf::from(name)
+}
+
+fn remove_leftover(rebuilt: &Path) -> Result<(), StorageError> {
+    match fs::remove_file(rebuilt) {
+        Err(error) if error.kind() != io::ErrorKind::NotFound => Err(file_error(rebuilt, error)),
+        _ => Ok(()),
+    }
+}
+
+/// Writes every table of `source` into a new file at `rebuilt`, in key order, and
+/// commits it durably.
+fn write_rebuilt(source: &Database, rebuilt: &Path) -> Result<(), StorageError> {
+    let from = source.begin_read()?;
+    check_version(&from)?;
+    let target = redb::Builder::new().set_cache_size(CACHE).create(rebuilt)?;
+    let mut left: BTreeSet<String> = from
+        .list_tables()?
+        .map(|table| table.name().to_owned())
+        .collect();
+    copy_known_tables(&from, &target, &mut left)?;
+    if let Some(name) = left.into_iter().next() {
+        return Err(StorageError::UnknownTable { name });
+    }
+    if from.list_multimap_tables()?.next().is_some() {
+        return Err(StorageError::UnknownTable {
+            name: "a multimap table".into(),
+        });
+    }
+    // A durable commit persists the unsynced ones before it; it records the allocator
+    // state, as every durable commit of a store does (see `Store::begin_write`).
+    let mut txn = target.begin_write()?;
+    txn.set_quick_repair(true);
+    txn.open_table(tables::META)?
+        .insert(tables::FORMAT_VERSION_KEY, tables::FORMAT_VERSION)?;
+    txn.commit()?;
+    Ok(())
+}
+
+fn check_version(from: &ReadTransaction) -> Result<(), StorageError> {
+    let meta = from.open_table(tables::META)?;
+    let found = meta.get(tables::FORMAT_VERSION_KEY)?.map(|v| v.value());
+    match found {
+        Some(tables::FORMAT_VERSION | tables::FORMAT_VERSION_SPELLED) | None => Ok(()),
+        Some(found) => Err(StorageError::FormatVersion {
+            found,
+            expected: tables::FORMAT_VERSION,
+        }),
+    }
+}
+
+/// Copies each table of [`tables`] that `left` names, taking its name out of `left`.
+fn copy_known_tables(
+    from: &ReadTransaction,
+    to: &Database,
+    left: &mut BTreeSet<String>,
+) -> Result<(), StorageError> {
+    if left.remove(tables::HANDLES.name()) {
+        copy_table(from, to, tables::HANDLES, |target, key, bytes| {
+            target.insert(key, cased_handle(key, bytes)?.as_slice())?;
+            Ok(())
+        })?;
+    }
+    macro_rules! copy {
+        ($($table:expr),* $(,)?) => {$(
+            if left.remove($table.name()) {
+                copy_table(from, to, $table, |target, key, value| {
+                    target.insert(key, value)?;
+                    Ok(())
+                })?;
+            }
+        )*};
+    }
+    copy!(
+        tables::META,
+        tables::PREFIXES,
+        tables::SM_META,
+        tables::RECENT_REQUESTS,
+        tables::RECENT_BY_ENTRY,
+        tables::RECENT_BY_INDEX_BEFORE_ENTRIES,
+        tables::DOCUMENTS,
+        tables::SLOT_STATES,
+        tables::SLOT_JOURNAL,
+        tables::SLOT_INDEX,
+        tables::VALUE_INDEX,
+        tables::INDEXED_TYPES,
+    );
+    Ok(())
+}
+
+/// Copies `table` in key order, each entry by `put`, [`RUN`] entries a transaction
+/// (unsynced: the file is no store until it is renamed, after the durable commit that
+/// ends the copy).
+fn copy_table<K: Key + 'static, V: Value + 'static>(
+    from: &ReadTransaction,
+    to: &Database,
+    table: TableDefinition<K, V>,
+    mut put: impl FnMut(
+        &mut Table<'_, K, V>,
+        K::SelfType<'_>,
+        V::SelfType<'_>,
+    ) -> Result<(), StorageError>,
+) -> Result<(), StorageError> {
+    let source = from.open_table(table)?;
+    let mut entries = source.iter()?;
+    loop {
+        let mut txn = to.begin_write()?;
+        txn.set_durability(Durability::None)?;
+        let mut copied = 0;
+        {
+            let mut target = txn.open_table(table)?;
+            for entry in entries.by_ref().take(RUN) {
+                let (key, value) = entry?;
+                put(&mut target, key.value(), value.value())?;
+                copied += 1;
+            }
+        }
+        txn.commit()?;
+        if copied < RUN {
+            return Ok(());
+        }
+    }
+}
+
+/// The octets the file system allocated to `path`.
+fn allocated(path: &Path) -> Result<u64, StorageError> {
+    use std::os::unix::fs::MetadataExt;
+    let metadata = fs::metadata(path).map_err(|source| file_error(path, source))?;
+    Ok(metadata.blocks() * 512)
+}
+
+/// Makes a rename in the directory of `path` durable.
+fn sync_parent(path: &Path) -> Result<(), StorageError> {
+    let parent = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    fs::File::open(parent)
+        .and_then(|dir| dir.sync_all())
+        .map_err(|source| file_error(parent, source))
+}
+
+fn file_error(path: &Path, source: io::Error) -> StorageError {
+    StorageError::File {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{ExistingHandle, ImageRecord, Slot, Store};
+    use super::*;
+    use crate::names::Handle;
+    use crate::values::HandleValue;
+
+    const HANDLES: u32 = 3_000;
+
+    /// A sliced store whose handles were created out of key order, as later import
+    /// batches land among earlier ones, and its image.
+    fn scattered() -> (tempfile::TempDir, PathBuf, Vec<ImageRecord>) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("handles.redb");
+        scattered_store(&path);
+        let records = image(&path);
+        (dir, path, records)
+    }
+
+    fn scattered_store(path: &Path) {
+        let store = Store::open(path).unwrap();
+        let mut batch = store.write().unwrap();
+        batch
+            .make_slice(16, &(0..16).map(Slot).collect::<Vec<_>>())
+            .unwrap();
+        batch.commit().unwrap();
+        for run in 0..10 {
+            let mut batch = store.write().unwrap();
+            for n in (run..HANDLES).step_by(10) {
+                let handle = Handle::parse(&format!("Test/item-{n}")).unwrap();
+                let url = HandleValue::new(1, "URL", format!("https://example.org/{n}"));
+                batch
+                    .create(&handle, vec![url], ExistingHandle::Refuse)
+                    .unwrap();
+            }
+            batch.commit().unwrap();
+        }
+    }
+
+    fn image(path: &Path) -> Vec<ImageRecord> {
+        let store = Store::open(path).unwrap();
+        let mut records = Vec::new();
+        store
+            .read()
+            .unwrap()
+            .export(|record| -> Result<(), StorageError> {
+                records.push(record);
+                Ok(())
+            })
+            .unwrap();
+        records
+    }
+
+    fn by_table(path: &Path) -> Vec<(String, u64, u64)> {
+        let fills = table_fill(path).unwrap();
+        fills
+            .into_iter()
+            .map(|t| (t.name, t.entries, t.stored))
+            .collect()
+    }
+
+    fn pages(path: &Path) -> u64 {
+        table_fill(path).unwrap().iter().map(|t| t.pages).sum()
+    }
+
+    #[test]
+    fn compaction_keeps_every_entry_and_packs_the_pages() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("handles.redb");
+        scattered_store(&path);
+        let (tables, records, pages_before) = (by_table(&path), image(&path), pages(&path));
+        assert!(
+            tables
+                .iter()
+                .any(|(name, entries, _)| name == "slot_index" && *entries == u64::from(HANDLES))
+        );
+        compact(&path).unwrap();
+        assert_eq!(by_table(&path), tables);
+        assert_eq!(image(&path), records);
+        let pages_after = pages(&path);
+        assert!(
+            pages_after * 10 < pages_before * 8,
+            "{pages_before} -> {pages_after}"
+        );
+        assert!(!rebuilt_path(&path).exists());
+    }
+
+    #[test]
+    fn a_store_in_use_is_refused_and_kept() {
+        let (_dir, path, records) = scattered();
+        let open = Store::open(&path).unwrap();
+        assert!(compact(&path).is_err());
+        drop(open);
+        assert_eq!(image(&path), records);
+    }
+
+    #[test]
+    fn a_leftover_rebuild_is_replaced() {
+        let (_dir, path, records) = scattered();
+        fs::write(rebuilt_path(&path), b"a copy cut short by a crash").unwrap();
+        compact(&path).unwrap();
+        assert_eq!(image(&path), records);
+    }
+
+    #[test]
+    fn a_table_of_a_later_release_is_refused_and_the_store_kept() {
+        let (_dir, path, records) = scattered();
+        {
+            let db = Database::open(&path).unwrap();
+            let txn = db.begin_write().unwrap();
+            let later: TableDefinition<u64, u64> = TableDefinition::new("later");
+            txn.open_table(later).unwrap().insert(1, 2).unwrap();
+            txn.commit().unwrap();
+        }
+        match compact(&path) {
+            Err(StorageError::UnknownTable { name }) => assert_eq!(name, "later"),
+            other => panic!("expected an unknown table, got {other:?}"),
+        }
+        assert!(!rebuilt_path(&path).exists());
+        assert_eq!(image(&path), records);
+    }
+
+    /// The layouts of the handle records of the store at `path`, and its version.
+    fn layouts(path: &Path) -> (BTreeSet<u8>, Option<u64>) {
+        let db = Database::open(path).unwrap();
+        let txn = db.begin_read().unwrap();
+        let handles = txn.open_table(tables::HANDLES).unwrap();
+        let layouts = handles
+            .iter()
+            .unwrap()
+            .map(|e| e.unwrap().1.value()[0])
+            .collect();
+        let meta = txn.open_table(tables::META).unwrap();
+        let version = meta
+            .get(tables::FORMAT_VERSION_KEY)
+            .unwrap()
+            .map(|v| v.value());
+        (layouts, version)
+    }
+
+    /// Rewrites the store at `path` as format version 1 wrote it: records spelled out.
+    fn as_format_version_1(path: &Path) {
+        let db = Database::open(path).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut handles = txn.open_table(tables::HANDLES).unwrap();
+            let spelled: Vec<(String, Vec<u8>)> = handles
+                .iter()
+                .unwrap()
+                .map(|entry| {
+                    let (key, bytes) = entry.unwrap();
+                    let key = key.value().to_owned();
+                    let bytes = tables::HandleRecord::spelled(&key, bytes.value()).unwrap();
+                    (key, bytes)
+                })
+                .collect();
+            for (key, bytes) in &spelled {
+                handles.insert(key.as_str(), bytes.as_slice()).unwrap();
+            }
+            txn.open_table(tables::META)
+                .unwrap()
+                .insert(tables::FORMAT_VERSION_KEY, tables::FORMAT_VERSION_SPELLED)
+                .unwrap();
+        }
+        txn.commit().unwrap();
+    }
+
+    #[test]
+    fn a_store_of_format_version_1_is_upgraded_on_open() {
+        let (_dir, path, records) = scattered();
+        assert_eq!(layouts(&path), (BTreeSet::from([2]), Some(2)));
+        as_format_version_1(&path);
+        assert_eq!(layouts(&path), (BTreeSet::from([1]), Some(1)));
+        let pages_before = pages(&path);
+        assert_eq!(image(&path), records);
+        assert_eq!(layouts(&path), (BTreeSet::from([2]), Some(2)));
+        assert!(pages(&path) < pages_before);
+    }
+}
