@@ -87,14 +87,12 @@ impl Forwarder {
             let local_set = local.and_then(|local| local.borrow().clone());
             let outcome = if map.slot_count() == 0 {
                 let set = local_set.ok_or(Error::NoSet)?;
-                run_local(&set.service, call.clone()).await
+                run_local(&set.service, &call).await
             } else {
                 let slot = slot_of(handle.key(), map.slot_count());
                 let owner = map.owner(slot);
                 match local_set {
-                    Some(set) if Some(set.id) == owner => {
-                        run_local(&set.service, call.clone()).await
-                    }
+                    Some(set) if Some(set.id) == owner => run_local(&set.service, &call).await,
                     _ => self.send(&map, slot, owner, call.clone()).await,
                 }
             };
