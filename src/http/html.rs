@@ -28,7 +28,10 @@ pub fn escape(text: &str) -> String {
 /// characters (all ASCII, so never inside a UTF-8 sequence) are copied whole.
 fn push_escaped(out: &mut String, text: &str) {
     let mut rest = text;
-    while let Some(at) = rest.find(['&', '<', '>', '"', '\'']) {
+    while let Some(at) = rest
+        .bytes()
+        .position(|octet| matches!(octet, b'&' | b'<' | b'>' | b'"' | b'\''))
+    {
         out.push_str(&rest[..at]);
         out.push_str(match rest.as_bytes()[at] {
             b'&' => "&amp;",

@@ -144,17 +144,21 @@ async fn answer(state: &HttpState, raw: &str, query: &Query) -> Result<Response,
 
 /// The octets to parse: the path as a proxy URL, or as the reference it starts with.
 fn reference_octets(raw: &str) -> Vec<u8> {
-    let lower = raw.to_ascii_lowercase();
+    let starts_with = |scheme: &str| {
+        raw.as_bytes()
+            .get(..scheme.len())
+            .is_some_and(|start| start.eq_ignore_ascii_case(scheme.as_bytes()))
+    };
     for (alias, twin) in SCHEME_ALIASES {
-        if lower.starts_with(alias) {
-            return format!("{twin}{}", &raw[alias.len()..]).into_bytes();
+        if starts_with(alias) {
+            return [twin, &raw[alias.len()..]].concat().into_bytes();
         }
     }
     let schemes = ["hdl:", "info:hdl/", "urn:hdl:"];
-    if schemes.iter().any(|scheme| lower.starts_with(scheme)) {
+    if schemes.into_iter().any(starts_with) {
         return raw.as_bytes().to_vec();
     }
-    format!("http://proxy/{raw}").into_bytes()
+    ["http://proxy/", raw].concat().into_bytes()
 }
 
 fn refusal_page(handle: &str, error: &Error) -> Response {

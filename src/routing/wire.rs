@@ -16,7 +16,7 @@ use crate::codec::ResponseCode;
 use crate::names::Handle;
 use crate::service::{
     Applied, Caller, ClientRequest, Error, Found, Freshness, HandleRecord, Handler, Operation,
-    PrefixRecord, PrivateRead, Refusal, SearchPosition, Service,
+    PrefixRecord, PrivateRead, Refusal, RoutedSlot, SearchPosition, Service,
 };
 use crate::storage::Slot;
 use crate::values::{HandleValue, SearchQuery, ValueSelection};
@@ -234,18 +234,27 @@ impl From<Failure> for Error {
 /// Answers `call` with `service`, this node's own: what the node's endpoint does
 /// with a forwarded call.
 pub async fn answer_forwarded(service: &Service, call: ForwardCall) -> ForwardAnswer {
-    run_local(service, &call).await.map_err(Failure::from)
+    run_local(service, &call, None).await.map_err(Failure::from)
 }
 
-/// Carries `call` out with `service`, this node's own. Only a write takes its
-/// operation (a copy of it): a call routed again is sent whole again.
-pub(super) async fn run_local(service: &Service, call: &ForwardCall) -> Result<Answer, Error> {
+/// Carries `call` out with `service`, this node's own, a resolution reusing the slot
+/// the router found for its handle (`routed`). Only a write takes its operation (a
+/// copy of it): a call routed again is sent whole again.
+pub(super) async fn run_local(
+    service: &Service,
+    call: &ForwardCall,
+    routed: Option<RoutedSlot>,
+) -> Result<Answer, Error> {
     Ok(match call {
         ForwardCall::Resolve {
             handle,
             selection,
             freshness,
-        } => Answer::Record(service.resolve(handle, selection, *freshness).await?),
+        } => Answer::Record(
+            service
+                .resolve_routed(handle, selection, *freshness, routed)
+                .await?,
+        ),
         ForwardCall::PrivateRead { handle, selection } => {
             Answer::PrivateRead(service.private_read(handle, selection).await?)
         }
