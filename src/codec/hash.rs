@@ -26,8 +26,16 @@ fn hashed_part(handle: &[u8], option: HashOption) -> &[u8] {
 
 /// J9's handle hash: `abs` of the last four MD5 octets of the upper-cased part.
 pub fn handle_hash(handle: &[u8], option: HashOption) -> u32 {
-    let part = hashed_part(handle, option).to_ascii_uppercase();
-    let digest = Md5::digest(&part);
+    let mut md5 = Md5::new();
+    let mut upper = [0u8; 64];
+    // Upper-cased a block at a time on the stack: a hash makes no allocation.
+    for chunk in hashed_part(handle, option).chunks(upper.len()) {
+        let upper = &mut upper[..chunk.len()];
+        upper.copy_from_slice(chunk);
+        upper.make_ascii_uppercase();
+        md5.update(&*upper);
+    }
+    let digest = md5.finalize();
     let mut last = [0u8; 4];
     last.copy_from_slice(&digest[12..16]);
     i32::from_be_bytes(last).unsigned_abs()
@@ -74,6 +82,15 @@ mod tests {
             handle_hash(lower, by),
             handle_hash("10.1000/É".as_bytes(), by)
         );
+    }
+
+    #[test]
+    fn a_handle_longer_than_a_block_hashes_whole() {
+        let lower = format!("10.1000/{}", "abcdefghij".repeat(20));
+        let digest = Md5::digest(lower.to_ascii_uppercase().as_bytes());
+        let last = <[u8; 4]>::try_from(&digest[12..16]).unwrap();
+        let whole = i32::from_be_bytes(last).unsigned_abs();
+        assert_eq!(handle_hash(lower.as_bytes(), HashOption::ByHandle), whole);
     }
 
     #[test]

@@ -2,8 +2,9 @@
 //! `pretty`, and the error shape `{"responseCode","handle","message"}` of this edge's
 //! refused outcome, [`Refusal`] (which code answers what is decided in `codes`).
 
+use axum::body::Body;
 use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde::Serialize;
 use serde_json::json;
 
@@ -58,7 +59,8 @@ impl Format {
             ),
             None => (text, "application/json; charset=utf-8"),
         };
-        let mut response = (status, text).into_response();
+        let mut response = Response::new(Body::from(text));
+        *response.status_mut() = status;
         response
             .headers_mut()
             .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));

@@ -31,6 +31,13 @@ use crate::values::HandleValue;
 /// The path before the handle.
 const API_PREFIX: &str = "/api/handles/";
 
+/// Whether `path` is `/api/handles/` and a handle: what the route
+/// `/api/handles/{*handle}` matches (an empty rest is not a handle).
+pub fn names_a_handle(path: &str) -> bool {
+    path.strip_prefix(API_PREFIX)
+        .is_some_and(|rest| !rest.is_empty())
+}
+
 /// Carries out an administrative operation for `caller`: the HTTP edge's one way to
 /// write.
 pub async fn administer(

@@ -5,8 +5,9 @@
 //! read by [`super::authorization`], checked by the service like a binary-protocol
 //! answer).
 //!
-//! Owns [`Channel`] and the [`authenticate`] middleware, which puts the [`Caller`] and
-//! the request's session ([`RequestSession`]) into its extensions for the handlers.
+//! Owns [`Channel`] and [`authenticate`], which hands the request's [`Caller`] and
+//! session ([`RequestSession`]) on with it (the edge puts them into its extensions
+//! for the router's handlers).
 //! Credentials (sessions included) are honoured over HTTPS, and over plain HTTP only
 //! from a loopback address when `[http] allow_plain_auth_from_loopback` is set;
 //! elsewhere they are sent to HTTPS (307 to the same path on the HTTPS port) or,
@@ -27,7 +28,6 @@ use std::time::Instant;
 use axum::extract::Request;
 use axum::http::uri::Authority;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::middleware::Next;
 use axum::response::Response;
 use base64::Engine;
 use tracing::warn;
@@ -110,15 +110,18 @@ impl Credentials {
     }
 }
 
-/// Puts the request's [`Caller`] and [`RequestSession`] into its extensions, or
+/// Hands the request, its [`Caller`] and its [`RequestSession`] to `answer`, or
 /// answers 401.
-pub async fn authenticate(
+pub async fn authenticate<A>(
     state: &HttpState,
     channel: Channel,
     peer: SocketAddr,
-    mut request: Request,
-    next: Next,
-) -> Response {
+    request: Request,
+    answer: impl FnOnce(Request, Caller, RequestSession) -> A,
+) -> Response
+where
+    A: Future<Output = Response>,
+{
     let honoured = honoured(state, peer, channel);
     let header = request.headers().get(header::AUTHORIZATION).cloned();
     let now = Instant::now();
@@ -133,12 +136,9 @@ pub async fn authenticate(
             Err(refusal) => return unauthorised(state, &refusal, Some(peer.ip())),
         },
     };
-    request.extensions_mut().insert(credentials.caller);
     let session = credentials.session;
-    request
-        .extensions_mut()
-        .insert(RequestSession(session.clone()));
-    let mut response = next.run(request).await;
+    let answered = answer(request, credentials.caller, RequestSession(session.clone()));
+    let mut response = answered.await;
     if response.status() == StatusCode::UNAUTHORIZED {
         let honoured_from = honoured.then_some(peer.ip());
         challenge(

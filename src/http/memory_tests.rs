@@ -62,7 +62,7 @@ async fn raw(
     let mut request = request.body(Body::from(body)).unwrap();
     let peer: SocketAddr = LOOPBACK.parse().unwrap();
     request.extensions_mut().insert(ConnectInfo(peer));
-    let response = router(state.clone(), Channel::Http)
+    let response = router(state.clone(), Channel::Http, REQUEST_TIMEOUT)
         .oneshot(request)
         .await
         .unwrap();

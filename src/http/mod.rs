@@ -37,26 +37,27 @@ pub mod sessions;
 mod tls;
 
 use std::convert::Infallible;
-use std::future::Future;
+use std::future::{Future, poll_fn};
 use std::net::SocketAddr;
 use std::ops::Deref;
 use std::path::Path;
+use std::pin::pin;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::task::Poll;
+use std::time::Duration;
 
 use axum::ServiceExt as _;
 use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::{ConnectInfo, Request, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::{BoxError, Router};
+use axum::{BoxError, Extension, Router};
 use thiserror::Error;
 use tokio::net::TcpListener;
+use tokio::time::Instant;
 use tower::{Service, ServiceBuilder};
-use tower_http::cors::CorsLayer;
-use tower_http::timeout::TimeoutLayer;
 
 pub use auth::Channel;
 pub use sessions::SessionTable;
@@ -66,7 +67,7 @@ use crate::auth::work_budget::WorkBudget;
 use crate::auth::{Identity, SecretForms};
 use crate::config::HttpConfig;
 use crate::metrics::{Metrics, Protocol};
-use crate::service::Handler;
+use crate::service::{self, Handler};
 
 /// Why the HTTP listeners could not start.
 #[derive(Debug, Error)]
@@ -199,12 +200,8 @@ impl HttpListeners {
         let timeouts = limits::Timeouts::of(&self.config);
         let bounded = |channel| {
             ServiceBuilder::new()
-                .layer(TimeoutLayer::with_status_code(
-                    StatusCode::REQUEST_TIMEOUT,
-                    timeouts.request,
-                ))
                 .map_request(with_axum_body)
-                .service(router(state.clone(), channel))
+                .service(router(state.clone(), channel, timeouts.request))
                 .into_make_service_with_connect_info::<SocketAddr>()
         };
         let handle = axum_server::Handle::new();
@@ -258,10 +255,12 @@ fn read_headers_within(
 }
 
 /// Every route of a listener on `channel` (anything else is a proxy reference),
-/// behind what every request passes once: CORS, then [`edge`].
+/// behind what every request passes once, [`edge`], which answers it within
+/// `request_timeout` (else 408).
 pub fn router(
     state: HttpState,
     channel: Channel,
+    request_timeout: Duration,
 ) -> impl Service<
     Request,
     Response = Response,
@@ -293,12 +292,13 @@ pub fn router(
         .with_state(state.clone());
     // Layered around the whole router, not route by route (`Router::layer`), so a
     // request clones no boxed route on its way in.
+    let edge_of_listener = Edge {
+        state,
+        channel,
+        request_timeout,
+    };
     ServiceBuilder::new()
-        .layer(CorsLayer::permissive().allow_credentials(false))
-        .layer(middleware::from_fn_with_state(
-            Edge { state, channel },
-            edge,
-        ))
+        .layer(middleware::from_fn_with_state(edge_of_listener, edge))
         .service(routes)
 }
 
@@ -316,42 +316,155 @@ where
 struct Edge {
     state: HttpState,
     channel: Channel,
+    request_timeout: Duration,
 }
 
-/// Authenticates the request ([`auth::authenticate`], which puts its caller in its
-/// extensions, with the listener's [`Channel`]) and counts its answer in the metrics,
-/// by route kind and HTTP status.
+/// What every request passes once. A CORS preflight (`OPTIONS`, any path) is answered
+/// at once; any other request is authenticated ([`auth::authenticate`], which puts
+/// its caller in its extensions, with the listener's [`Channel`]), answered within the
+/// request timeout (else 408), opened to every origin ([`readable_by_any_origin`]) and
+/// counted in the metrics, by route kind and HTTP status.
 async fn edge(
     State(edge): State<Edge>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    mut request: Request,
+    request: Request,
     next: Next,
 ) -> Response {
+    if request.method() == Method::OPTIONS {
+        return preflight();
+    }
     let started = Instant::now();
-    let op = operation_label(request.method().as_str(), request.uri().path());
-    request.extensions_mut().insert(edge.channel);
-    let response = auth::authenticate(&edge.state, edge.channel, peer, request, next).await;
+    let route = Route::of(request.method(), request.uri().path());
+    let dispatch =
+        |request, caller, session| dispatch(&edge, route, request, caller, session, next);
+    let answer = auth::authenticate(&edge.state, edge.channel, peer, request, dispatch);
+    let mut response = within(started + edge.request_timeout, answer).await;
+    readable_by_any_origin(response.headers_mut());
     let status = u32::from(response.status().as_u16());
     edge.state
         .metrics
-        .record(Protocol::Http, op, status, started.elapsed());
+        .record(Protocol::Http, route.label(), status, started.elapsed());
     response
 }
 
-/// The metrics `op` label of a request.
-fn operation_label(method: &str, path: &str) -> &'static str {
-    match (method, path) {
-        (_, "/") => "front",
-        (_, "/status") => "status",
-        (_, "/metrics") => "metrics",
-        (_, "/api/prefixes") => "api_prefixes",
-        (_, "/api/handles") => "api_list",
-        (_, path) if path.starts_with("/api/sessions") => "api_sessions",
-        ("GET" | "HEAD", path) if path.starts_with("/api/handles/") => "api_get",
-        ("PUT", path) if path.starts_with("/api/handles/") => "api_put",
-        ("DELETE", path) if path.starts_with("/api/handles/") => "api_delete",
-        (_, path) if path.starts_with("/api/") => "api_other",
-        _ => "proxy",
+/// Answers an authenticated request. What nearly every request is, a resolution
+/// through the API or the proxy (`GET`), goes straight to its handler, as the router
+/// would send it; anything else goes through the router, with the listener's
+/// [`Channel`], the [`Caller`](service::Caller) and the [`auth::RequestSession`] in its
+/// extensions. The router's matching, its path parameters and boxed route, and three
+/// extensions cost more than the rest of a redirect's own work.
+async fn dispatch(
+    edge: &Edge,
+    route: Route,
+    mut request: Request,
+    caller: service::Caller,
+    session: auth::RequestSession,
+    next: Next,
+) -> Response {
+    let get = request.method() == Method::GET;
+    match route {
+        Route::ApiGet if get && api::names_a_handle(request.uri().path()) => {
+            let uri = request.into_parts().0.uri;
+            api::get(State(edge.state.clone()), Extension(caller), uri).await
+        }
+        Route::Proxy if get => {
+            let uri = request.into_parts().0.uri;
+            proxy::resolve(State(edge.state.clone()), Method::GET, uri).await
+        }
+        _ => {
+            let extensions = request.extensions_mut();
+            extensions.insert(edge.channel);
+            extensions.insert(caller);
+            extensions.insert(session);
+            next.run(request).await
+        }
+    }
+}
+
+/// `answer`, or an empty 408 when it is not ready by `deadline`. The timer is armed
+/// only when the first poll leaves the answer pending: most answers need no wait
+/// (a resolution is a store read), and a timer costs its entry in the runtime's
+/// wheel and its removal.
+async fn within(deadline: Instant, answer: impl Future<Output = Response>) -> Response {
+    let mut answer = pin!(answer);
+    if let Poll::Ready(response) = poll_fn(|cx| Poll::Ready(answer.as_mut().poll(cx))).await {
+        return response;
+    }
+    tokio::time::timeout_at(deadline, answer)
+        .await
+        .unwrap_or_else(|_| StatusCode::REQUEST_TIMEOUT.into_response())
+}
+
+/// The CORS of the edge (permissive, without credentials, as the Handle.Net proxy's):
+/// any origin may read every answer and every header of it.
+fn readable_by_any_origin(headers: &mut HeaderMap) {
+    let any = HeaderValue::from_static("*");
+    headers.insert(header::ACCESS_CONTROL_EXPOSE_HEADERS, any.clone());
+    headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, any);
+}
+
+/// The answer to a CORS preflight: any origin, method and request header.
+fn preflight() -> Response {
+    let mut response = Response::default();
+    let headers = response.headers_mut();
+    let any = HeaderValue::from_static("*");
+    headers.insert(header::ACCESS_CONTROL_ALLOW_METHODS, any.clone());
+    headers.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, any.clone());
+    headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, any);
+    response
+}
+
+/// What a request asks for, as the router decides it: its metrics `op` label, and
+/// whether [`dispatch`] answers it without the router.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Route {
+    Front,
+    Status,
+    Metrics,
+    ApiPrefixes,
+    ApiList,
+    ApiSessions,
+    ApiGet,
+    ApiPut,
+    ApiDelete,
+    ApiOther,
+    /// Anything else: a proxy reference (the router's fallback).
+    Proxy,
+}
+
+impl Route {
+    /// The route of `method path`.
+    fn of(method: &Method, path: &str) -> Route {
+        match (method.as_str(), path) {
+            (_, "/") => Route::Front,
+            (_, "/status") => Route::Status,
+            (_, "/metrics") => Route::Metrics,
+            (_, "/api/prefixes") => Route::ApiPrefixes,
+            (_, "/api/handles") => Route::ApiList,
+            (_, path) if path.starts_with("/api/sessions") => Route::ApiSessions,
+            ("GET" | "HEAD", path) if path.starts_with("/api/handles/") => Route::ApiGet,
+            ("PUT", path) if path.starts_with("/api/handles/") => Route::ApiPut,
+            ("DELETE", path) if path.starts_with("/api/handles/") => Route::ApiDelete,
+            (_, path) if path.starts_with("/api/") => Route::ApiOther,
+            _ => Route::Proxy,
+        }
+    }
+
+    /// The metrics `op` label.
+    fn label(self) -> &'static str {
+        match self {
+            Route::Front => "front",
+            Route::Status => "status",
+            Route::Metrics => "metrics",
+            Route::ApiPrefixes => "api_prefixes",
+            Route::ApiList => "api_list",
+            Route::ApiSessions => "api_sessions",
+            Route::ApiGet => "api_get",
+            Route::ApiPut => "api_put",
+            Route::ApiDelete => "api_delete",
+            Route::ApiOther => "api_other",
+            Route::Proxy => "proxy",
+        }
     }
 }
 

@@ -15,6 +15,8 @@
 //! redirected as any other. Not found is a 404 page, never a redirect. `auth` reads authoritatively (as the
 //! AT flag: every write acknowledged before the request).
 
+use std::borrow::Cow;
+
 use axum::extract::State;
 use axum::http::{HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::Response;
@@ -142,17 +144,21 @@ async fn answer(state: &HttpState, raw: &str, query: &Query) -> Result<Response,
 
 /// The octets to parse: the path as a proxy URL, or as the reference it starts with.
 fn reference_octets(raw: &str) -> Vec<u8> {
-    let lower = raw.to_ascii_lowercase();
+    let starts_with = |scheme: &str| {
+        raw.as_bytes()
+            .get(..scheme.len())
+            .is_some_and(|start| start.eq_ignore_ascii_case(scheme.as_bytes()))
+    };
     for (alias, twin) in SCHEME_ALIASES {
-        if lower.starts_with(alias) {
-            return format!("{twin}{}", &raw[alias.len()..]).into_bytes();
+        if starts_with(alias) {
+            return [twin, &raw[alias.len()..]].concat().into_bytes();
         }
     }
     let schemes = ["hdl:", "info:hdl/", "urn:hdl:"];
-    if schemes.iter().any(|scheme| lower.starts_with(scheme)) {
+    if schemes.into_iter().any(starts_with) {
         return raw.as_bytes().to_vec();
     }
-    format!("http://proxy/{raw}").into_bytes()
+    ["http://proxy/", raw].concat().into_bytes()
 }
 
 fn refusal_page(handle: &str, error: &Error) -> Response {
@@ -233,6 +239,9 @@ fn unredirectable(location: &str) -> Option<String> {
         }
         return None;
     }
+    if is_plain_web_url(location) {
+        return None;
+    }
     match url::Url::parse(location) {
         Err(error) => Some(format!(
             "The handle's target {location:?} is not an absolute URL ({error}); the proxy cannot redirect to it."
@@ -245,15 +254,40 @@ fn unredirectable(location: &str) -> Option<String> {
     }
 }
 
+/// Whether `location` is plainly an absolute `http` or `https` URL whose host is a
+/// name of ASCII letters, digits, `-` and `.` (no port, user or IDNA label, and its
+/// last label not a number): what nearly every handle holds, and what
+/// [`url::Url::parse`] always accepts (nothing after the host can make it fail), so
+/// the proxy need not parse it.
+fn is_plain_web_url(location: &str) -> bool {
+    let Some(rest) = ["https://", "http://"]
+        .iter()
+        .find_map(|scheme| location.strip_prefix(scheme))
+    else {
+        return false;
+    };
+    let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let last_label = host.trim_end_matches('.').rsplit('.').next();
+    host.bytes()
+        .all(|octet| octet.is_ascii_alphanumeric() || octet == b'-' || octet == b'.')
+        && last_label.is_some_and(|label| label.starts_with(|c: char| c.is_ascii_alphabetic()))
+        && !host
+            .as_bytes()
+            .windows(4)
+            .any(|four| four.eq_ignore_ascii_case(b"xn--"))
+}
+
 /// The redirect response: `Location`, `Expires` and a tiny page with the link; an
 /// error page when the target is nothing a browser should be sent to.
 fn redirect(target: Target, append: &str) -> Response {
-    let location = format!("{}{append}", target.location);
+    let mut location = target.location;
+    location.push_str(append);
     if let Some(message) = unredirectable(&location) {
         return error_page(StatusCode::BAD_GATEWAY, "Bad target", &message);
     }
-    let encoded = utf8_percent_encode(&location, LOCATION_ESCAPES).to_string();
-    let Ok(header_value) = HeaderValue::from_str(&encoded) else {
+    let encoded = Cow::from(utf8_percent_encode(&location, LOCATION_ESCAPES));
+    let mut response = redirect_page(target.status, &encoded);
+    let Ok(header_value) = HeaderValue::try_from(encoded.into_owned()) else {
         let message = "The handle's target cannot be sent as a Location header.";
         return error_page(StatusCode::BAD_GATEWAY, "Bad target", message);
     };
@@ -262,10 +296,9 @@ fn redirect(target: Target, append: &str) -> Response {
         Ttl::Absolute(at) => u64::from(at),
     };
     let when = std::time::UNIX_EPOCH + std::time::Duration::from_secs(expires);
-    let mut response = redirect_page(target.status, &encoded);
     let headers = response.headers_mut();
     headers.insert(header::LOCATION, header_value);
-    if let Ok(expires) = HeaderValue::from_str(&httpdate::fmt_http_date(when)) {
+    if let Ok(expires) = HeaderValue::try_from(httpdate::fmt_http_date(when)) {
         headers.insert(header::EXPIRES, expires);
     }
     response
@@ -274,6 +307,36 @@ fn redirect(target: Target, append: &str) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn plain_web_urls_are_exactly_those_a_full_parse_accepts_without_doubt() {
+        for plain in [
+            "https://example.org/a?b=c#d",
+            "http://EXAMPLE.org",
+            "https://a-b.example./x y",
+            "http://localhost?q",
+        ] {
+            assert!(is_plain_web_url(plain), "{plain}");
+            assert!(url::Url::parse(plain).is_ok(), "{plain}");
+        }
+        for parsed in [
+            "https://1.2.3.4/",
+            "https://1.2.3.256/",
+            "http://example.org:99999/",
+            "http://user@example.org/",
+            "http://xn--a.example/",
+            "http://EXAMPLE.XN--A/",
+            "http:///x",
+            "http://./",
+            "http://a.0x1/",
+            "HTTPS://example.org/",
+            "https://exa%mple.org/",
+            "https://[::1]/",
+            "ftp://example.org/",
+        ] {
+            assert!(!is_plain_web_url(parsed), "{parsed}");
+        }
+    }
 
     #[test]
     fn only_absolute_urls_and_paths_are_redirected_to() {
@@ -291,6 +354,8 @@ mod tests {
             "javascript:alert(1)",
             "DATA:text/html,x",
             "file:///etc/passwd",
+            "https://1.2.3.256/",
+            "http://example.org:99999/",
             "//evil.example/x",
             "/\\evil.example/x",
         ] {

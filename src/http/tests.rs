@@ -20,6 +20,8 @@ use crate::values::HandleValue;
 
 const REMOTE: &str = "192.0.2.7:5000";
 const LOOPBACK: &str = "[::1]:5000";
+/// The request timeout of the routers under test: longer than any test takes.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A node whose server administrator `300:0.NA/ADMIN` has the secret `s3cret`, and
 /// where `300:TEST/user` (secret `u5er`) administers nothing.
@@ -97,7 +99,7 @@ async fn call(state: &HttpState, call: Call<'_>) -> (StatusCode, bool, serde_jso
     let mut request = request.body(Body::from(body)).unwrap();
     let peer: SocketAddr = call.from.parse().unwrap();
     request.extensions_mut().insert(ConnectInfo(peer));
-    let response = router(state.clone(), call.channel)
+    let response = router(state.clone(), call.channel, REQUEST_TIMEOUT)
         .oneshot(request)
         .await
         .unwrap();
@@ -239,6 +241,54 @@ async fn sessions_are_opened_over_https_from_anywhere_but_not_plain_http() {
     assert_eq!(json["sessionId"], session.as_str(), "{status}: {json}");
     let (status, _, json) = call(&state, show(Channel::Http)).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED, "{json}");
+}
+
+#[tokio::test]
+async fn every_answer_is_readable_by_any_origin_and_preflights_are_answered_at_once() {
+    let (_dir, state) = state().await;
+    let answer = |method: &str, path: &str| {
+        let mut request = Request::builder()
+            .method(method)
+            .uri(path)
+            .header(header::ORIGIN, "https://elsewhere.example")
+            .body(Body::empty())
+            .unwrap();
+        let peer: SocketAddr = REMOTE.parse().unwrap();
+        request.extensions_mut().insert(ConnectInfo(peer));
+        router(state.clone(), Channel::Http, REQUEST_TIMEOUT).oneshot(request)
+    };
+    for path in [
+        "/api/handles/TEST/user",
+        "/TEST/user",
+        "/api/handles/TEST/none",
+    ] {
+        let response = answer("GET", path).await.unwrap();
+        let headers = response.headers();
+        assert_eq!(headers["access-control-allow-origin"], "*", "{path}");
+        assert_eq!(headers["access-control-expose-headers"], "*", "{path}");
+        assert!(!headers.contains_key("access-control-allow-credentials"));
+    }
+    let preflight = answer("OPTIONS", "/api/handles/TEST/user").await.unwrap();
+    assert_eq!(preflight.status(), StatusCode::OK);
+    for name in ["origin", "methods", "headers"] {
+        let name = format!("access-control-allow-{name}");
+        assert_eq!(preflight.headers()[name.as_str()], "*", "{name}");
+    }
+    let body = axum::body::to_bytes(preflight.into_body(), 1024).await;
+    assert!(body.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn an_answer_not_ready_by_the_deadline_is_408_and_a_ready_one_is_never() {
+    let late = within(Instant::now(), std::future::pending()).await;
+    assert_eq!(late.status(), StatusCode::REQUEST_TIMEOUT);
+    let past = Instant::now() - Duration::from_secs(1);
+    let ready = within(
+        past,
+        std::future::ready(StatusCode::CREATED.into_response()),
+    )
+    .await;
+    assert_eq!(ready.status(), StatusCode::CREATED);
 }
 
 #[path = "memory_tests.rs"]

@@ -119,7 +119,12 @@ impl Serialize for DataJson<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let value = self.0;
         let known = value.known_type();
-        if let Some(structured) = known.and_then(|known| structured_json(known, &value.data)) {
+        if known == Some(KnownType::HsAdmin) {
+            if let Ok(record) = AdminRecord::decode(&value.data) {
+                return AdminJson(&record).serialize(serializer);
+            }
+        } else if let Some(structured) = known.and_then(|known| structured_json(known, &value.data))
+        {
             return structured.serialize(serializer);
         }
         let mut map = serializer.serialize_map(Some(2))?;
@@ -133,6 +138,33 @@ impl Serialize for DataJson<'_> {
                 map.serialize_entry("value", &STANDARD.encode(&value.data))?;
             }
         }
+        map.end()
+    }
+}
+
+/// An HS_ADMIN value's data, `{"format":"admin","value":{"handle","index",
+/// "permissions"}}`, written with no tree built (nearly every handle has one).
+struct AdminJson<'a>(&'a AdminRecord);
+
+impl Serialize for AdminJson<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(2))?;
+        map.serialize_entry("format", "admin")?;
+        map.serialize_entry("value", &AdminFields(self.0))?;
+        map.end()
+    }
+}
+
+/// The `value` of [`AdminJson`].
+struct AdminFields<'a>(&'a AdminRecord);
+
+impl Serialize for AdminFields<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let record = self.0;
+        let mut map = serializer.serialize_map(Some(3))?;
+        map.serialize_entry("handle", &record.admin_handle)?;
+        map.serialize_entry("index", &record.admin_index)?;
+        map.serialize_entry("permissions", &record.permissions.to_bit_string())?;
         map.end()
     }
 }
@@ -152,18 +184,10 @@ pub fn data_json(value: &HandleValue) -> Value {
     to_value(&DataJson(value))
 }
 
-/// The structured data format of a decodable value of a binary known type.
+/// The structured data format of a decodable value of a binary known type other
+/// than HS_ADMIN ([`AdminJson`]).
 fn structured_json(known: KnownType, data: &[u8]) -> Option<Value> {
     let (format, value) = match known {
-        KnownType::HsAdmin => {
-            let record = AdminRecord::decode(data).ok()?;
-            let value = json!({
-                "handle": record.admin_handle,
-                "index": record.admin_index,
-                "permissions": record.permissions.to_bit_string(),
-            });
-            ("admin", value)
-        }
         KnownType::HsVlist => ("vlist", vlist_json(&ValueList::decode(data).ok()?)),
         KnownType::HsPubkey => ("key", key_json(&PublicKey::decode(data).ok()?)?),
         known if is_site(known) => ("site", site_json(&SiteInfo::decode(data).ok()?)),

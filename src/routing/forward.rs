@@ -18,7 +18,7 @@ use crate::metrics::{ForwardKind, Metrics};
 use crate::names::Handle;
 use crate::placement::{ClusterMap, MapGroup};
 use crate::replication::{NodeId, SetId, slot_of};
-use crate::service::{Error, RecordSource, Refusal};
+use crate::service::{Error, RecordSource, Refusal, RoutedSlot};
 use crate::storage::Slot;
 use crate::values::HandleValue;
 
@@ -87,13 +87,17 @@ impl Forwarder {
             let local_set = local.and_then(|local| local.borrow().clone());
             let outcome = if map.slot_count() == 0 {
                 let set = local_set.ok_or(Error::NoSet)?;
-                run_local(&set.service, call.clone()).await
+                run_local(&set.service, &call, None).await
             } else {
-                let slot = slot_of(handle.key(), map.slot_count());
+                let slot_count = map.slot_count();
+                let slot = slot_of(handle.key(), slot_count);
                 let owner = map.owner(slot);
+                // The call's own handle is the one routed unless it is a prefix's write.
+                let routed =
+                    (call.handle() == Some(handle)).then_some(RoutedSlot { slot_count, slot });
                 match local_set {
                     Some(set) if Some(set.id) == owner => {
-                        run_local(&set.service, call.clone()).await
+                        run_local(&set.service, &call, routed).await
                     }
                     _ => self.send(&map, slot, owner, call.clone()).await,
                 }

@@ -28,13 +28,13 @@ impl Router {
         let local = self.local.borrow().clone();
         if map.slot_count() == 0 {
             let local = local.ok_or(Error::NoSet)?;
-            return Ok(vec![run_local(&local.service, call).await?]);
+            return Ok(vec![run_local(&local.service, &call, None).await?]);
         }
         let owners: BTreeSet<_> = map.slots.iter().copied().collect();
         let mut answers = Vec::with_capacity(owners.len());
         for owner in owners {
             let answer = match &local {
-                Some(set) if set.id == owner => run_local(&set.service, call.clone()).await?,
+                Some(set) if set.id == owner => run_local(&set.service, &call, None).await?,
                 _ => {
                     // Any slot of the set names it in an unavailable answer.
                     let slot = map.slots.iter().position(|set| *set == owner);

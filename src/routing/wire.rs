@@ -16,7 +16,7 @@ use crate::codec::ResponseCode;
 use crate::names::Handle;
 use crate::service::{
     Applied, Caller, ClientRequest, Error, Found, Freshness, HandleRecord, Handler, Operation,
-    PrefixRecord, PrivateRead, Refusal, SearchPosition, Service,
+    PrefixRecord, PrivateRead, Refusal, RoutedSlot, SearchPosition, Service,
 };
 use crate::storage::Slot;
 use crate::values::{HandleValue, SearchQuery, ValueSelection};
@@ -234,19 +234,29 @@ impl From<Failure> for Error {
 /// Answers `call` with `service`, this node's own: what the node's endpoint does
 /// with a forwarded call.
 pub async fn answer_forwarded(service: &Service, call: ForwardCall) -> ForwardAnswer {
-    run_local(service, call).await.map_err(Failure::from)
+    run_local(service, &call, None).await.map_err(Failure::from)
 }
 
-/// Carries `call` out with `service`, this node's own.
-pub(super) async fn run_local(service: &Service, call: ForwardCall) -> Result<Answer, Error> {
+/// Carries `call` out with `service`, this node's own, a resolution reusing the slot
+/// the router found for its handle (`routed`). Only a write takes its operation (a
+/// copy of it): a call routed again is sent whole again.
+pub(super) async fn run_local(
+    service: &Service,
+    call: &ForwardCall,
+    routed: Option<RoutedSlot>,
+) -> Result<Answer, Error> {
     Ok(match call {
         ForwardCall::Resolve {
             handle,
             selection,
             freshness,
-        } => Answer::Record(service.resolve(&handle, &selection, freshness).await?),
+        } => Answer::Record(
+            service
+                .resolve_routed(handle, selection, *freshness, routed)
+                .await?,
+        ),
         ForwardCall::PrivateRead { handle, selection } => {
-            Answer::PrivateRead(service.private_read(&handle, &selection).await?)
+            Answer::PrivateRead(service.private_read(handle, selection).await?)
         }
         ForwardCall::ResolveAll {
             caller,
@@ -255,25 +265,25 @@ pub(super) async fn run_local(service: &Service, call: ForwardCall) -> Result<An
             freshness,
         } => Answer::Record(
             service
-                .resolve_all(&caller, &handle, &selection, freshness)
+                .resolve_all(caller, handle, selection, *freshness)
                 .await?,
         ),
         ForwardCall::Administer {
             caller,
             operation,
             request: None,
-        } => Answer::Applied(service.administer(&caller, operation).await?),
+        } => Answer::Applied(service.administer(caller, operation.clone()).await?),
         ForwardCall::Administer {
             caller,
             operation,
             request: Some(request),
         } => Answer::Applied(
             service
-                .administer_request(&caller, operation, request)
+                .administer_request(caller, operation.clone(), *request)
                 .await?,
         ),
         ForwardCall::CountHandles { caller, prefix } => {
-            Answer::Count(service.count_handles(&caller, &prefix).await?)
+            Answer::Count(service.count_handles(caller, prefix).await?)
         }
         ForwardCall::ListHandles {
             caller,
@@ -281,25 +291,25 @@ pub(super) async fn run_local(service: &Service, call: ForwardCall) -> Result<An
             after,
             limit,
         } => {
-            let limit = usize::try_from(limit.min(MAX_PAGE)).unwrap_or(0);
+            let limit = usize::try_from((*limit).min(MAX_PAGE)).unwrap_or(0);
             let page = service
-                .list_handles(&caller, &prefix, after.as_ref(), limit)
+                .list_handles(caller, prefix, after.as_ref(), limit)
                 .await?;
             Answer::Handles(page)
         }
         ForwardCall::ListPrefixes { caller } => {
-            Answer::Prefixes(service.list_prefixes(&caller).await?)
+            Answer::Prefixes(service.list_prefixes(caller).await?)
         }
-        ForwardCall::Values { handle } => Answer::Values(service.values_held_here(&handle)?),
+        ForwardCall::Values { handle } => Answer::Values(service.values_held_here(handle)?),
         ForwardCall::SearchHandles {
             caller,
             query,
             after,
             limit,
         } => {
-            let limit = usize::try_from(limit.min(MAX_PAGE)).unwrap_or(0);
+            let limit = usize::try_from((*limit).min(MAX_PAGE)).unwrap_or(0);
             let found = service
-                .search_handles(&caller, &query, after.as_ref(), limit)
+                .search_handles(caller, query, after.as_ref(), limit)
                 .await?;
             Answer::Found(found)
         }

@@ -24,7 +24,7 @@ use crate::resolver::Resolver;
 use crate::storage::{ReadSnapshot, Slice, Store};
 use crate::values::{HandleValue, SearchQuery, SiteInfo, ValueSelection};
 
-use super::records::{RecordSource, held_here};
+use super::records::{RecordSource, RoutedSlot, held_here, held_here_in};
 use super::verifier::Verifier;
 use super::{
     Applied, AuthPolicy, Caller, ClientRequest, Error, Found, Freshness, HandleRecord, Handler,
@@ -232,6 +232,25 @@ impl Service {
     }
 }
 
+impl Service {
+    /// [`Handler::resolve`] of a handle whose slot a router found (`routed`).
+    pub async fn resolve_routed(
+        &self,
+        handle: &Handle,
+        selection: &ValueSelection,
+        freshness: Freshness,
+        routed: Option<RoutedSlot>,
+    ) -> Result<HandleRecord, Error> {
+        if freshness == Freshness::Authoritative {
+            self.replica.ensure_fresh_read().await?;
+        }
+        let read = self.store.read()?;
+        held_here_in(&read, handle, routed)?;
+        let record = read.get(handle, selection)?.ok_or(Error::HandleNotFound)?;
+        public_only(record)
+    }
+}
+
 #[async_trait]
 impl Handler for Service {
     async fn resolve(
@@ -240,13 +259,8 @@ impl Handler for Service {
         selection: &ValueSelection,
         freshness: Freshness,
     ) -> Result<HandleRecord, Error> {
-        if freshness == Freshness::Authoritative {
-            self.replica.ensure_fresh_read().await?;
-        }
-        let read = self.store.read()?;
-        held_here(&read, handle)?;
-        let record = read.get(handle, selection)?.ok_or(Error::HandleNotFound)?;
-        public_only(record)
+        self.resolve_routed(handle, selection, freshness, None)
+            .await
     }
 
     async fn missing(&self, handle: &Handle, selection: &ValueSelection) -> Result<Missing, Error> {

@@ -76,7 +76,7 @@ pub use mint::mint_with;
 pub use missing::{Missing, Resolution, resolve_or_derive, resolve_or_refer};
 pub use namespaces::{MAX_CACHED_NAMESPACE_OCTETS, MAX_CACHED_NAMESPACES, NamespaceCache};
 pub use operation::{ExistingHandle, ExistingValue, Operation};
-pub use records::{MAX_FETCHED, RecordSource, held_here};
+pub use records::{MAX_FETCHED, RecordSource, RoutedSlot, held_here};
 pub use referral::{MAX_PREFIX_ANCESTORS, Referral, Unserved};
 pub use status::{Role, Status, StatusMember};
 pub use template::{MAX_CITED_TEMPLATES, Resolved, TemplateOrigin};

@@ -26,7 +26,7 @@ use crate::auth::permissions::MAX_GROUP_LOOKUPS;
 use crate::names::Handle;
 use crate::replication::guard::Basis;
 use crate::replication::slot_of;
-use crate::storage::{ReadSnapshot, Slice};
+use crate::storage::{ReadSnapshot, Slice, Slot};
 use crate::values::{HandleValue, ValueIndex, ValueSelection};
 
 use super::{Error, Service};
@@ -43,14 +43,37 @@ pub trait RecordSource: Send + Sync + Debug {
     async fn values(&self, handle: &Handle) -> Result<Option<Vec<HandleValue>>, Error>;
 }
 
+/// The slot a router found for a handle in a ring of `slot_count` slots: what
+/// [`held_here_in`] takes instead of hashing the handle again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RoutedSlot {
+    /// The ring's slot count in the router's map.
+    pub slot_count: u32,
+    /// The handle's slot in it.
+    pub slot: Slot,
+}
+
 /// Whether the store behind `read` answers reads of `handle`: a whole store answers
 /// every handle, a sliced one those of the slots it owns, exports or holds frozen;
 /// [`Error::NotHere`] otherwise.
 pub fn held_here(read: &ReadSnapshot, handle: &Handle) -> Result<(), Error> {
+    held_here_in(read, handle, None)
+}
+
+/// [`held_here`] for a handle whose slot a router found (`routed`): reused when the
+/// store's ring has the router's slot count, so one resolution hashes its handle once.
+pub fn held_here_in(
+    read: &ReadSnapshot,
+    handle: &Handle,
+    routed: Option<RoutedSlot>,
+) -> Result<(), Error> {
     let Slice::Ring(count) = read.slice()? else {
         return Ok(());
     };
-    let slot = slot_of(handle.key(), count);
+    let slot = match routed {
+        Some(routed) if routed.slot_count == count => routed.slot,
+        _ => slot_of(handle.key(), count),
+    };
     match read.slot_state(slot)? {
         Some(state) if state.answers_reads() => Ok(()),
         _ => Err(Error::NotHere(slot)),
