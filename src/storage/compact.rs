@@ -272,7 +272,7 @@ mod tests {
 
     fn scattered_store(path: &Path) {
         let store = Store::open(path).unwrap();
-        let mut batch = store.write().unwrap();
+        let batch = store.write().unwrap();
         batch
             .make_slice(16, &(0..16).map(Slot).collect::<Vec<_>>())
             .unwrap();

@@ -152,9 +152,9 @@ pub enum StorageError {
     #[error("{path}: {source}")]
     File {
         /// The path.
-        path: std::path::PathBuf,
+        path: PathBuf,
         /// What the file system said.
-        source: std::io::Error,
+        source: io::Error,
     },
     /// redb reported an error (I/O, a full disk, a damaged file).
     #[error("storage backend: {0}")]
