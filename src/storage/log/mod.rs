@@ -55,7 +55,6 @@ pub const LOG_FORMAT_VERSION: u64 = 3;
 pub const SEGMENT_OCTETS: u64 = 16 << 20;
 
 /// The replicated log of one node, in a directory of segment files.
-#[derive(Debug)]
 pub struct EntryLog {
     dir: PathBuf,
     /// Octets after which a new segment starts ([`SEGMENT_OCTETS`]).
@@ -65,6 +64,15 @@ pub struct EntryLog {
     writer: Mutex<Writer>,
     /// What the log holds and where; held briefly, by reads and after writes.
     index: Mutex<LogIndex>,
+}
+
+impl std::fmt::Debug for EntryLog {
+    /// The directory alone: the index lists every entry.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EntryLog")
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The segment being appended to.
