@@ -23,7 +23,7 @@ use crate::replication::{
     SNAPSHOT_FILE, SetId,
 };
 use crate::storage::log::EARLIER_LOG_FILE;
-use crate::storage::{CacheSizes, IndexedTypes, Store};
+use crate::storage::{CacheSizes, IndexedTypes, Store, sync_dir};
 
 /// The file, in a replica set's directory, that holds its handles.
 pub const HANDLE_STORE_FILE: &str = "handles.redb";
@@ -218,9 +218,8 @@ fn move_old_layout(data_dir: &Path, set_dir: &Path) -> Result<(), GroupsError> {
             fs::rename(&from, &to).map_err(|source| GroupsError::Layout { path: from, source })?;
         }
     }
-    let sync = |dir: &Path| fs::File::open(dir).and_then(|dir| dir.sync_all());
     for dir in [set_dir, data_dir] {
-        sync(dir).map_err(|source| GroupsError::Layout {
+        sync_dir(dir).map_err(|source| GroupsError::Layout {
             path: dir.to_owned(),
             source,
         })?;

@@ -36,7 +36,9 @@ use super::groups::{HANDLE_STORE_FILE, group_dir};
 use crate::placement::FIRST_SET;
 use crate::replication::backup::{self, BackupError, BackupHeader};
 use crate::replication::{Group, GroupError, GroupId, HandleSet, SetId};
-use crate::storage::{ImageImport, ImageRecord, PrefixRecord, StorageError, Store, slot_of};
+use crate::storage::{
+    ImageImport, ImageRecord, PrefixRecord, StorageError, Store, slot_of, sync_dir,
+};
 
 /// The file, in the restored set's directory, that says its node has not yet
 /// snapshotted the restored store and purged its log.
@@ -330,10 +332,6 @@ fn write_synced(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let mut file = File::create(path)?;
     io::Write::write_all(&mut file, bytes)?;
     file.sync_all()
-}
-
-fn sync_dir(path: &Path) -> io::Result<()> {
-    File::open(path)?.sync_all()
 }
 
 /// Why a restored node could not finish its restore at first start.

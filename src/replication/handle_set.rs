@@ -404,9 +404,10 @@ fn drop_slot(batch: &mut OpenBatch<'_>, slot: Slot) -> Result<Applied, StorageEr
         None => return Ok(Applied::Done),
         Some(_) => return Err(Refusal::NotHere(slot).into()),
     }
-    batch.batch().delete_slot(slot)?;
-    batch.batch().clear_journal(slot)?;
-    batch.batch().set_slot_state(slot, None)?;
+    let batch = batch.batch();
+    batch.delete_slot(slot)?;
+    batch.clear_journal(slot)?;
+    batch.set_slot_state(slot, None)?;
     Ok(Applied::Done)
 }
 
@@ -418,10 +419,9 @@ fn begin_import(batch: &mut OpenBatch<'_>, slot: Slot) -> Result<Applied, Storag
         None | Some(SlotState::Importing) => {}
         Some(_) => return Err(Refusal::NotHere(slot).into()),
     }
-    batch.batch().delete_slot(slot)?;
-    batch
-        .batch()
-        .set_slot_state(slot, Some(SlotState::Importing))?;
+    let batch = batch.batch();
+    batch.delete_slot(slot)?;
+    batch.set_slot_state(slot, Some(SlotState::Importing))?;
     Ok(Applied::Done)
 }
 

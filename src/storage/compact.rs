@@ -70,7 +70,7 @@ pub fn compact(path: &Path) -> Result<Compacted, StorageError> {
         let _ = fs::remove_file(&rebuilt);
         return Err(error);
     }
-    fs::rename(&rebuilt, path).map_err(|source| file_error(path, source))?;
+    fs::rename(&rebuilt, path).map_err(StorageError::file(path))?;
     sync_parent(path)?;
     drop(source);
     Ok(Compacted {
@@ -107,7 +107,9 @@ fn rebuilt_path(path: &Path) -> PathBuf {
 
 fn remove_leftover(rebuilt: &Path) -> Result<(), StorageError> {
     match fs::remove_file(rebuilt) {
-        Err(error) if error.kind() != io::ErrorKind::NotFound => Err(file_error(rebuilt, error)),
+        Err(error) if error.kind() != io::ErrorKind::NotFound => {
+            Err(StorageError::file(rebuilt)(error))
+        }
         _ => Ok(()),
     }
 }
@@ -229,7 +231,7 @@ fn copy_table<K: Key + 'static, V: Value + 'static>(
 /// The octets the file system allocated to `path`.
 fn allocated(path: &Path) -> Result<u64, StorageError> {
     use std::os::unix::fs::MetadataExt;
-    let metadata = fs::metadata(path).map_err(|source| file_error(path, source))?;
+    let metadata = fs::metadata(path).map_err(StorageError::file(path))?;
     Ok(metadata.blocks() * 512)
 }
 
@@ -239,16 +241,7 @@ fn sync_parent(path: &Path) -> Result<(), StorageError> {
         Some(parent) if !parent.as_os_str().is_empty() => parent,
         _ => Path::new("."),
     };
-    fs::File::open(parent)
-        .and_then(|dir| dir.sync_all())
-        .map_err(|source| file_error(parent, source))
-}
-
-fn file_error(path: &Path, source: io::Error) -> StorageError {
-    StorageError::File {
-        path: path.to_owned(),
-        source,
-    }
+    super::sync_dir(parent).map_err(StorageError::file(parent))
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 //! what it must be; a replica that meets one stops rather than diverge.
 
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -104,14 +104,6 @@ pub enum StorageError {
         /// The folded key the index names.
         key: String,
     },
-    /// The log's files could not be read or written.
-    #[error("log file {}: {source}", path.display())]
-    LogIo {
-        /// The file or directory.
-        path: PathBuf,
-        /// What the system said.
-        source: io::Error,
-    },
     /// A log segment is damaged before its end (or is not a segment at all): the
     /// disk lost or changed octets that were durable.
     #[error(
@@ -148,7 +140,8 @@ pub enum StorageError {
         /// The table's name.
         name: String,
     },
-    /// A file beside the store could not be made, renamed or synced.
+    /// A file of the store or the log (or its directory) could not be made, read,
+    /// written, renamed or synced.
     #[error("{path}: {source}")]
     File {
         /// The path.
@@ -159,6 +152,16 @@ pub enum StorageError {
     /// redb reported an error (I/O, a full disk, a damaged file).
     #[error("storage backend: {0}")]
     Backend(#[from] redb::Error),
+}
+
+impl StorageError {
+    /// The error for `path`, made from what the file system said.
+    pub(super) fn file(path: &Path) -> impl FnOnce(io::Error) -> StorageError + '_ {
+        move |source| StorageError::File {
+            path: path.to_owned(),
+            source,
+        }
+    }
 }
 
 /// Converts each redb error type into [`StorageError::Backend`].

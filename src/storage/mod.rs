@@ -217,6 +217,11 @@ fn upgrade(path: &Path) -> Result<(), StorageError> {
     Ok(())
 }
 
+/// Makes the entries of directory `dir` (files made, renamed, removed) durable.
+pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
+}
+
 /// Records `expected` as the format version of a new file, or checks the one recorded.
 fn check_format_version(txn: &WriteTransaction, expected: u64) -> Result<(), StorageError> {
     let mut meta = txn.open_table(tables::META)?;

@@ -84,25 +84,8 @@ impl<'b> OpenBatch<'b> {
     /// The batch, for any operation [`OpenBatch`] does not carry, with every table
     /// this one held closed first (it opens them again at their next use).
     pub fn batch(&mut self) -> &WriteBatch {
-        let OpenBatch {
-            batch,
-            slice,
-            handles,
-            prefixes,
-            value_index,
-            slot_index,
-            slot_states,
-            recent_requests,
-            recent_by_entry,
-        } = self;
-        *slice = None;
-        *handles = None;
-        *prefixes = None;
-        *value_index = None;
-        *slot_index = None;
-        *slot_states = None;
-        *recent_requests = None;
-        *recent_by_entry = None;
+        let batch = self.batch;
+        *self = OpenBatch::new(batch);
         batch
     }
 

@@ -113,15 +113,14 @@ impl WriteBatch {
             if displays.is_empty() {
                 return Ok(deleted);
             }
+            let mut open = self.open();
             for (key, display) in displays {
                 match Handle::parse(&display) {
-                    Ok(handle) if handle.key() == key => self.open().delete(&handle)?,
+                    Ok(handle) if handle.key() == key => open.delete(&handle)?,
                     _ => return Err(StorageError::MisplacedRecord { key }),
                 }
                 // Whatever the index said, the entry goes, so the loop always ends.
-                self.txn()
-                    .open_table(SLOT_INDEX)?
-                    .remove((slot.0, key.as_str()))?;
+                open.slot_index()?.remove((slot.0, key.as_str()))?;
                 deleted += 1;
             }
         }

@@ -12,9 +12,9 @@ use std::path::Path;
 
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 
-use super::{EntryLog, LOG_DIR, LOG_FORMAT_VERSION, segment};
-use crate::storage::StorageError;
+use super::{EntryLog, LOG_DIR, LOG_FORMAT_VERSION};
 use crate::storage::tables::{FORMAT_VERSION_KEY, META};
+use crate::storage::{StorageError, sync_dir};
 
 /// The file an earlier release kept the log in, inside a group's data directory.
 pub const EARLIER_LOG_FILE: &str = "raft-log.redb";
@@ -45,15 +45,15 @@ pub fn upgrade(data_dir: &Path) -> Result<(), StorageError> {
     let upgrading = data_dir.join(UPGRADING_DIR);
     if !data_dir.join(LOG_DIR).exists() {
         if upgrading.exists() {
-            fs::remove_dir_all(&upgrading).map_err(super::io_error(&upgrading))?;
+            fs::remove_dir_all(&upgrading).map_err(StorageError::file(&upgrading))?;
         }
         let entries = convert(&earlier, &upgrading)?;
-        fs::rename(&upgrading, data_dir.join(LOG_DIR)).map_err(super::io_error(&upgrading))?;
-        segment::sync_dir(data_dir).map_err(super::io_error(data_dir))?;
+        fs::rename(&upgrading, data_dir.join(LOG_DIR)).map_err(StorageError::file(&upgrading))?;
+        sync_dir(data_dir).map_err(StorageError::file(data_dir))?;
         tracing::info!(entries, from = %earlier.display(), "converted the log to log format version {LOG_FORMAT_VERSION}");
     }
-    fs::remove_file(&earlier).map_err(super::io_error(&earlier))?;
-    segment::sync_dir(data_dir).map_err(super::io_error(data_dir))
+    fs::remove_file(&earlier).map_err(StorageError::file(&earlier))?;
+    sync_dir(data_dir).map_err(StorageError::file(data_dir))
 }
 
 /// Writes the log of the redb file `earlier` as a new log in `dir`; the entries it

@@ -30,7 +30,6 @@ mod segment;
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
-use std::io;
 use std::ops::{Bound, RangeBounds};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -127,52 +126,35 @@ impl EntryLog {
 
     /// [`EntryLog::open`], starting a new segment after `segment_octets`.
     fn open_with_segments_of(dir: &Path, segment_octets: u64) -> Result<EntryLog, StorageError> {
-        fs::create_dir_all(dir).map_err(io_error(dir))?;
+        fs::create_dir_all(dir).map_err(StorageError::file(dir))?;
         let mut index = LogIndex::default();
-        let seqs = segment::list(dir).map_err(io_error(dir))?;
-        let last = seqs.last().copied();
-        for seq in seqs {
+        let seqs = segment::list(dir).map_err(StorageError::file(dir))?;
+        let mut writer = None;
+        for &seq in &seqs {
             let path = segment::path(dir, seq);
-            let file = segment::open(&path).map_err(io_error(&path))?;
-            let len = replay(&mut index, seq, &file, &path, Some(seq) == last)?;
-            index.segments.insert(
-                seq,
-                SegmentFile {
-                    file: Arc::new(file),
-                    highest: None,
-                },
-            );
+            let file = Arc::new(segment::open(&path).map_err(StorageError::file(&path))?);
+            let last = Some(&seq) == seqs.last();
+            let len = replay(&mut index, seq, &file, &path, last)?;
+            index.add_segment(seq, Arc::clone(&file));
             index.note_highest(seq);
-            if Some(seq) == last {
-                let writer = Writer {
-                    seq,
-                    file: Arc::clone(&index.segments[&seq].file),
-                    len,
-                };
-                return Ok(EntryLog::assemble(dir, segment_octets, writer, index));
-            }
+            writer = Some(Writer { seq, file, len });
         }
-        let (file, len) =
-            segment::create(dir, 1, LOG_FORMAT_VERSION, &[]).map_err(io_error(dir))?;
-        let file = Arc::new(file);
-        index.segments.insert(
-            1,
-            SegmentFile {
-                file: Arc::clone(&file),
-                highest: None,
-            },
-        );
-        let writer = Writer { seq: 1, file, len };
-        Ok(EntryLog::assemble(dir, segment_octets, writer, index))
-    }
-
-    fn assemble(dir: &Path, segment_octets: u64, writer: Writer, index: LogIndex) -> EntryLog {
-        EntryLog {
+        let writer = match writer {
+            Some(writer) => writer,
+            None => {
+                let (file, len) = segment::create(dir, 1, LOG_FORMAT_VERSION, &[])
+                    .map_err(StorageError::file(dir))?;
+                let file = Arc::new(file);
+                index.add_segment(1, Arc::clone(&file));
+                Writer { seq: 1, file, len }
+            }
+        };
+        Ok(EntryLog {
             dir: dir.to_owned(),
             segment_octets,
             writer: Mutex::new(writer),
             index: Mutex::new(index),
-        }
+        })
     }
 
     /// Writes `entries` (index, bytes), in index order, and returns once they are
@@ -241,10 +223,7 @@ impl EntryLog {
 
     /// Deletes every entry from `index` on, durably.
     pub fn truncate_from(&self, index: u64) -> Result<(), StorageError> {
-        let mut writer = self.writer()?;
-        let mut octets = Vec::new();
-        encode(&mut octets, Record::Truncated { index }, index)?;
-        self.write(&mut writer, &octets)?;
+        let _held = self.write_record(Record::Truncated { index }, index)?;
         self.lock_index().truncate(index);
         Ok(())
     }
@@ -253,14 +232,11 @@ impl EntryLog {
     /// caller's description of that position) with it, durably; removes the segments
     /// that hold nothing else.
     pub fn purge_upto(&self, index: u64, last_purged: &[u8]) -> Result<(), StorageError> {
-        let mut writer = self.writer()?;
-        let mut octets = Vec::new();
         let record = Record::Purged {
             index,
             bytes: last_purged,
         };
-        encode(&mut octets, record, index)?;
-        self.write(&mut writer, &octets)?;
+        let writer = self.write_record(record, index)?;
         let removable = {
             let mut log = self.lock_index();
             log.purge(index, last_purged);
@@ -268,7 +244,7 @@ impl EntryLog {
         };
         for seq in removable {
             let path = segment::path(&self.dir, seq);
-            fs::remove_file(&path).map_err(io_error(&path))?;
+            fs::remove_file(&path).map_err(StorageError::file(&path))?;
         }
         Ok(())
     }
@@ -284,10 +260,7 @@ impl EntryLog {
 
     /// Records the vote; it is durable when this returns.
     pub fn save_vote(&self, vote: &[u8]) -> Result<(), StorageError> {
-        let mut writer = self.writer()?;
-        let mut octets = Vec::new();
-        encode(&mut octets, Record::Vote(vote), 0)?;
-        self.write(&mut writer, &octets)?;
+        let _held = self.write_record(Record::Vote(vote), 0)?;
         self.lock_index().vote = Some(vote.to_vec());
         Ok(())
     }
@@ -320,19 +293,32 @@ impl EntryLog {
         // Octets a failed write may have left after the last record would read as
         // damage once this is no longer the last segment.
         let full = segment::path(&self.dir, writer.seq);
-        writer.file.set_len(writer.len).map_err(io_error(&full))?;
+        writer
+            .file
+            .set_len(writer.len)
+            .map_err(StorageError::file(&full))?;
         let seq = writer.seq + 1;
         let positions = self.lock_index().positions()?;
         let (file, len) = segment::create(&self.dir, seq, LOG_FORMAT_VERSION, &positions)
-            .map_err(io_error(&self.dir))?;
+            .map_err(StorageError::file(&self.dir))?;
         let file = Arc::new(file);
-        let segment = SegmentFile {
-            file: Arc::clone(&file),
-            highest: None,
-        };
-        self.lock_index().segments.insert(seq, segment);
+        self.lock_index().add_segment(seq, Arc::clone(&file));
         *writer = Writer { seq, file, len };
         Ok(())
+    }
+
+    /// Appends `record` alone (about entry `index`, for an error) durably; the writer,
+    /// still held: the caller updates the index before any other write may begin.
+    fn write_record(
+        &self,
+        record: Record<'_>,
+        index: u64,
+    ) -> Result<MutexGuard<'_, Writer>, StorageError> {
+        let mut writer = self.writer()?;
+        let mut octets = Vec::new();
+        encode(&mut octets, record, index)?;
+        self.write(&mut writer, &octets)?;
+        Ok(writer)
     }
 
     /// Appends `octets` to the writer's segment and makes them durable. On failure
@@ -347,7 +333,9 @@ impl EntryLog {
             // Best effort: a failed cut leaves octets the next write overwrites, or
             // that the next open finds damaged at the end of the last segment.
             let _ = writer.file.set_len(writer.len);
-            return Err(io_error(&segment::path(&self.dir, writer.seq))(error));
+            return Err(StorageError::file(&segment::path(&self.dir, writer.seq))(
+                error,
+            ));
         }
         writer.len += octets.len() as u64;
         Ok(())
@@ -356,7 +344,7 @@ impl EntryLog {
     fn read_at(&self, file: &File, location: Location) -> Result<Vec<u8>, StorageError> {
         let mut bytes = vec![0; location.len as usize];
         file.read_exact_at(&mut bytes, location.offset)
-            .map_err(io_error(&segment::path(&self.dir, location.seq)))?;
+            .map_err(StorageError::file(&segment::path(&self.dir, location.seq)))?;
         Ok(bytes)
     }
 }
@@ -376,7 +364,7 @@ fn encode(octets: &mut Vec<u8>, record: Record<'_>, index: u64) -> Result<(), St
 fn entry_location(seq: u64, start: u64, len: usize) -> Location {
     Location {
         seq,
-        offset: start + (record::RECORD_HEAD_LEN + 1 + 8) as u64,
+        offset: start + record::ENTRY_BYTES_AT as u64,
         // `encode` refused entries above MAX_BODY, which fits a u32.
         len: u32::try_from(len).unwrap_or(u32::MAX),
     }
@@ -392,11 +380,8 @@ fn replay(
     path: &Path,
     last: bool,
 ) -> Result<u64, StorageError> {
-    let (version, scanned) = segment::scan(file, |record, start| {
-        index.replay(seq, record, start);
-        Ok(())
-    })
-    .map_err(io_error(path))?;
+    let (version, scanned) = segment::scan(file, |record, start| index.replay(seq, record, start))
+        .map_err(StorageError::file(path))?;
     match (version, scanned) {
         (Some(found), _) if found != LOG_FORMAT_VERSION => Err(StorageError::FormatVersion {
             found,
@@ -407,7 +392,7 @@ fn replay(
             tracing::warn!(path = %path.display(), valid, reason, "dropping the end of the log a crash cut short");
             file.set_len(valid)
                 .and_then(|()| file.sync_all())
-                .map_err(io_error(path))?;
+                .map_err(StorageError::file(path))?;
             Ok(valid)
         }
         (_, Scanned::DamagedAt { valid, reason }) => Err(StorageError::LogDamaged {
@@ -423,13 +408,6 @@ fn replay(
     }
 }
 
-fn io_error(path: &Path) -> impl FnOnce(io::Error) -> StorageError + '_ {
-    move |source| StorageError::LogIo {
-        path: path.to_owned(),
-        source,
-    }
-}
-
 impl LogIndex {
     /// Takes in one record read back from segment `seq`, starting at `start`.
     fn replay(&mut self, seq: u64, record: Record<'_>, start: u64) {
@@ -442,6 +420,11 @@ impl LogIndex {
             Record::Purged { index, bytes } => self.purge(index, bytes),
             Record::Truncated { index } => self.truncate(index),
         }
+    }
+
+    fn add_segment(&mut self, seq: u64, file: Arc<File>) {
+        let highest = None;
+        self.segments.insert(seq, SegmentFile { file, highest });
     }
 
     /// Places entry `index`, replacing it and every entry after it.

@@ -23,6 +23,10 @@ pub const HEAD_LEN: usize = MAGIC.len() + 8;
 /// Octets before a record's body: its length and its CRC.
 pub const RECORD_HEAD_LEN: usize = 8;
 
+/// Where an entry's bytes start in its record: after the record's head, the kind
+/// octet and the index.
+pub const ENTRY_BYTES_AT: usize = RECORD_HEAD_LEN + 1 + 8;
+
 /// The largest body a record may have. An entry larger than this cannot be stored;
 /// a length above it in a file is damage.
 pub const MAX_BODY: usize = 1 << 30;

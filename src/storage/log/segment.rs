@@ -13,6 +13,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use super::record::{self, Decoded, HEAD_LEN, Record};
+use crate::storage::sync_dir;
 
 /// Octets read from a segment at a time when scanning it.
 const SCAN_CHUNK: usize = 1 << 20;
@@ -81,11 +82,6 @@ pub fn path(dir: &Path, seq: u64) -> PathBuf {
     dir.join(name(seq))
 }
 
-/// Makes the directory's entries (files made, renamed, removed) durable.
-pub fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
-}
-
 /// What reading a segment found.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Scanned {
@@ -107,7 +103,7 @@ pub enum Scanned {
 /// whole record. Returns the format version in the head and what it found.
 pub fn scan(
     file: &File,
-    mut each: impl FnMut(Record<'_>, u64) -> io::Result<()>,
+    mut each: impl FnMut(Record<'_>, u64),
 ) -> io::Result<(Option<u64>, Scanned)> {
     let mut head = [0; HEAD_LEN];
     if read_up_to(file, &mut head, 0)? < HEAD_LEN {
@@ -122,7 +118,7 @@ pub fn scan(
     loop {
         let needed = match record::decode(&buffer[at..]) {
             Decoded::Record(record, len) => {
-                each(record, start + at as u64)?;
+                each(record, start + at as u64);
                 at += len;
                 continue;
             }
@@ -187,7 +183,6 @@ mod tests {
             if let Record::Entry { index, .. } = record {
                 seen.push((index, offset));
             }
-            Ok(())
         })
         .unwrap();
         (seen, scanned)
@@ -221,7 +216,7 @@ mod tests {
         assert_eq!(
             scanned,
             Scanned::DamagedAt {
-                valid: seen[0].1 + (8 + 1 + 8 + big.len()) as u64,
+                valid: seen[0].1 + (record::ENTRY_BYTES_AT + big.len()) as u64,
                 reason: "record cut short"
             }
         );
