@@ -18,6 +18,9 @@
 //! 6. stops the nodes and prints how full the pages of the first node's store are, table
 //!    by table, then compacts it (`hdl store compact`) and prints them and the disk again.
 //!
+//! `--skip catch-up` and `--skip compaction` leave steps 5 and 6 out, for a store whose
+//! second copy would not fit on the disk.
+//!
 //! Memory is read from `/proc/<pid>/status` (Linux). The nodes are stopped afterwards
 //! whatever the outcome; the data directory is removed unless given.
 
@@ -83,6 +86,19 @@ pub struct ScaleBench {
     /// snapshot settings are the bench's own.
     #[arg(long)]
     node_config: Option<PathBuf>,
+    /// Steps to leave out (repeatable): `catch-up` (step 5) needs as much disk again
+    /// for the learner's store, `compaction` (step 6) for the compacted copy.
+    #[arg(long, value_enum)]
+    skip: Vec<Step>,
+}
+
+/// The steps `--skip` can leave out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Step {
+    /// A learner catching up from the snapshot (step 5).
+    CatchUp,
+    /// Page fill and compaction of the stopped store (step 6).
+    Compaction,
 }
 
 /// Runs the benchmark.
@@ -101,7 +117,12 @@ pub async fn run(bench: &ScaleBench) -> anyhow::Result<()> {
     if let Some(mut second) = second {
         second.stop_all(GRACE).await;
     }
-    let outcome = outcome.and_then(|encoded| compacted(&first.nodes[0].plan.data_dir, encoded));
+    let outcome = match outcome {
+        Ok(encoded) if !bench.skip.contains(&Step::Compaction) => {
+            compacted(&first.nodes[0].plan.data_dir, encoded)
+        }
+        outcome => outcome.map(drop),
+    };
     if temporary && outcome.is_ok() {
         std::fs::remove_dir_all(&dir)
             .with_context(|| format!("cannot remove {}", dir.display()))?;
@@ -176,6 +197,9 @@ async fn measure(
         memory.resident >> 20,
         memory.peak >> 20
     );
+    if bench.skip.contains(&Step::CatchUp) {
+        return Ok(encoded);
+    }
     let joined = catch_up(first, second, file, &client, &bench.prefix).await?;
     println!(
         "catch-up: a new learner caught up in {:.2} s under writes, installing {} snapshot(s); {} MiB of snapshot received, {:.0} MiB/s; the first node held at most {} MiB meanwhile, the learner {} MiB",

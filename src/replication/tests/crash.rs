@@ -57,13 +57,30 @@ async fn follower_behind() -> (TempDir, Arc<Store>, LogStore, StateMachine) {
 /// The last purged and last applied log ids on disk in `dir`, read after everything
 /// that had them open is gone, as a restarted node reads them.
 async fn on_disk(dir: &TempDir) -> (Option<LogId>, Option<LogId>) {
-    let store = Arc::new(Store::open(&dir.path().join("handles.redb")).unwrap());
+    let store = Arc::new(reopened(&dir.path().join("handles.redb")).await);
     let mut sm = StateMachine::open(store, dir.path()).unwrap();
     let mut log = LogStore::open(dir.path()).unwrap();
     let LogState {
         last_purged_log_id, ..
     } = log.get_log_state().await.unwrap();
     (last_purged_log_id, sm.applied_state().await.unwrap().0)
+}
+
+/// The store at `path` opened again once its state machine is dropped: the periodic
+/// sync of the applied state may still hold it for the length of one sync.
+async fn reopened(path: &std::path::Path) -> Store {
+    for _ in 0..200 {
+        match Store::open(path) {
+            Err(crate::storage::StorageError::Backend(redb::Error::DatabaseAlreadyOpen)) => {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            opened => return opened.unwrap(),
+        }
+    }
+    panic!(
+        "{} is still open 2 s after its state machine was dropped",
+        path.display()
+    );
 }
 
 #[tokio::test]
