@@ -4,7 +4,8 @@
 #
 # Sets: root, hdl (HDL_BIN if set, else target/release/hdl), fixtures, dir, auth (the
 # administrator's arguments for hdl commands), bootstrap (a node's arguments making
-# that administrator); start NAME ARGS… (below).
+# that administrator), pin (a command and its arguments to start the nodes under, empty
+# unless set, e.g. `pin=(taskset -c 0)`); start NAME ARGS… (below).
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 hdl=${HDL_BIN:-$root/target/release/hdl}
@@ -18,6 +19,7 @@ cleanup() {
 }
 trap cleanup EXIT
 auth=(--auth 300:0.NA/ADMIN --secret-file "$fixtures/admin.secret")
+pin=()
 bootstrap=(--admin-secret-file "$fixtures/admin.secret" --prefix ADMIN --server-admin 300:0.NA/ADMIN)
 
 # Starts `hdl serve NAME-ARGS…` on loopback, waits (10 s at most) for its
@@ -25,7 +27,7 @@ bootstrap=(--admin-secret-file "$fixtures/admin.secret" --prefix ADMIN --server-
 start() {
     local name=$1
     shift
-    "$hdl" serve --data-dir "$dir/$name" --listen 127.0.0.1:0 --http 127.0.0.1:0 "$@" \
+    "${pin[@]}" "$hdl" serve --data-dir "$dir/$name" --listen 127.0.0.1:0 --http 127.0.0.1:0 "$@" \
         >"$dir/$name.out" 2>"$dir/$name.err" &
     pids+=($!)
     echo $! >"$dir/$name.pid"

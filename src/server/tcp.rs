@@ -20,11 +20,12 @@
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsFd;
+use std::pin::pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
@@ -33,7 +34,7 @@ use crate::codec::{ENVELOPE_LEN, Frame, next_frame};
 use crate::service::Caller;
 
 use super::drain::{self, Draining};
-use super::responder::{Reply, Responder};
+use super::responder::{ListReply, Reply, Responder};
 
 /// At most this many connections are served at once; more wait to be accepted.
 const MAX_CONNECTIONS: u32 = 4096;
@@ -46,6 +47,10 @@ const READ_CHUNK: usize = 16 * 1024;
 /// asking for the envelope's 20 octets alone took a second read for the rest. What
 /// is read beyond the message stays buffered as the start of the next one.
 const READ_AT_LEAST: usize = 1024;
+
+/// Whether accepted connections inherit TCP_NODELAY from their listener (Linux's do;
+/// other systems are not relied on).
+const NODELAY_INHERITED: bool = cfg!(target_os = "linux");
 
 /// What bounds a connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,6 +68,9 @@ pub async fn serve(
     limits: TcpLimits,
     draining: Draining,
 ) {
+    if let Err(error) = set_nodelay_inherited(&listener) {
+        warn!(%error, "cannot set TCP_NODELAY on the listener");
+    }
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS as usize));
     let sources = Sources::new(limits.per_source);
     let serve = |(stream, peer): (TcpStream, SocketAddr), permit| {
@@ -79,10 +87,12 @@ pub async fn serve(
         );
         tokio::spawn(served(draining.clone().bound(work), peer, (permit, source)));
     };
+    // One wait for the drain for the loop's life, not one set up at every accept.
+    let mut started = pin!(draining.started());
     let deadline = loop {
         let (accepted, permit) = tokio::select! {
             biased;
-            deadline = draining.started() => break deadline,
+            deadline = &mut started => break deadline,
             slot = accept(&listener, &slots) => match slot {
                 Some(accepted) => accepted,
                 None => break Instant::now(),
@@ -131,6 +141,15 @@ async fn accept(
 )> {
     let permit = Arc::clone(slots).acquire_owned().await.ok()?;
     Some((listener.accept().await, permit))
+}
+
+/// Sets TCP_NODELAY on `listener`, so that on Linux every connection it accepts has
+/// it from the start (answers go out whole in one write each; a pipelined answer must
+/// not wait for the previous one's acknowledgement): one system call in all rather
+/// than one a connection. Elsewhere each connection sets it ([`NODELAY_INHERITED`]).
+pub(super) fn set_nodelay_inherited(listener: &TcpListener) -> std::io::Result<()> {
+    let again = std::net::TcpStream::from(listener.as_fd().try_clone_to_owned()?);
+    TcpSocket::from_std_stream(again).set_nodelay(true)
 }
 
 /// The listener again, to take the connections the kernel has queued without waiting
@@ -224,7 +243,9 @@ pub(super) async fn connection(
     timeout: Duration,
     draining: Draining,
 ) -> std::io::Result<()> {
-    stream.set_nodelay(true)?;
+    if !NODELAY_INHERITED {
+        stream.set_nodelay(true)?;
+    }
     let caller = Caller::anonymous(peer.ip());
     let mut buffer = Vec::with_capacity(READ_AT_LEAST);
     let mut reading = Reading {
@@ -325,32 +346,40 @@ fn received_already(stream: &TcpStream, into: &mut [u8]) -> std::io::Result<usiz
     }
 }
 
-/// Writes `reply`; a peer that does not take it within `timeout` is an error.
-async fn write_reply(
+/// Writes `reply`; a peer that does not take it within `timeout` is an error. The
+/// reply is taken apart before the future starts, so that the connection's future
+/// holds its octets only (a listing's pages, rare, are written by a boxed future).
+fn write_reply(
     stream: &mut TcpStream,
     reply: Reply,
     timeout: Duration,
-) -> std::io::Result<()> {
-    tokio::time::timeout(timeout, write_all(stream, reply))
-        .await
-        .unwrap_or_else(|_| {
+) -> impl Future<Output = std::io::Result<()>> + '_ {
+    let deadline = Instant::now() + timeout;
+    let (octets, pages) = match reply {
+        Reply::One(message) => (message.encode(), None),
+        Reply::Sealed(sealed) => (sealed.encode(), None),
+        Reply::List(pages) => (Vec::new(), Some(Box::new(pages))),
+        Reply::Nothing => (Vec::new(), None),
+    };
+    async move {
+        let written = match pages {
+            Some(pages) => {
+                tokio::time::timeout_at(deadline, Box::pin(write_pages(stream, *pages))).await
+            }
+            None => tokio::time::timeout_at(deadline, stream.write_all(&octets)).await,
+        };
+        written.unwrap_or_else(|_| {
             Err(std::io::Error::new(
                 std::io::ErrorKind::TimedOut,
                 "the peer did not take the answer in time",
             ))
         })
+    }
 }
 
-async fn write_all(stream: &mut TcpStream, reply: Reply) -> std::io::Result<()> {
-    match reply {
-        Reply::One(message) => stream.write_all(&message.encode()).await,
-        Reply::Sealed(sealed) => stream.write_all(&sealed.encode()).await,
-        Reply::List(mut pages) => {
-            while let Some(message) = pages.next_page().await {
-                stream.write_all(&message.encode()).await?;
-            }
-            Ok(())
-        }
-        Reply::Nothing => Ok(()),
+async fn write_pages(stream: &mut TcpStream, mut pages: ListReply) -> std::io::Result<()> {
+    while let Some(message) = pages.next_page().await {
+        stream.write_all(&message.encode()).await?;
     }
+    Ok(())
 }
