@@ -85,9 +85,9 @@ pub enum HttpError {
     Tls(String),
 }
 
-/// What every request handler shares, behind one `Arc`: the service stack, and with
-/// it this state, is cloned for every request (hyper's service adapter, the
-/// middleware, the `State` extractor), so a clone is one count, not one per field.
+/// What every request handler shares, behind one `Arc`: handlers take it by value
+/// (the `State` extractor, the edge's two direct routes), so a clone is one count,
+/// not one per field.
 #[derive(Debug, Clone)]
 pub struct HttpState(Arc<HttpShared>);
 
