@@ -5,7 +5,7 @@
 //! cache ([`CacheMetrics`]).
 //!
 //! Every edge records into one shared [`Metrics`] in one place per edge (the Handle
-//! protocol's responder, the HTTP router's middleware). Recording is lock-free after a
+//! protocol's responder, the HTTP edge). Recording is lock-free after a
 //! label set's first use (prometheus-client's families hold atomics). Depends on
 //! nothing else in the crate.
 

@@ -6,7 +6,7 @@ use axum::body::Body;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
 use serde::Serialize;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::codes::{RequestKind, http_status};
 use super::query::Query;
@@ -46,12 +46,22 @@ impl Format {
 
     /// `body` with `status`, as JSON or JSONP.
     pub fn answer(&self, status: StatusCode, body: &impl Serialize) -> Response {
+        let text = serde_json::to_string(body).unwrap_or_else(|_| String::from("{}"));
+        self.answer_json(status, text)
+    }
+
+    /// `json` (compact JSON text, such as [`Resolution::to_json`] writes) with
+    /// `status`, as JSON or JSONP; with `pretty`, read again and indented.
+    ///
+    /// [`Resolution::to_json`]: crate::restjson::Resolution::to_json
+    pub fn answer_json(&self, status: StatusCode, json: String) -> Response {
         let text = if self.pretty {
-            serde_json::to_string_pretty(body)
+            serde_json::from_str::<Value>(&json)
+                .and_then(|tree| serde_json::to_string_pretty(&tree))
+                .unwrap_or(json)
         } else {
-            serde_json::to_string(body)
-        }
-        .unwrap_or_else(|_| String::from("{}"));
+            json
+        };
         let (text, content_type) = match &self.callback {
             Some(callback) => (
                 format!("{callback}({text});"),

@@ -235,9 +235,9 @@ pub async fn get(
                 values: &values,
                 template: template.map(|origin| template_json(&origin)),
             };
-            request.format.answer(
+            request.format.answer_json(
                 http_status(ResponseCode::Success, RequestKind::Resolve),
-                &body,
+                body.to_json(),
             )
         }
         Err(refusal) => request.fail(&refusal, RequestKind::Resolve),

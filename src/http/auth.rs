@@ -25,9 +25,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{MutexGuard, PoisonError};
 use std::time::Instant;
 
-use axum::extract::Request;
 use axum::http::uri::Authority;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Request, StatusCode, header};
 use axum::response::Response;
 use base64::Engine;
 use tracing::warn;
@@ -112,12 +111,12 @@ impl Credentials {
 
 /// Hands the request, its [`Caller`] and its [`RequestSession`] to `answer`, or
 /// answers 401.
-pub async fn authenticate<A>(
+pub async fn authenticate<A, B>(
     state: &HttpState,
     channel: Channel,
     peer: SocketAddr,
-    request: Request,
-    answer: impl FnOnce(Request, Caller, RequestSession) -> A,
+    request: Request<B>,
+    answer: impl FnOnce(Request<B>, Caller, RequestSession) -> A,
 ) -> Response
 where
     A: Future<Output = Response>,
@@ -128,7 +127,9 @@ where
     let credentials = match header {
         None => Credentials::plain(Caller::anonymous(peer.ip())),
         Some(_) if !honoured => return insecure(state, &request),
-        Some(value) => match credentials(state, &value, peer, now).await {
+        // Boxed: checking credentials takes a future several times the size of the
+        // rest, and every request's future is as large as its largest step.
+        Some(value) => match Box::pin(credentials(state, &value, peer, now)).await {
             Ok(credentials) => credentials,
             Err(refusal @ (CredentialRefusal::Busy | CredentialRefusal::Guessing(_))) => {
                 return refused(&refusal);
@@ -333,7 +334,7 @@ fn basic(encoded: &str) -> Result<(String, Vec<u8>), CredentialRefusal> {
 /// request over HTTPS, as the reference server does (pyhandle follows it), or 401
 /// where there is no HTTPS listener or no `Host` to name. 307 for every method, so a
 /// client keeps the method and body (302 would turn a PUT into a GET).
-fn insecure(state: &HttpState, request: &Request) -> Response {
+fn insecure<B>(state: &HttpState, request: &Request<B>) -> Response {
     match https_location(state, request) {
         Some(location) => {
             let mut response = refused(&CredentialRefusal::Insecure);
@@ -347,7 +348,7 @@ fn insecure(state: &HttpState, request: &Request) -> Response {
 
 /// `https://HOST:PORT/path?query` of `request`: the host it named, this node's
 /// HTTPS port.
-fn https_location(state: &HttpState, request: &Request) -> Option<HeaderValue> {
+fn https_location<B>(state: &HttpState, request: &Request<B>) -> Option<HeaderValue> {
     let port = state.node.https?.port();
     let host = request.headers().get(header::HOST)?.to_str().ok()?;
     let authority = host.parse::<Authority>().ok()?;

@@ -1,4 +1,4 @@
-//! The router against the in-memory handler: no Raft node, no store. The JSON API
+//! The edge against the in-memory handler: no Raft node, no store. The JSON API
 //! (GET with filters, PUT, DELETE, listing and search pages), the proxy's redirect and the
 //! status page, as a browser or an API client sees them.
 
@@ -59,13 +59,9 @@ async fn raw(
     if let Some(authorization) = authorization {
         request = request.header(header::AUTHORIZATION, authorization);
     }
-    let mut request = request.body(Body::from(body)).unwrap();
+    let request = request.body(Body::from(body)).unwrap();
     let peer: SocketAddr = LOOPBACK.parse().unwrap();
-    request.extensions_mut().insert(ConnectInfo(peer));
-    let response = router(state.clone(), Channel::Http, REQUEST_TIMEOUT)
-        .oneshot(request)
-        .await
-        .unwrap();
+    let response = answer_from(state, Channel::Http, peer, request).await;
     let (parts, body) = response.into_parts();
     let bytes = axum::body::to_bytes(body, 1 << 20).await.unwrap();
     let text = String::from_utf8(bytes.to_vec()).unwrap();

@@ -41,23 +41,21 @@ use std::future::{Future, poll_fn};
 use std::net::SocketAddr;
 use std::ops::Deref;
 use std::path::Path;
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::Duration;
 
-use axum::ServiceExt as _;
-use axum::body::{Body, Bytes, HttpBody};
-use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
-use axum::middleware::{self, Next};
+use axum::body::{Bytes, HttpBody};
+use axum::extract::{ConnectInfo, State};
+use axum::http::{HeaderMap, HeaderValue, Method, Request, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{BoxError, Extension, Router};
 use thiserror::Error;
 use tokio::net::TcpListener;
 use tokio::time::Instant;
-use tower::{Service, ServiceBuilder};
+use tower::{Service, ServiceExt as _};
 
 pub use auth::Channel;
 pub use sessions::SessionTable;
@@ -87,9 +85,9 @@ pub enum HttpError {
     Tls(String),
 }
 
-/// What every request handler shares, behind one `Arc`: the service stack, and with
-/// it this state, is cloned for every request (hyper's service adapter, the
-/// middleware, the `State` extractor), so a clone is one count, not one per field.
+/// What every request handler shares, behind one `Arc`: handlers take it by value
+/// (the `State` extractor, the edge's two direct routes), so a clone is one count,
+/// not one per field.
 #[derive(Debug, Clone)]
 pub struct HttpState(Arc<HttpShared>);
 
@@ -199,10 +197,10 @@ impl HttpListeners {
     ) -> std::io::Result<()> {
         let timeouts = limits::Timeouts::of(&self.config);
         let bounded = |channel| {
-            ServiceBuilder::new()
-                .map_request(with_axum_body)
-                .service(router(state.clone(), channel, timeouts.request))
-                .into_make_service_with_connect_info::<SocketAddr>()
+            let edge = Arc::new(Edge::of_listener(state.clone(), channel, timeouts.request));
+            tower::service_fn(move |peer: SocketAddr| {
+                std::future::ready(Ok::<_, Infallible>(edge.clone().serving(peer)))
+            })
         };
         let handle = axum_server::Handle::new();
         let mut plain = axum_server::from_tcp(self.http.into_std()?)?
@@ -254,23 +252,134 @@ fn read_headers_within(
         .header_read_timeout(timeout);
 }
 
-/// Every route of a listener on `channel` (anything else is a proxy reference),
-/// behind what every request passes once, [`edge`], which answers it within
-/// `request_timeout` (else 408).
-pub fn router(
+/// The HTTP edge of one listener: what every request on it passes once, in front of
+/// every route (anything else is a proxy reference). Each connection is served by
+/// [`Edge::serving`], which knows its peer: no request carries it in its extensions
+/// but those the router answers.
+pub struct Edge {
     state: HttpState,
     channel: Channel,
     request_timeout: Duration,
-) -> impl Service<
-    Request,
-    Response = Response,
-    Error = Infallible,
-    Future = impl Future<Output = Result<Response, Infallible>> + Send + 'static,
-> + Clone
-+ Send
-+ Sync
-+ 'static {
-    let routes = Router::new()
+    routes: Router,
+}
+
+impl Edge {
+    /// The edge of a listener on `channel`, which answers every request within
+    /// `request_timeout` (else 408).
+    pub fn of_listener(state: HttpState, channel: Channel, request_timeout: Duration) -> Edge {
+        Edge {
+            routes: routes(state.clone()),
+            state,
+            channel,
+            request_timeout,
+        }
+    }
+
+    /// The service answering the requests of a connection from `peer`. Hyper clones
+    /// it for every request: one count of the shared edge.
+    pub fn serving<B>(
+        self: Arc<Edge>,
+        peer: SocketAddr,
+    ) -> impl Service<
+        Request<B>,
+        Response = Response,
+        Error = Infallible,
+        Future = impl Future<Output = Result<Response, Infallible>> + Send + 'static,
+    > + Clone
+    + Send
+    + 'static
+    where
+        B: HttpBody<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        tower::service_fn(move |request| {
+            let edge = self.clone();
+            async move { Ok(edge.answer(peer, request).await) }
+        })
+    }
+
+    /// What every request passes once. A CORS preflight (`OPTIONS`, any path) is
+    /// answered at once; any other request is authenticated ([`auth::authenticate`]),
+    /// answered within the request timeout (else 408) by [`Edge::dispatch`], opened to
+    /// every origin ([`readable_by_any_origin`]) and counted in the metrics, by route
+    /// kind and HTTP status.
+    async fn answer<B>(&self, peer: SocketAddr, request: Request<B>) -> Response
+    where
+        B: HttpBody<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        if request.method() == Method::OPTIONS {
+            return preflight();
+        }
+        let started = Instant::now();
+        let route = Route::of(request.method(), request.uri().path());
+        let dispatch =
+            |request, caller, session| self.dispatch(route, peer, request, caller, session);
+        let answer = pin!(auth::authenticate(
+            &self.state,
+            self.channel,
+            peer,
+            request,
+            dispatch
+        ));
+        let mut response = within(started + self.request_timeout, answer).await;
+        readable_by_any_origin(response.headers_mut());
+        let status = u32::from(response.status().as_u16());
+        self.state
+            .metrics
+            .record(Protocol::Http, route.label(), status, started.elapsed());
+        response
+    }
+
+    /// Answers an authenticated request. What nearly every request is, a resolution
+    /// through the API or the proxy (`GET`), goes straight to its handler, as the
+    /// router would send it; anything else goes through the router, with the
+    /// listener's [`Channel`], the peer's [`ConnectInfo`], the
+    /// [`Caller`](service::Caller) and the [`auth::RequestSession`] in its extensions.
+    /// The router's matching, its path parameters and boxed route, and four
+    /// extensions cost more than the rest of a redirect's own work.
+    async fn dispatch<B>(
+        &self,
+        route: Route,
+        peer: SocketAddr,
+        request: Request<B>,
+        caller: service::Caller,
+        session: auth::RequestSession,
+    ) -> Response
+    where
+        B: HttpBody<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        let get = request.method() == Method::GET;
+        match route {
+            Route::ApiGet if get && api::names_a_handle(request.uri().path()) => {
+                let uri = request.into_parts().0.uri;
+                api::get(State(self.state.clone()), Extension(caller), uri).await
+            }
+            Route::Proxy if get => {
+                let uri = request.into_parts().0.uri;
+                proxy::resolve(State(self.state.clone()), Method::GET, uri).await
+            }
+            _ => {
+                let mut request = request;
+                let extensions = request.extensions_mut();
+                extensions.insert(self.channel);
+                extensions.insert(ConnectInfo(peer));
+                extensions.insert(caller);
+                extensions.insert(session);
+                // Boxed: the router's future is large and rare, and every request's
+                // future (moved into hyper's connection) is as large as its largest step.
+                let answered = Box::pin(self.routes.clone().oneshot(request)).await;
+                answered.unwrap_or_else(|never| match never {})
+            }
+        }
+    }
+}
+
+/// Every route but the two [`Edge::dispatch`] answers itself (which the router
+/// answers as well: a `HEAD`, a path the edge does not take).
+fn routes(state: HttpState) -> Router {
+    Router::new()
         .route("/", get(pages::front))
         .route("/status", get(pages::status))
         .route("/metrics", get(pages::metrics))
@@ -289,104 +398,18 @@ pub fn router(
             get(api::get).put(api::put).delete(api::delete),
         )
         .fallback(proxy::resolve)
-        .with_state(state.clone());
-    // Layered around the whole router, not route by route (`Router::layer`), so a
-    // request clones no boxed route on its way in.
-    let edge_of_listener = Edge {
-        state,
-        channel,
-        request_timeout,
-    };
-    ServiceBuilder::new()
-        .layer(middleware::from_fn_with_state(edge_of_listener, edge))
-        .service(routes)
-}
-
-/// A request as the server reads it, with the body type the router takes.
-fn with_axum_body<B>(request: axum::http::Request<B>) -> Request
-where
-    B: HttpBody<Data = Bytes> + Send + 'static,
-    B::Error: Into<BoxError>,
-{
-    request.map(Body::new)
-}
-
-/// What [`edge`] knows of its listener.
-#[derive(Clone)]
-struct Edge {
-    state: HttpState,
-    channel: Channel,
-    request_timeout: Duration,
-}
-
-/// What every request passes once. A CORS preflight (`OPTIONS`, any path) is answered
-/// at once; any other request is authenticated ([`auth::authenticate`], which puts
-/// its caller in its extensions, with the listener's [`Channel`]), answered within the
-/// request timeout (else 408), opened to every origin ([`readable_by_any_origin`]) and
-/// counted in the metrics, by route kind and HTTP status.
-async fn edge(
-    State(edge): State<Edge>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    request: Request,
-    next: Next,
-) -> Response {
-    if request.method() == Method::OPTIONS {
-        return preflight();
-    }
-    let started = Instant::now();
-    let route = Route::of(request.method(), request.uri().path());
-    let dispatch =
-        |request, caller, session| dispatch(&edge, route, request, caller, session, next);
-    let answer = auth::authenticate(&edge.state, edge.channel, peer, request, dispatch);
-    let mut response = within(started + edge.request_timeout, answer).await;
-    readable_by_any_origin(response.headers_mut());
-    let status = u32::from(response.status().as_u16());
-    edge.state
-        .metrics
-        .record(Protocol::Http, route.label(), status, started.elapsed());
-    response
-}
-
-/// Answers an authenticated request. What nearly every request is, a resolution
-/// through the API or the proxy (`GET`), goes straight to its handler, as the router
-/// would send it; anything else goes through the router, with the listener's
-/// [`Channel`], the [`Caller`](service::Caller) and the [`auth::RequestSession`] in its
-/// extensions. The router's matching, its path parameters and boxed route, and three
-/// extensions cost more than the rest of a redirect's own work.
-async fn dispatch(
-    edge: &Edge,
-    route: Route,
-    mut request: Request,
-    caller: service::Caller,
-    session: auth::RequestSession,
-    next: Next,
-) -> Response {
-    let get = request.method() == Method::GET;
-    match route {
-        Route::ApiGet if get && api::names_a_handle(request.uri().path()) => {
-            let uri = request.into_parts().0.uri;
-            api::get(State(edge.state.clone()), Extension(caller), uri).await
-        }
-        Route::Proxy if get => {
-            let uri = request.into_parts().0.uri;
-            proxy::resolve(State(edge.state.clone()), Method::GET, uri).await
-        }
-        _ => {
-            let extensions = request.extensions_mut();
-            extensions.insert(edge.channel);
-            extensions.insert(caller);
-            extensions.insert(session);
-            next.run(request).await
-        }
-    }
+        .with_state(state)
 }
 
 /// `answer`, or an empty 408 when it is not ready by `deadline`. The timer is armed
 /// only when the first poll leaves the answer pending: most answers need no wait
 /// (a resolution is a store read), and a timer costs its entry in the runtime's
-/// wheel and its removal.
-async fn within(deadline: Instant, answer: impl Future<Output = Response>) -> Response {
-    let mut answer = pin!(answer);
+/// wheel and its removal. The answer is pinned where the caller made it: moved in,
+/// it would take its room twice in the caller's future, which hyper moves whole.
+async fn within<A>(deadline: Instant, mut answer: Pin<&mut A>) -> Response
+where
+    A: Future<Output = Response>,
+{
     if let Poll::Ready(response) = poll_fn(|cx| Poll::Ready(answer.as_mut().poll(cx))).await {
         return response;
     }

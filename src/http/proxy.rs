@@ -16,6 +16,7 @@
 //! AT flag: every write acknowledged before the request).
 
 use std::borrow::Cow;
+use std::cell::RefCell;
 
 use axum::extract::State;
 use axum::http::{HeaderValue, Method, StatusCode, Uri, header};
@@ -28,7 +29,7 @@ use super::html::{error_page, redirect_page, values_page};
 use super::loc;
 use super::query::Query;
 use crate::clock::unix_now;
-use crate::names::HandleRef;
+use crate::names::{Handle, HandleRef, MAX_HANDLE_LEN, NameError};
 use crate::service::{Error, resolve_or_derive};
 use crate::values::select::type_matches;
 use crate::values::{HandleValue, Ttl};
@@ -107,18 +108,12 @@ pub async fn resolve(State(state): State<HttpState>, method: Method, uri: Uri) -
 async fn answer(state: &HttpState, raw: &str, query: &Query) -> Result<Response, Box<Response>> {
     let bad =
         |message: String| Box::new(error_page(StatusCode::BAD_REQUEST, "Bad request", &message));
-    let reference = HandleRef::parse(&reference_octets(raw))
-        .map_err(|error| bad(format!("Not a handle reference: {error}.")))?;
+    let handle =
+        referenced_handle(raw).map_err(|error| bad(format!("Not a handle reference: {error}.")))?;
     let selection = query.selection().map_err(|error| bad(error.to_string()))?;
     let freshness = freshness(query).map_err(|error| bad(error.to_string()))?;
-    let spelled = reference.handle.as_str();
-    let resolved = resolve_or_derive(
-        &*state.handler,
-        None,
-        &reference.handle,
-        &selection,
-        freshness,
-    );
+    let spelled = handle.as_str();
+    let resolved = resolve_or_derive(&*state.handler, None, &handle, &selection, freshness);
     let record = resolved
         .await
         .map_err(|error| Box::new(refusal_page(spelled, &error)))?
@@ -140,6 +135,17 @@ async fn answer(state: &HttpState, raw: &str, query: &Query) -> Result<Response,
         target,
         query.first("urlappend").unwrap_or_default(),
     ))
+}
+
+/// The handle the path (after its `/`) names. A path with no `%`, `@` or `:`, and no
+/// longer than a handle, as nearly every one is, has no escape, modifier or scheme to
+/// read: it is the handle, as [`HandleRef::parse`] would find it. Anything else is
+/// parsed as a reference.
+fn referenced_handle(raw: &str) -> Result<Handle, NameError> {
+    if raw.len() <= MAX_HANDLE_LEN && !raw.contains(['%', '@', ':']) {
+        return Handle::parse(raw);
+    }
+    HandleRef::parse(&reference_octets(raw)).map(|reference| reference.handle)
 }
 
 /// The octets to parse: the path as a proxy URL, or as the reference it starts with.
@@ -285,9 +291,14 @@ fn redirect(target: Target, append: &str) -> Response {
     if let Some(message) = unredirectable(&location) {
         return error_page(StatusCode::BAD_GATEWAY, "Bad target", &message);
     }
-    let encoded = Cow::from(utf8_percent_encode(&location, LOCATION_ESCAPES));
+    // Most targets need no escape: then the location itself becomes the header.
+    let escaped = match Cow::from(utf8_percent_encode(&location, LOCATION_ESCAPES)) {
+        Cow::Owned(escaped) => Some(escaped),
+        Cow::Borrowed(_) => None,
+    };
+    let encoded = escaped.unwrap_or(location);
     let mut response = redirect_page(target.status, &encoded);
-    let Ok(header_value) = HeaderValue::try_from(encoded.into_owned()) else {
+    let Ok(header_value) = HeaderValue::try_from(encoded) else {
         let message = "The handle's target cannot be sent as a Location header.";
         return error_page(StatusCode::BAD_GATEWAY, "Bad target", message);
     };
@@ -295,13 +306,34 @@ fn redirect(target: Target, append: &str) -> Response {
         Ttl::Relative(seconds) => u64::from(unix_now()) + u64::from(seconds),
         Ttl::Absolute(at) => u64::from(at),
     };
-    let when = std::time::UNIX_EPOCH + std::time::Duration::from_secs(expires);
     let headers = response.headers_mut();
     headers.insert(header::LOCATION, header_value);
-    if let Ok(expires) = HeaderValue::try_from(httpdate::fmt_http_date(when)) {
+    if let Some(expires) = http_date(expires) {
         headers.insert(header::EXPIRES, expires);
     }
     response
+}
+
+thread_local! {
+    /// The last [`http_date`] of this thread: nearly every redirect in a second
+    /// expires at the same second (the same TTL, most often the default).
+    static LAST_HTTP_DATE: RefCell<Option<(u64, HeaderValue)>> = const { RefCell::new(None) };
+}
+
+/// `seconds` since the epoch as an HTTP date header value, made once a second per
+/// thread rather than once a request (hyper keeps its `Date` the same way).
+fn http_date(seconds: u64) -> Option<HeaderValue> {
+    LAST_HTTP_DATE.with_borrow_mut(|last| {
+        if let Some((at, value)) = last
+            && *at == seconds
+        {
+            return Some(value.clone());
+        }
+        let when = std::time::UNIX_EPOCH + std::time::Duration::from_secs(seconds);
+        let value = HeaderValue::try_from(httpdate::fmt_http_date(when)).ok()?;
+        *last = Some((seconds, value.clone()));
+        Some(value)
+    })
 }
 
 #[cfg(test)]
@@ -371,6 +403,46 @@ mod tests {
         assert_eq!(reference_octets("10.1/a%20b"), b"http://proxy/10.1/a%20b");
         let parsed = HandleRef::parse(&reference_octets("iso-8859-7@test/%E1%E2")).unwrap();
         assert_eq!(parsed.handle.as_str(), "test/αβ");
+    }
+
+    #[test]
+    fn a_plain_path_is_the_handle_a_reference_parse_finds() {
+        let long = format!("10.1/{}", "x".repeat(MAX_HANDLE_LEN));
+        for raw in [
+            "10.1000/abc",
+            "ADMIN/x",
+            "0.NA/10.1",
+            "a.b/c/d+e",
+            "10.1/",
+            "/10.1/x",
+            "noslash",
+            "",
+            "..a/b",
+            &long[..MAX_HANDLE_LEN],
+            &long,
+            "10.1/a%20b",
+            "UTF-8@10.1/x",
+            "hdl:10.1/x",
+            "doi:10.1/x",
+        ] {
+            let parsed = HandleRef::parse(&reference_octets(raw)).map(|found| found.handle);
+            assert_eq!(referenced_handle(raw), parsed, "{raw}");
+        }
+    }
+
+    #[test]
+    fn http_dates_are_the_date_of_each_second_asked() {
+        for seconds in [
+            1_704_067_200,
+            1_704_067_200,
+            0,
+            1_704_067_201,
+            1_704_067_200,
+        ] {
+            let when = std::time::UNIX_EPOCH + std::time::Duration::from_secs(seconds);
+            assert_eq!(http_date(seconds).unwrap(), httpdate::fmt_http_date(when));
+        }
+        assert_eq!(http_date(0).unwrap(), "Thu, 01 Jan 1970 00:00:00 GMT");
     }
 
     #[test]

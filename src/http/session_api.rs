@@ -3,7 +3,7 @@
 //!
 //! Owns the four handlers and the session JSON `{"sessionId","nonce","authenticated"
 //! [,"id"]}` (the nonce in base64). The answer itself is checked by the
-//! [`super::auth`] middleware before these run; they only read and change the table
+//! edge ([`super::auth`]) before these run; they only read and change the table
 //! through [`super::sessions::SessionTable`], and do nothing slow under its lock.
 
 use std::net::SocketAddr;
@@ -64,7 +64,7 @@ pub async fn show(
 }
 
 /// `PUT` or `POST /api/sessions/this`: the session once the request's `Authorization:
-/// Handle` answer authenticated it (the middleware checked it); 401 while nobody has.
+/// Handle` answer authenticated it (the edge checked it); 401 while nobody has.
 pub async fn confirm(
     State(state): State<HttpState>,
     Extension(session): Extension<RequestSession>,

@@ -3,7 +3,7 @@
 //!
 //! Owns [`SessionTable`], [`SessionId`], [`SessionView`] and [`SessionRefusal`]. Pure
 //! apart from `getrandom`: no sockets, and time is passed in. The bounded, expiring
-//! table is the one both edges share ([`crate::auth::session_table`]). The middleware
+//! table is the one both edges share ([`crate::auth::session_table`]). The HTTP edge
 //! holds the table behind a mutex and does no slow work (signature checks) while
 //! holding it.
 //!

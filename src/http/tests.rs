@@ -1,11 +1,10 @@
-//! The router in-process, for what a loopback test cannot show: callers from another
-//! machine (their address given as `ConnectInfo`, no socket involved) and requests
+//! The edge in-process, for what a loopback test cannot show: callers from another
+//! machine (their address given to [`Edge::serving`], no socket involved) and requests
 //! arriving over HTTPS (the listener's [`Channel`]).
 
 use std::net::SocketAddr;
 
 use axum::body::Body;
-use axum::extract::ConnectInfo;
 use axum::http::{Request, StatusCode, header};
 use base64::Engine;
 use tower::ServiceExt;
@@ -22,6 +21,19 @@ const REMOTE: &str = "192.0.2.7:5000";
 const LOOPBACK: &str = "[::1]:5000";
 /// The request timeout of the routers under test: longer than any test takes.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// `request` answered by a listener on `channel` as it would over a connection from
+/// `peer`.
+async fn answer_from(
+    state: &HttpState,
+    channel: Channel,
+    peer: SocketAddr,
+    request: Request<Body>,
+) -> Response {
+    let edge = Arc::new(Edge::of_listener(state.clone(), channel, REQUEST_TIMEOUT));
+    let answered = edge.serving(peer).oneshot(request).await;
+    answered.unwrap_or_else(|never| match never {})
+}
 
 /// A node whose server administrator `300:0.NA/ADMIN` has the secret `s3cret`, and
 /// where `300:TEST/user` (secret `u5er`) administers nothing.
@@ -96,13 +108,9 @@ async fn call(state: &HttpState, call: Call<'_>) -> (StatusCode, bool, serde_jso
     if let Some(authorization) = call.authorization {
         request = request.header(header::AUTHORIZATION, authorization);
     }
-    let mut request = request.body(Body::from(body)).unwrap();
+    let request = request.body(Body::from(body)).unwrap();
     let peer: SocketAddr = call.from.parse().unwrap();
-    request.extensions_mut().insert(ConnectInfo(peer));
-    let response = router(state.clone(), call.channel, REQUEST_TIMEOUT)
-        .oneshot(request)
-        .await
-        .unwrap();
+    let response = answer_from(state, call.channel, peer, request).await;
     let status = response.status();
     let challenged = response.headers().contains_key(header::WWW_AUTHENTICATE);
     let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
@@ -247,28 +255,27 @@ async fn sessions_are_opened_over_https_from_anywhere_but_not_plain_http() {
 async fn every_answer_is_readable_by_any_origin_and_preflights_are_answered_at_once() {
     let (_dir, state) = state().await;
     let answer = |method: &str, path: &str| {
-        let mut request = Request::builder()
+        let request = Request::builder()
             .method(method)
             .uri(path)
             .header(header::ORIGIN, "https://elsewhere.example")
             .body(Body::empty())
             .unwrap();
         let peer: SocketAddr = REMOTE.parse().unwrap();
-        request.extensions_mut().insert(ConnectInfo(peer));
-        router(state.clone(), Channel::Http, REQUEST_TIMEOUT).oneshot(request)
+        answer_from(&state, Channel::Http, peer, request)
     };
     for path in [
         "/api/handles/TEST/user",
         "/TEST/user",
         "/api/handles/TEST/none",
     ] {
-        let response = answer("GET", path).await.unwrap();
+        let response = answer("GET", path).await;
         let headers = response.headers();
         assert_eq!(headers["access-control-allow-origin"], "*", "{path}");
         assert_eq!(headers["access-control-expose-headers"], "*", "{path}");
         assert!(!headers.contains_key("access-control-allow-credentials"));
     }
-    let preflight = answer("OPTIONS", "/api/handles/TEST/user").await.unwrap();
+    let preflight = answer("OPTIONS", "/api/handles/TEST/user").await;
     assert_eq!(preflight.status(), StatusCode::OK);
     for name in ["origin", "methods", "headers"] {
         let name = format!("access-control-allow-{name}");
@@ -280,14 +287,11 @@ async fn every_answer_is_readable_by_any_origin_and_preflights_are_answered_at_o
 
 #[tokio::test]
 async fn an_answer_not_ready_by_the_deadline_is_408_and_a_ready_one_is_never() {
-    let late = within(Instant::now(), std::future::pending()).await;
+    let late = within(Instant::now(), pin!(std::future::pending())).await;
     assert_eq!(late.status(), StatusCode::REQUEST_TIMEOUT);
     let past = Instant::now() - Duration::from_secs(1);
-    let ready = within(
-        past,
-        std::future::ready(StatusCode::CREATED.into_response()),
-    )
-    .await;
+    let created = std::future::ready(StatusCode::CREATED.into_response());
+    let ready = within(past, pin!(created)).await;
     assert_eq!(ready.status(), StatusCode::CREATED);
 }
 

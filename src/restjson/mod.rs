@@ -1,8 +1,8 @@
 //! The Handle.Net REST JSON shape of handle values (`HANDLE-NET-REFERENCE.md` §1.2),
 //! both ways: [`resolution_json`] and [`value_json`] render stored values as trees
-//! (`hdl resolve --json`, exports), [`Resolution`] serializes the same object with no
-//! tree built (the HTTP API's answers), [`parse_body`] and [`parse_value`] read the
-//! values a client sends.
+//! (`hdl resolve --json`, exports; read back from the text below), [`Resolution`]
+//! writes the same object as text with no tree built (the HTTP API's answers),
+//! [`parse_body`] and [`parse_value`] read the values a client sends.
 //!
 //! A value is `{"index","type","data":{"format","value"},["permissions"],["ttlType"],
 //! "ttl","timestamp",["references"]}`, in that order. `permissions` (admin read, admin

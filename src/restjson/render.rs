@@ -1,10 +1,9 @@
 //! Stored values as REST JSON (see the [module documentation](super)).
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::fmt::Write as _;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use serde_json::{Value, json};
 
 use super::structured::{key_json, site_json, vlist_json};
@@ -15,26 +14,29 @@ use crate::values::{
 /// The REST JSON object of a successful resolution: `handle` exactly as given (the
 /// request's spelling), values in the order given (stored order).
 pub fn resolution_json(handle: &str, values: &[HandleValue]) -> Value {
-    to_value(&Resolution {
+    let resolution = Resolution {
         handle,
         values,
         template: None,
-    })
+    };
+    tree(&resolution.to_json())
 }
 
 /// One value as REST JSON.
 pub fn value_json(value: &HandleValue) -> Value {
-    to_value(&ValueJson(value))
+    let mut text = String::new();
+    push_value(&mut text, value);
+    tree(&text)
 }
 
-/// The tree of a view below, which cannot fail to serialize (its keys are strings).
-fn to_value(view: &impl Serialize) -> Value {
-    serde_json::to_value(view).unwrap_or(Value::Null)
+/// The tree of JSON text this module wrote, which always parses.
+fn tree(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or(Value::Null)
 }
 
-/// A successful resolution as REST JSON, serialized straight from the values, with
-/// no tree of [`Value`]s built first (the API answers with it); [`resolution_json`]
-/// is the same object as a tree. `template`, when given, is written last.
+/// A successful resolution as REST JSON, written as text straight from the values
+/// (the API answers with it); [`resolution_json`] is the same object as a tree.
+/// `template`, when given, is written last.
 pub struct Resolution<'a> {
     /// The handle as the request spelled it.
     pub handle: &'a str,
@@ -44,148 +46,227 @@ pub struct Resolution<'a> {
     pub template: Option<Value>,
 }
 
-impl Serialize for Resolution<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(None)?;
-        map.serialize_entry("responseCode", &1)?;
-        map.serialize_entry("handle", self.handle)?;
-        map.serialize_entry("values", &ValuesJson(self.values))?;
+impl Resolution<'_> {
+    /// The compact JSON text, as `serde_json` writes the same object: no tree is
+    /// built, field names are written as they are (they need no escape), and text is
+    /// escaped a run at a time.
+    pub fn to_json(&self) -> String {
+        let per_value: usize = self
+            .values
+            .iter()
+            .map(|value| VALUE_OVERHEAD + value.value_type.len() + value.data.len() * 4 / 3)
+            .sum();
+        let mut out = String::with_capacity(64 + self.handle.len() + per_value);
+        out.push_str("{\"responseCode\":1,\"handle\":");
+        push_string(&mut out, self.handle);
+        out.push_str(",\"values\":[");
+        for (at, value) in self.values.iter().enumerate() {
+            if at > 0 {
+                out.push(',');
+            }
+            push_value(&mut out, value);
+        }
+        out.push(']');
         if let Some(template) = &self.template {
-            map.serialize_entry("template", template)?;
+            out.push_str(",\"template\":");
+            push_display(&mut out, template);
         }
-        map.end()
+        out.push('}');
+        out
     }
 }
 
-/// Values as a REST JSON array.
-struct ValuesJson<'a>(&'a [HandleValue]);
-
-impl Serialize for ValuesJson<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut seq = serializer.serialize_seq(Some(self.0.len()))?;
-        for value in self.0 {
-            seq.serialize_element(&ValueJson(value))?;
-        }
-        seq.end()
-    }
-}
+/// About what a value's JSON takes besides its type and data.
+const VALUE_OVERHEAD: usize = 160;
 
 /// One value as REST JSON, in the module's field order.
-struct ValueJson<'a>(&'a HandleValue);
+fn push_value(out: &mut String, value: &HandleValue) {
+    out.push_str("{\"index\":");
+    push_number(out, value.index.0);
+    out.push_str(",\"type\":");
+    push_string(out, &value.value_type);
+    out.push_str(",\"data\":");
+    push_data(out, value);
+    if value.permissions != Permissions::DEFAULT {
+        out.push_str(",\"permissions\":\"");
+        out.push_str(&permission_bits(value.permissions));
+        out.push('"');
+    }
+    if let Ttl::Absolute(_) = value.ttl {
+        out.push_str(",\"ttlType\":1");
+    }
+    out.push_str(",\"ttl\":");
+    push_number(out, value.ttl.seconds());
+    out.push_str(",\"timestamp\":\"");
+    push_timestamp(out, value.timestamp);
+    out.push('"');
+    if !value.references.is_empty() {
+        out.push_str(",\"references\":[");
+        for (at, reference) in value.references.iter().enumerate() {
+            if at > 0 {
+                out.push(',');
+            }
+            out.push_str("{\"index\":");
+            push_number(out, reference.index.0);
+            out.push_str(",\"handle\":");
+            push_string(out, &reference.handle);
+            out.push('}');
+        }
+        out.push(']');
+    }
+    out.push('}');
+}
 
-impl Serialize for ValueJson<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let value = self.0;
-        let mut map = serializer.serialize_map(None)?;
-        map.serialize_entry("index", &value.index.0)?;
-        map.serialize_entry("type", &value.value_type)?;
-        map.serialize_entry("data", &DataJson(value))?;
-        if value.permissions != Permissions::DEFAULT {
-            map.serialize_entry("permissions", &permission_bits(value.permissions))?;
+/// A value's data as [`data_json`] shows it. An HS_ADMIN (nearly every handle has
+/// one) is written field by field; the other structured formats from their tree.
+fn push_data(out: &mut String, value: &HandleValue) {
+    let known = value.known_type();
+    if known == Some(KnownType::HsAdmin) {
+        if let Ok(record) = AdminRecord::decode(&value.data) {
+            out.push_str("{\"format\":\"admin\",\"value\":{\"handle\":");
+            push_string(out, &record.admin_handle);
+            out.push_str(",\"index\":");
+            push_number(out, record.admin_index);
+            out.push_str(",\"permissions\":\"");
+            out.push_str(&record.permissions.to_bit_string());
+            out.push_str("\"}}");
+            return;
         }
-        if let Ttl::Absolute(_) = value.ttl {
-            map.serialize_entry("ttlType", &1)?;
+    } else if let Some(structured) = known.and_then(|known| structured_json(known, &value.data)) {
+        push_display(out, structured);
+        return;
+    }
+    match std::str::from_utf8(&value.data) {
+        Ok(text) if !known.is_some_and(is_binary) => {
+            out.push_str("{\"format\":\"string\",\"value\":");
+            push_string(out, text);
+            out.push('}');
         }
-        map.serialize_entry("ttl", &value.ttl.seconds())?;
-        map.serialize_entry("timestamp", &Timestamp(value.timestamp))?;
-        if !value.references.is_empty() {
-            map.serialize_entry("references", &ReferencesJson(value))?;
+        _ => {
+            out.push_str("{\"format\":\"base64\",\"value\":\"");
+            STANDARD.encode_string(&value.data, out);
+            out.push_str("\"}");
         }
-        map.end()
     }
 }
 
-/// A value's references as `[{"index","handle"}]`.
-struct ReferencesJson<'a>(&'a HandleValue);
-
-impl Serialize for ReferencesJson<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let references = &self.0.references;
-        let mut seq = serializer.serialize_seq(Some(references.len()))?;
-        for reference in references {
-            seq.serialize_element(
-                &json!({"index": reference.index.0, "handle": reference.handle}),
-            )?;
-        }
-        seq.end()
-    }
-}
-
-/// A value's data as [`data_json`] writes it; text is written from the value's
-/// octets, with no tree built.
-struct DataJson<'a>(&'a HandleValue);
-
-impl Serialize for DataJson<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let value = self.0;
-        let known = value.known_type();
-        if known == Some(KnownType::HsAdmin) {
-            if let Ok(record) = AdminRecord::decode(&value.data) {
-                return AdminJson(&record).serialize(serializer);
-            }
-        } else if let Some(structured) = known.and_then(|known| structured_json(known, &value.data))
-        {
-            return structured.serialize(serializer);
-        }
-        let mut map = serializer.serialize_map(Some(2))?;
-        match std::str::from_utf8(&value.data) {
-            Ok(text) if !known.is_some_and(is_binary) => {
-                map.serialize_entry("format", "string")?;
-                map.serialize_entry("value", text)?;
-            }
+/// Appends `text` as a JSON string, escaped as `serde_json` escapes it: `"` and `\`
+/// after a backslash, the control characters with a short escape as one
+/// (`\b\t\n\f\r`), the others as `\u00XX` (lower-case hex), everything else as
+/// it is. The runs between escapes (all ASCII octets, so never inside a UTF-8
+/// sequence) are copied whole.
+fn push_string(out: &mut String, text: &str) {
+    out.push('"');
+    let mut rest = text;
+    while let Some(at) = rest
+        .bytes()
+        .position(|octet| octet < 0x20 || octet == b'"' || octet == b'\\')
+    {
+        out.push_str(&rest[..at]);
+        let octet = rest.as_bytes()[at];
+        match octet {
+            b'"' => out.push_str("\\\""),
+            b'\\' => out.push_str("\\\\"),
+            0x08 => out.push_str("\\b"),
+            b'\t' => out.push_str("\\t"),
+            b'\n' => out.push_str("\\n"),
+            0x0c => out.push_str("\\f"),
+            b'\r' => out.push_str("\\r"),
             _ => {
-                map.serialize_entry("format", "base64")?;
-                map.serialize_entry("value", &STANDARD.encode(&value.data))?;
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                out.push_str("\\u00");
+                out.push(char::from(HEX[usize::from(octet >> 4)]));
+                out.push(char::from(HEX[usize::from(octet & 0xf)]));
             }
         }
-        map.end()
+        rest = &rest[at + 1..];
+    }
+    out.push_str(rest);
+    out.push('"');
+}
+
+/// Appends what `shown` displays (a tree as compact JSON).
+fn push_display(out: &mut String, shown: impl std::fmt::Display) {
+    // Writing to a String cannot fail.
+    let _ = write!(out, "{shown}");
+}
+
+/// Appends `number` in decimal, as JSON writes it.
+fn push_number(out: &mut String, number: u32) {
+    let mut digits = ['0'; 10];
+    let mut rest = number;
+    let mut start = digits.len();
+    loop {
+        start -= 1;
+        digits[start] = decimal_digit(rest % 10);
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    out.extend(&digits[start..]);
+}
+
+/// Appends `number` in decimal, zero-padded to `width` digits.
+fn push_padded(out: &mut String, number: u32, width: u32) {
+    for place in (0..width).rev() {
+        out.push(decimal_digit(number / 10_u32.pow(place) % 10));
     }
 }
 
-/// An HS_ADMIN value's data, `{"format":"admin","value":{"handle","index",
-/// "permissions"}}`, written with no tree built (nearly every handle has one).
-struct AdminJson<'a>(&'a AdminRecord);
-
-impl Serialize for AdminJson<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(Some(2))?;
-        map.serialize_entry("format", "admin")?;
-        map.serialize_entry("value", &AdminFields(self.0))?;
-        map.end()
-    }
+/// The character of a digit below ten.
+fn decimal_digit(digit: u32) -> char {
+    char::from_digit(digit, 10).unwrap_or('0')
 }
 
-/// The `value` of [`AdminJson`].
-struct AdminFields<'a>(&'a AdminRecord);
-
-impl Serialize for AdminFields<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let record = self.0;
-        let mut map = serializer.serialize_map(Some(3))?;
-        map.serialize_entry("handle", &record.admin_handle)?;
-        map.serialize_entry("index", &record.admin_index)?;
-        map.serialize_entry("permissions", &record.permissions.to_bit_string())?;
-        map.end()
-    }
+/// Appends `seconds` since the epoch as RFC 3339 UTC to the second
+/// (`2024-01-01T00:00:00Z`), as `humantime::format_rfc3339_seconds` writes it.
+fn push_timestamp(out: &mut String, seconds: u32) {
+    let (year, month, day) = civil_from_days(seconds / 86_400);
+    let second_of_day = seconds % 86_400;
+    push_padded(out, year, 4);
+    out.push('-');
+    push_padded(out, month, 2);
+    out.push('-');
+    push_padded(out, day, 2);
+    out.push('T');
+    push_padded(out, second_of_day / 3_600, 2);
+    out.push(':');
+    push_padded(out, second_of_day / 60 % 60, 2);
+    out.push(':');
+    push_padded(out, second_of_day % 60, 2);
+    out.push('Z');
 }
 
-/// A timestamp written as [`timestamp`] spells it, with no string made first.
-struct Timestamp(u32);
-
-impl Serialize for Timestamp {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(&humantime::format_rfc3339_seconds(epoch_seconds(self.0)))
-    }
+/// The Gregorian (year, month, day) of the day `days` after 1970-01-01 (Howard
+/// Hinnant's `civil_from_days`, for days after the epoch).
+fn civil_from_days(days: u32) -> (u32, u32, u32) {
+    let from_march_0000 = days + 719_468;
+    let era = from_march_0000 / 146_097;
+    let day_of_era = from_march_0000 - era * 146_097;
+    let year_of_era =
+        (day_of_era - day_of_era / 1_460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_from_march = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * month_from_march + 2) / 5 + 1;
+    let month = if month_from_march < 10 {
+        month_from_march + 3
+    } else {
+        month_from_march - 9
+    };
+    (year_of_era + era * 400 + u32::from(month <= 2), month, day)
 }
 
 /// The `{"format","value"}` object of a value's data: the structured format of its
 /// type when the data decodes, else `string` for UTF-8 text, else `base64`.
 pub fn data_json(value: &HandleValue) -> Value {
-    to_value(&DataJson(value))
+    let mut text = String::new();
+    push_data(&mut text, value);
+    tree(&text)
 }
 
 /// The structured data format of a decodable value of a binary known type other
-/// than HS_ADMIN ([`AdminJson`]).
+/// than HS_ADMIN (which [`push_data`] writes itself).
 fn structured_json(known: KnownType, data: &[u8]) -> Option<Value> {
     let (format, value) = match known {
         KnownType::HsVlist => ("vlist", vlist_json(&ValueList::decode(data).ok()?)),
@@ -222,11 +303,9 @@ pub(super) fn permission_bits(permissions: Permissions) -> String {
 
 /// Seconds since the epoch as RFC 3339 UTC, e.g. `2024-01-01T00:00:00Z`.
 pub fn timestamp(seconds: u32) -> String {
-    humantime::format_rfc3339_seconds(epoch_seconds(seconds)).to_string()
-}
-
-fn epoch_seconds(seconds: u32) -> SystemTime {
-    UNIX_EPOCH + Duration::from_secs(u64::from(seconds))
+    let mut text = String::with_capacity(20);
+    push_timestamp(&mut text, seconds);
+    text
 }
 
 #[cfg(test)]
@@ -294,12 +373,13 @@ mod tests {
     }
 
     #[test]
-    fn a_resolution_written_straight_is_the_tree_written_and_its_template_comes_last() {
+    fn a_resolution_is_written_as_serde_json_writes_its_tree_and_its_template_comes_last() {
         let values = [
-            HandleValue::new(1, "URL", "https://example.org/?a=\"b\""),
+            HandleValue::new(1, "URL", "https://example.org/?a=\"b\"\\\u{1}\n"),
             admin(),
             HandleValue {
                 ttl: Ttl::Absolute(5),
+                timestamp: 1_704_067_200,
                 references: vec![ValueReference {
                     handle: "TEST/2".into(),
                     index: ValueIndex(3),
@@ -307,23 +387,66 @@ mod tests {
                 ..HandleValue::new(7, "CUSTOM", vec![0xff, 0x00])
             },
         ];
-        let tree = resolution_json("test/Ünï", &values).to_string();
+        let data = |format: &str, value: Value| json!({"format": format, "value": value});
+        let admin_data =
+            json!({"handle": "0.NA/TEST", "index": 300, "permissions": "011111110011"});
+        let tree = json!({"responseCode": 1, "handle": "test/Ünï\t", "values": [
+            {"index": 1, "type": "URL", "data": data("string", json!("https://example.org/?a=\"b\"\\\u{1}\n")),
+             "ttl": 86400, "timestamp": "1970-01-01T00:00:00Z"},
+            {"index": 100, "type": "HS_ADMIN", "data": data("admin", admin_data),
+             "permissions": "1100", "ttl": 86400, "timestamp": "1970-01-01T00:00:00Z"},
+            {"index": 7, "type": "CUSTOM", "data": data("base64", json!("/wA=")), "ttlType": 1,
+             "ttl": 5, "timestamp": "2024-01-01T00:00:00Z",
+             "references": [{"index": 3, "handle": "TEST/2"}]},
+        ]});
         let straight = Resolution {
-            handle: "test/Ünï",
+            handle: "test/Ünï\t",
             values: &values,
             template: None,
         };
-        assert_eq!(serde_json::to_string(&straight).unwrap(), tree);
+        assert_eq!(straight.to_json(), tree.to_string());
+        assert_eq!(resolution_json("test/Ünï\t", &values), tree);
         let derived = Resolution {
             template: Some(json!({"namespace": "0.NA/TEST", "base": "TEST/b"})),
             ..straight
         };
-        let written = serde_json::to_string(&derived).unwrap();
-        let expected = format!(
-            "{},\"template\":{{\"namespace\":\"0.NA/TEST\",\"base\":\"TEST/b\"}}}}",
-            &tree[..tree.len() - 1]
-        );
-        assert_eq!(written, expected);
+        let mut with_template = tree;
+        with_template["template"] = json!({"namespace": "0.NA/TEST", "base": "TEST/b"});
+        assert_eq!(derived.to_json(), with_template.to_string());
+    }
+
+    #[test]
+    fn timestamps_and_numbers_are_written_as_humantime_and_serde_json_write_them() {
+        let days_apart = (0..=u32::MAX / 7_777_777).map(|step| step * 7_777_777);
+        let edges = [
+            0,
+            59,
+            86_399,
+            86_400,
+            951_782_400,
+            951_868_799,
+            1_704_067_200,
+            4_102_444_800,
+            u32::MAX,
+        ];
+        for seconds in edges.into_iter().chain(days_apart) {
+            let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(seconds.into());
+            let expected = humantime::format_rfc3339_seconds(at).to_string();
+            assert_eq!(timestamp(seconds), expected, "{seconds}");
+            let mut number = String::new();
+            push_number(&mut number, seconds);
+            assert_eq!(number, seconds.to_string());
+        }
+    }
+
+    #[test]
+    fn strings_are_escaped_as_serde_json_escapes_them() {
+        let every_ascii: String = (0..=0x7f_u8).map(char::from).collect();
+        for text in [every_ascii.as_str(), "", "plain", "日本\u{2028}\"", "\\\\"] {
+            let mut written = String::new();
+            push_string(&mut written, text);
+            assert_eq!(written, serde_json::to_string(text).unwrap(), "{text:?}");
+        }
     }
 
     #[test]
