@@ -14,15 +14,10 @@
 set -euo pipefail
 
 command -v ab >/dev/null || { echo "ab not found: install apache2-utils" >&2; exit 1; }
-[ "$(nproc)" -ge 2 ] || { echo "needs two CPUs: the server on 0, the load on 1" >&2; exit 1; }
-
 # shellcheck source=loopback-servers.sh
 source "$(dirname "$0")/loopback-servers.sh"
 
-export MALLOC_ARENA_MAX=2
-start node "${bootstrap[@]}"
-pid=$(cat "$dir/node.pid")
-taskset -a -p -c 0 "$pid" >/dev/null
+start_pinned node "${bootstrap[@]}"
 "$hdl" create ADMIN/x --value 1:URL:https://example.org/some/where --server "$address" \
     "${auth[@]}" >/dev/null
 

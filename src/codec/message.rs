@@ -16,7 +16,7 @@ use super::credential::Credential;
 use super::envelope::{ENVELOPE_LEN, Envelope, MessageFlags};
 use super::error::CodecError;
 use super::header::{HEADER_LEN, Header};
-use super::udp::split_datagrams;
+use super::udp::{DATAGRAM_PAYLOAD_LEN, MAX_DATAGRAM_LEN, split_datagrams};
 use crate::values::wire::{DecodeError, Reader, Writer, wire_len};
 
 /// The largest MessageLength accepted (J9 `Common.MAX_MESSAGE_LENGTH`, 256 KiB); it
@@ -108,9 +108,24 @@ impl Message {
         w.into_bytes()
     }
 
-    /// The message as UDP datagrams of at most 512 octets (digest §1.3).
+    /// The message as UDP datagrams of at most 512 octets (digest §1.3). A message
+    /// that fits one datagram (most answers) is written once, in place, with no
+    /// second copy: the datagram is the message with sequence number 0.
     pub fn encode_datagrams(&self) -> Vec<Vec<u8>> {
-        split_datagrams(&self.envelope, &self.payload())
+        let mut w = Writer::with_capacity(MAX_DATAGRAM_LEN);
+        let first = Envelope {
+            sequence_number: 0,
+            ..self.envelope
+        };
+        first.encode(&mut w);
+        self.encode_payload_into(&mut w);
+        let payload_len = w.len() - ENVELOPE_LEN;
+        if payload_len > DATAGRAM_PAYLOAD_LEN {
+            let message = w.into_bytes();
+            return split_datagrams(&self.envelope, &message[ENVELOPE_LEN..]);
+        }
+        w.patch_u32(MESSAGE_LENGTH_OFFSET, wire_len(payload_len));
+        vec![w.into_bytes()]
     }
 
     /// Header, body and credential: the octets after the envelope.
@@ -236,6 +251,28 @@ mod tests {
         });
         let sealing = 32;
         assert!(answer.payload().len() + sealing <= MAX_MESSAGE_LEN);
+    }
+
+    #[test]
+    fn datagrams_are_the_payload_cut_in_pieces_whatever_its_size() {
+        for data_len in [0, 100, 3 * DATAGRAM_PAYLOAD_LEN] {
+            let mut answer = doi_url_response(OpFlags::NONE, None);
+            answer.envelope.sequence_number = 7;
+            if let Body::Response {
+                response: Response::Resolution(values),
+                ..
+            } = &mut answer.body
+            {
+                values.values[0].data = vec![b'x'; data_len];
+            }
+            let datagrams = answer.encode_datagrams();
+            assert_eq!(
+                datagrams,
+                split_datagrams(&answer.envelope, &answer.payload()),
+                "{data_len} octets of data"
+            );
+            assert_eq!(datagrams.len() > 1, data_len > DATAGRAM_PAYLOAD_LEN);
+        }
     }
 
     /// Decodes `hex`, checks it against `expected` (whose raw part is filled in from

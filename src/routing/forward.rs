@@ -18,7 +18,7 @@ use crate::metrics::{ForwardKind, Metrics};
 use crate::names::Handle;
 use crate::placement::{ClusterMap, MapGroup};
 use crate::replication::{NodeId, SetId, slot_of};
-use crate::service::{Error, RecordSource, Refusal, RoutedSlot};
+use crate::service::{Error, RecordSource, Refusal, RoutedSlot, Service};
 use crate::storage::Slot;
 use crate::values::HandleValue;
 
@@ -84,23 +84,13 @@ impl Forwarder {
         let mut backoff = FIRST_BACKOFF;
         loop {
             let map = self.map()?;
-            let local_set = local.and_then(|local| local.borrow().clone());
-            let outcome = if map.slot_count() == 0 {
-                let set = local_set.ok_or(Error::NoSet)?;
-                run_local(&set.service, &call, None).await
-            } else {
-                let slot_count = map.slot_count();
-                let slot = slot_of(handle.key(), slot_count);
-                let owner = map.owner(slot);
-                // The call's own handle is the one routed unless it is a prefix's write.
-                let routed =
-                    (call.handle() == Some(handle)).then_some(RoutedSlot { slot_count, slot });
-                match local_set {
-                    Some(set) if Some(set.id) == owner => {
-                        run_local(&set.service, &call, routed).await
-                    }
-                    _ => self.send(&map, slot, owner, call.clone()).await,
+            let outcome = match self.place(&map, handle, local)? {
+                Place::Local { service, routed } => {
+                    // The call's own handle is the one routed unless it is a prefix's write.
+                    let routed = routed.filter(|_| call.handle() == Some(handle));
+                    run_local(&service, &call, routed).await
                 }
+                Place::Remote { slot, owner } => self.send(&map, slot, owner, call.clone()).await,
             };
             let slot = match outcome {
                 Err(Error::NotHere(slot) | Error::Refused(Refusal::NotHere(slot))) => slot,
@@ -112,6 +102,35 @@ impl Forwarder {
             tokio::time::sleep(backoff).await;
             backoff = (backoff * 2).min(MAX_BACKOFF);
         }
+    }
+
+    /// Where a call about `handle` goes by `map`: this node's own set (with the slot
+    /// found, when there is a ring) when it owns the slot, or there is no ring yet;
+    /// else the owner set.
+    pub(super) fn place(
+        &self,
+        map: &ClusterMap,
+        handle: &Handle,
+        local: Option<&watch::Receiver<Option<LocalSet>>>,
+    ) -> Result<Place, Error> {
+        let local_set = local.and_then(|local| local.borrow().clone());
+        let slot_count = map.slot_count();
+        if slot_count == 0 {
+            let set = local_set.ok_or(Error::NoSet)?;
+            return Ok(Place::Local {
+                service: set.service,
+                routed: None,
+            });
+        }
+        let slot = slot_of(handle.key(), slot_count);
+        let owner = map.owner(slot);
+        Ok(match local_set {
+            Some(set) if Some(set.id) == owner => Place::Local {
+                service: set.service,
+                routed: Some(RoutedSlot { slot_count, slot }),
+            },
+            _ => Place::Remote { slot, owner },
+        })
     }
 
     /// Sends `call` to a member of `owner` (the set owning `slot` in `map`): the member
@@ -142,6 +161,24 @@ impl Forwarder {
         }
         Err(Error::Unavailable(slot))
     }
+}
+
+/// Where one call goes ([`Forwarder::place`]).
+pub(super) enum Place {
+    /// This node's own set answers it, with its service.
+    Local {
+        /// The set's service.
+        service: Service,
+        /// The handle's slot, when the map has a ring.
+        routed: Option<RoutedSlot>,
+    },
+    /// Another set (or none known) owns the handle's slot.
+    Remote {
+        /// The handle's slot.
+        slot: Slot,
+        /// The set owning it, if the map names one.
+        owner: Option<SetId>,
+    },
 }
 
 /// Reads the records this node's store does not answer for from the set owning them.

@@ -19,12 +19,13 @@ use crate::names::Handle;
 use crate::service::site::{MemberKeys, describe_ring};
 use crate::service::{
     Applied, Caller, ClientRequest, Error, Found, Freshness, HandleRecord, Handler, KeyAgreement,
-    Missing, Operation, PrefixRecord, PrivateRead, SearchPosition, Service, Status, mint_with,
+    Missing, Operation, PrefixRecord, PrivateRead, Refusal, SearchPosition, Service, Status,
+    mint_with,
 };
 use crate::values::{HandleValue, SearchQuery, SiteInfo, ValueSelection};
 
 use super::LocalSet;
-use super::forward::{Forwarder, unexpected};
+use super::forward::{Forwarder, Place, unexpected};
 use super::wire::{Answer, ForwardCall};
 
 /// Routes each handle call to the replica set owning the handle's slot.
@@ -116,6 +117,29 @@ impl Handler for Router {
             freshness,
         };
         self.record(handle, call).await
+    }
+
+    /// A resolution of a handle in this node's own slots, unless it must wait (AT);
+    /// any other, or a slot that turns out not to be here, is routed as any call.
+    fn resolve_at_once(
+        &self,
+        handle: &Handle,
+        selection: &ValueSelection,
+        freshness: Freshness,
+    ) -> Option<Result<HandleRecord, Error>> {
+        if freshness != Freshness::Local {
+            return None;
+        }
+        let map = self.forwarder.map().ok()?;
+        let Ok(Place::Local { service, routed }) =
+            self.forwarder.place(&map, handle, Some(&self.local))
+        else {
+            return None;
+        };
+        match service.read_resolved(handle, selection, routed) {
+            Err(Error::NotHere(_) | Error::Refused(Refusal::NotHere(_))) => None,
+            answered => Some(answered),
+        }
     }
 
     /// This node's own service decides, reading the prefix handle (or a missing

@@ -205,6 +205,18 @@ async fn a_handle_goes_to_the_set_owning_its_slot_and_each_forward_is_counted() 
     }
     let local = world.router.resolve(&mine, &all, Freshness::Local).await;
     assert_eq!(local.unwrap().values[0].data, b"https://a.example/");
+    // This set's handle is read at once; another set's, or an AT read, must wait.
+    let at_once = world.router.resolve_at_once(&mine, &all, Freshness::Local);
+    assert_eq!(
+        at_once.unwrap().unwrap().values[0].data,
+        b"https://a.example/"
+    );
+    let fresh = Freshness::Authoritative;
+    assert!(world.router.resolve_at_once(&mine, &all, fresh).is_none());
+    let theirs_at_once = world
+        .router
+        .resolve_at_once(&theirs, &all, Freshness::Local);
+    assert!(theirs_at_once.is_none());
     let remote = world.router.resolve(&theirs, &all, Freshness::Local).await;
     assert_eq!(remote.unwrap().values[0].data, b"https://b.example/");
     let calls = sent(&world);

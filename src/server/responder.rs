@@ -133,8 +133,12 @@ impl Responder {
         let started = Instant::now();
         let reply = match self.opened(bytes) {
             Ok(bytes) => {
-                self.certified(self.answer_message(caller, &bytes).await)
-                    .await
+                let reply = self.answer_message(caller, &bytes).await;
+                if self.must_certify(&reply) {
+                    self.certified(reply).await
+                } else {
+                    reply
+                }
             }
             Err(refused) => *refused,
         };
@@ -153,6 +157,17 @@ impl Responder {
             );
         }
         self.sealed(reply)
+    }
+
+    /// Whether `reply` is for [`Responder::certified`] (most are not: the test saves
+    /// moving them through it).
+    fn must_certify(&self, reply: &Reply) -> bool {
+        self.server_key.is_some()
+            && match reply {
+                Reply::One(answer) => must_sign(answer),
+                Reply::List(list) => list.exchange.flags().contains(OpFlags::CT),
+                Reply::Sealed(_) | Reply::Nothing => false,
+            }
     }
 
     /// `reply` with its answer signed when it must be; a listing, told to sign its
@@ -184,12 +199,26 @@ impl Responder {
         if message.envelope.session_id != 0 && in_session(request) {
             return Box::pin(self.in_session(caller, exchange, message)).await;
         }
-        let raw = message.raw_header_and_body().map(<[u8]>::to_vec);
+        // Kept only for a request that may be challenged: a resolution with PO set
+        // (nearly all) needs no copy of itself.
+        let raw = may_be_challenged(&exchange, request)
+            .then(|| message.raw_header_and_body().map(<[u8]>::to_vec))
+            .flatten();
         let Body::Request(request) = message.body else {
             return Reply::Nothing;
         };
-        self.answer_request(caller, exchange, raw, None, request)
-            .await
+        match request {
+            // A resolution no challenge can stop (one with PO set: nearly all) is
+            // answered at once; the steps between are for the other requests, and
+            // each moved the request and its exchange along.
+            Request::Resolution(resolution) if raw.is_none() => {
+                Reply::One(self.resolve(&caller, &exchange, resolution).await)
+            }
+            request => {
+                self.answer_request(caller, exchange, raw, None, request)
+                    .await
+            }
+        }
     }
 
     /// Answers a request outside a session, or inside `session` once it is admitted:
@@ -640,6 +669,14 @@ impl ListReply {
         let response = Response::ListHandles { handles };
         Some(self.exchange.reply(ResponseCode::Success, response, flags))
     }
+}
+
+/// Whether `request` from an anonymous caller may be challenged
+/// ([`Responder::needs_administrator`] says when it is): administration, and a
+/// resolution with PO clear.
+fn may_be_challenged(exchange: &Exchange, request: &Request) -> bool {
+    is_administrative(request)
+        || (matches!(request, Request::Resolution(_)) && !exchange.flags().contains(OpFlags::PO))
 }
 
 /// The network address of a caller who has not authenticated.

@@ -241,7 +241,11 @@ async fn datagrams_within(reply: Reply, limit: usize) -> Option<Vec<Vec<u8>>> {
             .iter()
             .map(Vec::len)
             .fold(octets, usize::saturating_add);
-        datagrams.extend(more);
+        if datagrams.is_empty() {
+            datagrams = more;
+        } else {
+            datagrams.extend(more);
+        }
         octets <= limit
     };
     let within = match reply {

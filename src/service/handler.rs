@@ -41,6 +41,18 @@ pub trait Handler: Send + Sync + Debug {
         freshness: Freshness,
     ) -> Result<HandleRecord, Error>;
 
+    /// [`Handler::resolve`] when it is answered without waiting (a read of this
+    /// node's own store); `None` when it must be awaited. Most resolutions are,
+    /// and so cost no boxed future.
+    fn resolve_at_once(
+        &self,
+        _handle: &Handle,
+        _selection: &ValueSelection,
+        _freshness: Freshness,
+    ) -> Option<Result<HandleRecord, Error>> {
+        None
+    }
+
     /// What answers a resolution of `handle` that found no such handle, in this order
     /// (`HANDLE-NET-REFERENCE.md` §1.9, digest §3.9, §9): the values of `selection`
     /// its prefix's HS_NAMESPACE template derives, else a referral to where it lives,

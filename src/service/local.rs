@@ -244,6 +244,17 @@ impl Service {
         if freshness == Freshness::Authoritative {
             self.replica.ensure_fresh_read().await?;
         }
+        self.read_resolved(handle, selection, routed)
+    }
+
+    /// The public values of `handle` as this member's store holds them now (see
+    /// [`Service::resolve_routed`]).
+    pub fn read_resolved(
+        &self,
+        handle: &Handle,
+        selection: &ValueSelection,
+        routed: Option<RoutedSlot>,
+    ) -> Result<HandleRecord, Error> {
         let read = self.store.read()?;
         held_here_in(&read, handle, routed)?;
         let record = read.get(handle, selection)?.ok_or(Error::HandleNotFound)?;
@@ -261,6 +272,16 @@ impl Handler for Service {
     ) -> Result<HandleRecord, Error> {
         self.resolve_routed(handle, selection, freshness, None)
             .await
+    }
+
+    /// A read of this member's store, unless it must first catch up (AT).
+    fn resolve_at_once(
+        &self,
+        handle: &Handle,
+        selection: &ValueSelection,
+        freshness: Freshness,
+    ) -> Option<Result<HandleRecord, Error>> {
+        (freshness == Freshness::Local).then(|| self.read_resolved(handle, selection, None))
     }
 
     async fn missing(&self, handle: &Handle, selection: &ValueSelection) -> Result<Missing, Error> {

@@ -57,7 +57,10 @@ pub async fn resolve_or_refer(
     freshness: Freshness,
 ) -> Result<Resolution, Error> {
     let found = match reader {
-        None => handler.resolve(handle, selection, freshness).await,
+        None => match handler.resolve_at_once(handle, selection, freshness) {
+            Some(found) => found,
+            None => handler.resolve(handle, selection, freshness).await,
+        },
         Some(caller) => {
             let resolved = handler.resolve_all(caller, handle, selection, freshness);
             resolved.await

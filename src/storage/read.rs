@@ -1,7 +1,8 @@
 //! Reads from one consistent snapshot of the store.
 //!
 //! A snapshot opens the tables every resolution reads once, on first use, since it
-//! serves every reader until the store's next commit.
+//! serves every reader until the store's next commit: the handles (every
+//! resolution) and the prefixes (every resolution of a missing handle).
 
 use std::ops::Bound;
 use std::sync::OnceLock;
@@ -21,11 +22,14 @@ pub struct ReadSnapshot {
     /// commit ran while it was opened.
     pub(super) version: Option<u64>,
     handles: OnceLock<HandlesTable>,
+    prefixes: OnceLock<PrefixesTable>,
     /// The slot states table and the slice, for the slot checks of every read.
     pub(super) slots: OnceLock<SlotTables>,
 }
 
 type HandlesTable = ReadOnlyTable<&'static str, &'static [u8]>;
+
+type PrefixesTable = ReadOnlyTable<&'static str, &'static [u8]>;
 
 impl std::fmt::Debug for ReadSnapshot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -39,6 +43,7 @@ impl ReadSnapshot {
             txn,
             version,
             handles: OnceLock::new(),
+            prefixes: OnceLock::new(),
             slots: OnceLock::new(),
         }
     }
@@ -54,6 +59,14 @@ impl ReadSnapshot {
         }
         let table = self.txn.open_table(tables::HANDLES)?;
         Ok(self.handles.get_or_init(|| table))
+    }
+
+    fn prefixes(&self) -> Result<&PrefixesTable, StorageError> {
+        if let Some(table) = self.prefixes.get() {
+            return Ok(table);
+        }
+        let table = self.txn.open_table(tables::PREFIXES)?;
+        Ok(self.prefixes.get_or_init(|| table))
     }
 
     /// The record of `handle`, with only the values `selection` picks, in stored order;
@@ -112,9 +125,8 @@ impl ReadSnapshot {
 
     /// Every prefix the store knows, in folded order.
     pub fn list_prefixes(&self) -> Result<Vec<PrefixRecord>, StorageError> {
-        let table = self.txn.open_table(tables::PREFIXES)?;
         let mut prefixes = Vec::new();
-        for entry in table.iter()? {
+        for entry in self.prefixes()?.iter()? {
             let (key, bytes) = entry?;
             prefixes.push(decode_prefix(key.value(), bytes.value())?);
         }
@@ -124,8 +136,7 @@ impl ReadSnapshot {
     /// The record of one prefix, if the store knows it.
     pub fn prefix(&self, prefix: &str) -> Result<Option<PrefixRecord>, StorageError> {
         let key = fold_key(prefix);
-        let table = self.txn.open_table(tables::PREFIXES)?;
-        let found = table.get(key.as_str())?;
+        let found = self.prefixes()?.get(key.as_str())?;
         found
             .map(|bytes| decode_prefix(&key, bytes.value()))
             .transpose()
