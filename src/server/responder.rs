@@ -159,8 +159,9 @@ impl Responder {
         self.sealed(reply)
     }
 
-    /// Whether `reply` is for [`Responder::certified`] (most are not: the test saves
-    /// moving them through it).
+    /// Whether [`Responder::certified`] signs `reply` (most it does not: the test saves
+    /// moving them through it): an answer that must be signed, a listing asked with CT,
+    /// when this server has a key.
     fn must_certify(&self, reply: &Reply) -> bool {
         self.server_key.is_some()
             && match reply {
@@ -173,12 +174,13 @@ impl Responder {
     /// `reply` with its answer signed when it must be; a listing, told to sign its
     /// pages when it was asked with CT.
     async fn certified(&self, reply: Reply) -> Reply {
-        let Some(key) = &self.server_key else {
+        let key = self.server_key.as_ref();
+        let Some(key) = key.filter(|_| self.must_certify(&reply)) else {
             return reply;
         };
         match reply {
-            Reply::One(answer) if must_sign(&answer) => Reply::One(certify(key, answer).await),
-            Reply::List(mut list) if list.exchange.flags().contains(OpFlags::CT) => {
+            Reply::One(answer) => Reply::One(certify(key, answer).await),
+            Reply::List(mut list) => {
                 list.server_key = Some(Arc::clone(key));
                 Reply::List(list)
             }

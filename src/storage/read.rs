@@ -7,7 +7,7 @@
 use std::ops::Bound;
 use std::sync::OnceLock;
 
-use redb::{ReadOnlyTable, ReadTransaction, ReadableTable, ReadableTableMetadata};
+use redb::{ReadOnlyTable, ReadTransaction, ReadableTable, ReadableTableMetadata, TableDefinition};
 
 use super::error::StorageError;
 use super::slots::SlotTables;
@@ -21,15 +21,14 @@ pub struct ReadSnapshot {
     /// The store's commit count the snapshot is exactly the store at; `None` when a
     /// commit ran while it was opened.
     pub(super) version: Option<u64>,
-    handles: OnceLock<HandlesTable>,
-    prefixes: OnceLock<PrefixesTable>,
+    handles: OnceLock<BytesTable>,
+    prefixes: OnceLock<BytesTable>,
     /// The slot states table and the slice, for the slot checks of every read.
     pub(super) slots: OnceLock<SlotTables>,
 }
 
-type HandlesTable = ReadOnlyTable<&'static str, &'static [u8]>;
-
-type PrefixesTable = ReadOnlyTable<&'static str, &'static [u8]>;
+/// A table of folded names and record bytes (the handles, the prefixes).
+type BytesTable = ReadOnlyTable<&'static str, &'static [u8]>;
 
 impl std::fmt::Debug for ReadSnapshot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -53,20 +52,26 @@ impl ReadSnapshot {
         &self.txn
     }
 
-    fn handles(&self) -> Result<&HandlesTable, StorageError> {
-        if let Some(table) = self.handles.get() {
-            return Ok(table);
-        }
-        let table = self.txn.open_table(tables::HANDLES)?;
-        Ok(self.handles.get_or_init(|| table))
+    fn handles(&self) -> Result<&BytesTable, StorageError> {
+        self.opened(&self.handles, tables::HANDLES)
     }
 
-    fn prefixes(&self) -> Result<&PrefixesTable, StorageError> {
-        if let Some(table) = self.prefixes.get() {
+    fn prefixes(&self) -> Result<&BytesTable, StorageError> {
+        self.opened(&self.prefixes, tables::PREFIXES)
+    }
+
+    /// The table `definition` as `held` keeps it for the snapshot's life, opened at
+    /// its first use.
+    fn opened<'a>(
+        &self,
+        held: &'a OnceLock<BytesTable>,
+        definition: TableDefinition<&'static str, &'static [u8]>,
+    ) -> Result<&'a BytesTable, StorageError> {
+        if let Some(table) = held.get() {
             return Ok(table);
         }
-        let table = self.txn.open_table(tables::PREFIXES)?;
-        Ok(self.prefixes.get_or_init(|| table))
+        let table = self.txn.open_table(definition)?;
+        Ok(held.get_or_init(|| table))
     }
 
     /// The record of `handle`, with only the values `selection` picks, in stored order;
