@@ -185,7 +185,7 @@ impl WriteBatch {
 impl OpenBatch<'_> {
     fn load(&mut self, handle: &Handle) -> Result<Option<HandleRecord>, StorageError> {
         let table = self.handles()?;
-        let found = table.get(handle.key())?;
+        let found = table.get(handle.key().as_bytes())?;
         found
             .map(|bytes| decode_handle(handle.key(), bytes.value()))
             .transpose()
@@ -206,7 +206,7 @@ impl OpenBatch<'_> {
         let key = handle.key();
         let table = self.handles()?;
         let bytes = HandleRecord::encode_parts(key, &record.display, &record.values);
-        let old = (table.insert(key, bytes.as_slice())?)
+        let old = (table.insert(key.as_bytes(), bytes.as_slice())?)
             .map(|bytes| decode_handle(key, bytes.value()))
             .transpose()?;
         let old = old.as_ref().map(|old| old.values.as_slice());
@@ -249,7 +249,7 @@ impl OpenBatch<'_> {
     /// Deletes `handle` and every value it has.
     pub fn delete(&mut self, handle: &Handle) -> Result<(), StorageError> {
         let key = handle.key();
-        let removed = (self.handles()?.remove(key)?)
+        let removed = (self.handles()?.remove(key.as_bytes())?)
             .map(|old| decode_handle(key, old.value()))
             .transpose()?;
         let Some(old) = removed else {
@@ -346,7 +346,7 @@ impl OpenBatch<'_> {
         let key = crate::names::fold_key(prefix);
         let table = self.prefixes()?;
         let found = table
-            .get(key.as_str())?
+            .get(key.as_bytes())?
             .map(|bytes| decode_prefix(&key, bytes.value()))
             .transpose()?;
         let mut record = match found {
@@ -359,9 +359,9 @@ impl OpenBatch<'_> {
         };
         change(&mut record);
         if record.is_empty() {
-            table.remove(key.as_str())?;
+            table.remove(key.as_bytes())?;
         } else {
-            table.insert(key.as_str(), record.encode().as_slice())?;
+            table.insert(key.as_bytes(), record.encode().as_slice())?;
         }
         Ok(())
     }

@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use super::batch::{WriteBatch, check_indexes, check_size};
 use super::error::StorageError;
-use super::read::{ReadSnapshot, decode_handle};
+use super::read::{ReadSnapshot, decode_handle, stored_key};
 use super::slots::{Slice, slice_in, slot_of};
 use super::tables::{self, HandleRecord};
 use super::value_index::{IndexChanges, IndexedTypes};
@@ -101,7 +101,7 @@ impl PutOutcome {
     }
 }
 
-type HandlesTable<'txn> = redb::Table<'txn, &'static str, &'static [u8]>;
+type HandlesTable<'txn> = redb::Table<'txn, &'static [u8], &'static [u8]>;
 
 impl WriteBatch {
     /// Writes each of `puts` (see the module docs), an existing handle's values
@@ -133,8 +133,11 @@ impl WriteBatch {
                 .filter(|(_, o)| **o == PutOutcome::Created)
         };
         if let Some(count) = slot_count {
-            let mut slotted: Vec<(u32, &str)> = created()
-                .map(|(put, _)| (slot_of(put.handle.key(), count).0, put.handle.key()))
+            let mut slotted: Vec<(u32, &[u8])> = created()
+                .map(|(put, _)| {
+                    let key = put.handle.key();
+                    (slot_of(key, count).0, key.as_bytes())
+                })
                 .collect();
             slotted.sort_unstable();
             let mut index = txn.open_table(tables::SLOT_INDEX)?;
@@ -179,7 +182,7 @@ fn put_one(
     }
     let key = put.handle.key();
     let existing = handles
-        .get(key)?
+        .get(key.as_bytes())?
         .map(|bytes| decode_handle(key, bytes.value()))
         .transpose()?;
     let (display, outcome) = match (&existing, put.mode) {
@@ -191,7 +194,7 @@ fn put_one(
         (Some(old), PutMode::Replace) => (old.display.as_str(), PutOutcome::Replaced),
     };
     let bytes = HandleRecord::encode_parts(key, display, &put.values);
-    handles.insert(key, bytes.as_slice())?;
+    handles.insert(key.as_bytes(), bytes.as_slice())?;
     let old = existing.as_ref().map(|old| old.values.as_slice());
     value_changes.gather(types, key, old, Some(&put.values));
     Ok(outcome)
@@ -209,19 +212,19 @@ impl ReadSnapshot {
     ) -> Result<Vec<(String, HandleRecord)>, StorageError> {
         let range = prefix.map(|prefix| tables::prefix_range(&fold_key(prefix)));
         let lower = match (after, &range) {
-            (Some(after), _) => Bound::Excluded(after),
-            (None, Some((start, _))) => Bound::Included(start.as_str()),
+            (Some(after), _) => Bound::Excluded(after.as_bytes()),
+            (None, Some((start, _))) => Bound::Included(start.as_bytes()),
             (None, None) => Bound::Unbounded,
         };
         let upper = match &range {
-            Some((_, end)) => Bound::Excluded(end.as_str()),
+            Some((_, end)) => Bound::Excluded(end.as_bytes()),
             None => Bound::Unbounded,
         };
         let table = self.txn().open_table(tables::HANDLES)?;
         let mut records = Vec::new();
-        for entry in table.range::<&str>((lower, upper))?.take(limit) {
+        for entry in table.range::<&[u8]>((lower, upper))?.take(limit) {
             let (key, bytes) = entry?;
-            let key = key.value();
+            let key = stored_key(key.value())?;
             records.push((key.to_owned(), decode_handle(key, bytes.value())?));
         }
         Ok(records)

@@ -11,9 +11,10 @@
 //! file is removed by the next compaction); the new file is committed durably before
 //! the rename, and the rename is made durable before [`compact`] returns.
 //! Copies records as they are stored, but for handle records, written in layout 2
-//! whatever their layout (see [`tables`]): so the same rebuild upgrades a store of
-//! format version 1, on open ([`super::Store::open_with`]). A table it does not know
-//! makes it refuse, so nothing is left behind.
+//! whatever their layout, and for the tables an earlier format version keyed as `&str`,
+//! written keyed as `&[u8]` (see [`tables`]): so the same rebuild upgrades a store of
+//! format version 1 or 2, on open ([`super::Store::open_with`]). A table it does not
+//! know makes it refuse, so nothing is left behind.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -26,7 +27,7 @@ use redb::{
 };
 
 use super::error::StorageError;
-use super::read::cased_handle;
+use super::read::{cased_handle, stored_key};
 use super::tables;
 
 /// Entries copied in one write transaction of the new file: its memory is bounded by
@@ -118,13 +119,13 @@ fn remove_leftover(rebuilt: &Path) -> Result<(), StorageError> {
 /// commits it durably.
 fn write_rebuilt(source: &Database, rebuilt: &Path) -> Result<(), StorageError> {
     let from = source.begin_read()?;
-    check_version(&from)?;
+    let keys = check_version(&from)?;
     let target = redb::Builder::new().set_cache_size(CACHE).create(rebuilt)?;
     let mut left: BTreeSet<String> = from
         .list_tables()?
         .map(|table| table.name().to_owned())
         .collect();
-    copy_known_tables(&from, &target, &mut left)?;
+    copy_known_tables(&from, &target, &mut left, keys)?;
     if let Some(name) = left.into_iter().next() {
         return Err(StorageError::UnknownTable { name });
     }
@@ -143,11 +144,23 @@ fn write_rebuilt(source: &Database, rebuilt: &Path) -> Result<(), StorageError> 
     Ok(())
 }
 
-fn check_version(from: &ReadTransaction) -> Result<(), StorageError> {
+/// How the keys of a store's tables are typed (see [`tables`]).
+#[derive(Debug, Clone, Copy)]
+enum Keys {
+    /// As `&str`: format versions 1 and 2 ([`tables::text_keyed`]).
+    Text,
+    /// As `&[u8]`: this format version.
+    Octets,
+}
+
+/// The key types of the store `from`, by its format version; one this build does not
+/// read is refused.
+fn check_version(from: &ReadTransaction) -> Result<Keys, StorageError> {
     let meta = from.open_table(tables::META)?;
     let found = meta.get(tables::FORMAT_VERSION_KEY)?.map(|v| v.value());
     match found {
-        Some(tables::FORMAT_VERSION | tables::FORMAT_VERSION_SPELLED) | None => Ok(()),
+        Some(tables::FORMAT_VERSION) | None => Ok(Keys::Octets),
+        Some(tables::FORMAT_VERSION_TEXT_KEYS | tables::FORMAT_VERSION_SPELLED) => Ok(Keys::Text),
         Some(found) => Err(StorageError::FormatVersion {
             found,
             expected: tables::FORMAT_VERSION,
@@ -155,66 +168,94 @@ fn check_version(from: &ReadTransaction) -> Result<(), StorageError> {
     }
 }
 
-/// Copies each table of [`tables`] that `left` names, taking its name out of `left`.
+/// Copies each table of [`tables`] that `left` names, taking its name out of `left`:
+/// tables keyed as `keys` says, written as this format version keys them.
 fn copy_known_tables(
     from: &ReadTransaction,
     to: &Database,
     left: &mut BTreeSet<String>,
+    keys: Keys,
 ) -> Result<(), StorageError> {
-    if left.remove(tables::HANDLES.name()) {
-        copy_table(from, to, tables::HANDLES, |target, key, bytes| {
-            target.insert(key, cased_handle(key, bytes)?.as_slice())?;
-            Ok(())
-        })?;
-    }
+    // Each `source => target, |key, value| (target key, target value);` copies the
+    // table `source` into `target` (of the same name), entry by entry.
     macro_rules! copy {
-        ($($table:expr),* $(,)?) => {$(
-            if left.remove($table.name()) {
-                copy_table(from, to, $table, |target, key, value| {
-                    target.insert(key, value)?;
+        ($($source:expr => $target:expr,
+            |$key:pat_param, $value:pat_param| ($k:expr, $v:expr);)*) => {{$(
+            if left.remove($target.name()) {
+                copy_table(from, to, $source, $target, |table, $key, $value| {
+                    table.insert($k, $v)?;
                     Ok(())
                 })?;
             }
-        )*};
+        )*}};
     }
-    copy!(
-        tables::META,
-        tables::PREFIXES,
-        tables::SM_META,
-        tables::RECENT_REQUESTS,
-        tables::RECENT_BY_ENTRY,
-        tables::RECENT_BY_INDEX_BEFORE_ENTRIES,
-        tables::DOCUMENTS,
-        tables::SLOT_STATES,
-        tables::SLOT_JOURNAL,
-        tables::SLOT_INDEX,
-        tables::VALUE_INDEX,
-        tables::INDEXED_TYPES,
-    );
+    use tables::text_keyed as text;
+    match keys {
+        Keys::Text => copy! {
+            text::HANDLES => tables::HANDLES,
+                |key, bytes| (key.as_bytes(), cased_handle(key, bytes)?.as_slice());
+            text::PREFIXES => tables::PREFIXES, |key, bytes| (key.as_bytes(), bytes);
+            text::SM_META => tables::SM_META, |key, bytes| (key.as_bytes(), bytes);
+            text::DOCUMENTS => tables::DOCUMENTS, |key, bytes| (key.as_bytes(), bytes);
+            text::SLOT_JOURNAL => tables::SLOT_JOURNAL, |at, key| (at, key.as_bytes());
+            text::SLOT_INDEX => tables::SLOT_INDEX,
+                |(slot, key), ()| ((slot, key.as_bytes()), ());
+            text::VALUE_INDEX => tables::VALUE_INDEX,
+                |(value_type, data, key), ()|
+                ((value_type.as_bytes(), data, key.as_bytes()), ());
+            text::INDEXED_TYPES => tables::INDEXED_TYPES, |key, ()| (key.as_bytes(), ());
+        },
+        Keys::Octets => copy! {
+            tables::HANDLES => tables::HANDLES,
+                |key, bytes| (key, cased_handle(stored_key(key)?, bytes)?.as_slice());
+            tables::PREFIXES => tables::PREFIXES, |key, bytes| (key, bytes);
+            tables::SM_META => tables::SM_META, |key, bytes| (key, bytes);
+            tables::DOCUMENTS => tables::DOCUMENTS, |key, bytes| (key, bytes);
+            tables::SLOT_JOURNAL => tables::SLOT_JOURNAL, |at, key| (at, key);
+            tables::SLOT_INDEX => tables::SLOT_INDEX, |key, ()| (key, ());
+            tables::VALUE_INDEX => tables::VALUE_INDEX, |key, ()| (key, ());
+            tables::INDEXED_TYPES => tables::INDEXED_TYPES, |key, ()| (key, ());
+        },
+    }
+    copy! {
+        tables::META => tables::META, |key, value| (key, value);
+        tables::RECENT_REQUESTS => tables::RECENT_REQUESTS, |key, value| (key, value);
+        tables::RECENT_BY_ENTRY => tables::RECENT_BY_ENTRY, |key, ()| (key, ());
+        tables::RECENT_BY_INDEX_BEFORE_ENTRIES => tables::RECENT_BY_INDEX_BEFORE_ENTRIES,
+            |key, value| (key, value);
+        tables::SLOT_STATES => tables::SLOT_STATES, |key, value| (key, value);
+    }
     Ok(())
 }
 
-/// Copies `table` in key order, each entry by `put`, [`RUN`] entries a transaction
-/// (unsynced: the file is no store until it is renamed, after the durable commit that
-/// ends the copy).
-fn copy_table<K: Key + 'static, V: Value + 'static>(
+/// Copies the table `source` into `target` in key order, each entry by `put`, [`RUN`]
+/// entries a transaction (unsynced: the file is no store until it is renamed, after
+/// the durable commit that ends the copy).
+fn copy_table<K, V, L, W>(
     from: &ReadTransaction,
     to: &Database,
-    table: TableDefinition<K, V>,
+    source: TableDefinition<K, V>,
+    target: TableDefinition<L, W>,
     mut put: impl FnMut(
-        &mut Table<'_, K, V>,
+        &mut Table<'_, L, W>,
         K::SelfType<'_>,
         V::SelfType<'_>,
     ) -> Result<(), StorageError>,
-) -> Result<(), StorageError> {
-    let source = from.open_table(table)?;
+) -> Result<(), StorageError>
+where
+    K: Key + 'static,
+    V: Value + 'static,
+    L: Key + 'static,
+    W: Value + 'static,
+{
+    let source = from.open_table(source)?;
     let mut entries = source.iter()?;
     loop {
         let mut txn = to.begin_write()?;
         txn.set_durability(Durability::None)?;
         let mut copied = 0;
         {
-            let mut target = txn.open_table(table)?;
+            let mut target = txn.open_table(target)?;
             for entry in entries.by_ref().take(RUN) {
                 let (key, value) = entry?;
                 put(&mut target, key.value(), value.value())?;
@@ -370,12 +411,10 @@ mod tests {
     fn layouts(path: &Path) -> (BTreeSet<u8>, Option<u64>) {
         let db = Database::open(path).unwrap();
         let txn = db.begin_read().unwrap();
-        let handles = txn.open_table(tables::HANDLES).unwrap();
-        let layouts = handles
-            .iter()
-            .unwrap()
-            .map(|e| e.unwrap().1.value()[0])
-            .collect();
+        let layouts = match txn.open_table(tables::HANDLES) {
+            Ok(handles) => first_octets(&handles),
+            Err(_) => first_octets(&txn.open_table(tables::text_keyed::HANDLES).unwrap()),
+        };
         let meta = txn.open_table(tables::META).unwrap();
         let version = meta
             .get(tables::FORMAT_VERSION_KEY)
@@ -384,12 +423,22 @@ mod tests {
         (layouts, version)
     }
 
-    /// Rewrites the store at `path` as format version 1 wrote it: records spelled out.
+    /// The first octet of each record of `handles`.
+    fn first_octets<K: Key + 'static>(
+        handles: &impl ReadableTable<K, &'static [u8]>,
+    ) -> BTreeSet<u8> {
+        let records = handles.iter().unwrap();
+        records.map(|e| e.unwrap().1.value()[0]).collect()
+    }
+
+    /// Rewrites the store at `path` as format version 1 wrote it: keys as `&str`,
+    /// records spelled out.
     fn as_format_version_1(path: &Path) {
+        super::super::upgrade_tests::as_format_version_2(path);
         let db = Database::open(path).unwrap();
         let txn = db.begin_write().unwrap();
         {
-            let mut handles = txn.open_table(tables::HANDLES).unwrap();
+            let mut handles = txn.open_table(tables::text_keyed::HANDLES).unwrap();
             let spelled: Vec<(String, Vec<u8>)> = handles
                 .iter()
                 .unwrap()
@@ -414,12 +463,12 @@ mod tests {
     #[test]
     fn a_store_of_format_version_1_is_upgraded_on_open() {
         let (_dir, path, records) = scattered();
-        assert_eq!(layouts(&path), (BTreeSet::from([2]), Some(2)));
+        assert_eq!(layouts(&path), (BTreeSet::from([2]), Some(3)));
         as_format_version_1(&path);
         assert_eq!(layouts(&path), (BTreeSet::from([1]), Some(1)));
         let pages_before = pages(&path);
         assert_eq!(image(&path), records);
-        assert_eq!(layouts(&path), (BTreeSet::from([2]), Some(2)));
+        assert_eq!(layouts(&path), (BTreeSet::from([2]), Some(3)));
         assert!(pages(&path) < pages_before);
     }
 }

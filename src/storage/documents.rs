@@ -13,13 +13,15 @@ impl WriteBatch {
     /// The document `name` as this batch sees it (its own writes included).
     pub fn document(&self, name: &str) -> Result<Option<Vec<u8>>, StorageError> {
         let table = self.txn().open_table(DOCUMENTS)?;
-        let found = table.get(name)?;
+        let found = table.get(name.as_bytes())?;
         Ok(found.map(|bytes| bytes.value().to_vec()))
     }
 
     /// Replaces the document `name` with `bytes`.
     pub fn put_document(&self, name: &str, bytes: &[u8]) -> Result<(), StorageError> {
-        self.txn().open_table(DOCUMENTS)?.insert(name, bytes)?;
+        self.txn()
+            .open_table(DOCUMENTS)?
+            .insert(name.as_bytes(), bytes)?;
         Ok(())
     }
 }
@@ -28,7 +30,7 @@ impl ReadSnapshot {
     /// The document `name`, if one was written.
     pub fn document(&self, name: &str) -> Result<Option<Vec<u8>>, StorageError> {
         let table = self.txn().open_table(DOCUMENTS)?;
-        let found = table.get(name)?;
+        let found = table.get(name.as_bytes())?;
         Ok(found.map(|bytes| bytes.value().to_vec()))
     }
 }

@@ -33,7 +33,9 @@ use serde::{Deserialize, Serialize};
 
 use super::batch::WriteBatch;
 use super::error::StorageError;
-use super::read::{ReadSnapshot, cased_handle, decode_handle, decode_prefix, spelled_handle};
+use super::read::{
+    ReadSnapshot, cased_handle, decode_handle, decode_prefix, spelled_handle, stored_key,
+};
 use super::recent::{corrupt_request, split_value};
 use super::slot_index::rebuild_index;
 use super::slots::{Slice, Slot, SlotState, slot_of};
@@ -117,7 +119,7 @@ mod octets {
     }
 }
 
-type RecordTable = TableDefinition<'static, &'static str, &'static [u8]>;
+type RecordTable = TableDefinition<'static, &'static [u8], &'static [u8]>;
 
 impl ReadSnapshot {
     /// Streams every record of this snapshot to `sink`, in image order.
@@ -163,11 +165,8 @@ impl ReadSnapshot {
         for entry in journal.iter().map_err(StorageError::from)? {
             let (key, handle) = entry.map_err(StorageError::from)?;
             let (slot, sequence) = key.value();
-            sink(ImageRecord::Journal(
-                Slot(slot),
-                sequence,
-                handle.value().to_owned(),
-            ))?;
+            let handle = stored_key(handle.value())?.to_owned();
+            sink(ImageRecord::Journal(Slot(slot), sequence, handle))?;
         }
         Ok(())
     }
@@ -181,7 +180,8 @@ impl ReadSnapshot {
         let table = self.txn().open_table(table).map_err(StorageError::from)?;
         for entry in table.iter().map_err(StorageError::from)? {
             let (key, bytes) = entry.map_err(StorageError::from)?;
-            sink(record(key.value().to_owned(), bytes.value())?)?;
+            let key = stored_key(key.value())?.to_owned();
+            sink(record(key, bytes.value())?)?;
         }
         Ok(())
     }
@@ -316,11 +316,11 @@ impl ImageImport<'_> {
                     return Err(misplaced(&key));
                 }
                 txn.open_table(tables::PREFIXES)?
-                    .insert(key.as_str(), bytes.as_slice())?;
+                    .insert(key.as_bytes(), bytes.as_slice())?;
             }
             ImageRecord::Document(name, bytes) => {
                 txn.open_table(tables::DOCUMENTS)?
-                    .insert(name.as_str(), bytes.as_slice())?;
+                    .insert(name.as_bytes(), bytes.as_slice())?;
             }
             ImageRecord::Recent(recent) => {
                 self.batch
@@ -328,7 +328,7 @@ impl ImageImport<'_> {
             }
             ImageRecord::Journal(slot, sequence, key) => {
                 txn.open_table(tables::SLOT_JOURNAL)?
-                    .insert((slot.0, sequence), key.as_str())?;
+                    .insert((slot.0, sequence), key.as_bytes())?;
             }
         }
         Ok(())
@@ -352,13 +352,13 @@ impl ImageImport<'_> {
         let txn = self.batch.txn();
         let mut handles = txn.open_table(tables::HANDLES)?;
         for (key, bytes) in &records {
-            handles.insert(key.as_str(), bytes.as_slice())?;
+            handles.insert(key.as_bytes(), bytes.as_slice())?;
         }
         drop(handles);
         if let Some(count) = self.slot_count {
-            let mut slotted: Vec<(u32, &str)> = records
+            let mut slotted: Vec<(u32, &[u8])> = records
                 .iter()
-                .map(|(key, _)| (slot_of(key, count).0, key.as_str()))
+                .map(|(key, _)| (slot_of(key, count).0, key.as_bytes()))
                 .collect();
             slotted.sort_unstable();
             let mut index = txn.open_table(tables::SLOT_INDEX)?;

@@ -9,7 +9,7 @@ use redb::ReadableTable;
 
 use super::batch::WriteBatch;
 use super::error::StorageError;
-use super::read::{ReadSnapshot, spelled_handle};
+use super::read::{ReadSnapshot, spelled_handle, stored_key};
 use super::slots::Slot;
 use super::tables::{HANDLES, SLOT_JOURNAL};
 
@@ -30,7 +30,7 @@ impl WriteBatch {
             .transpose()?
             .map(|(key, _)| key.value().1);
         let next = last.map_or(0, |last| last.saturating_add(1));
-        table.insert((slot.0, next), key)?;
+        table.insert((slot.0, next), key.as_bytes())?;
         Ok(())
     }
 
@@ -66,7 +66,7 @@ impl ReadSnapshot {
             .take(limit)
         {
             let (key, handle) = entry?;
-            entries.push((key.value().1, handle.value().to_owned()));
+            entries.push((key.value().1, stored_key(handle.value())?.to_owned()));
         }
         Ok(entries)
     }
@@ -83,7 +83,7 @@ impl ReadSnapshot {
         let mut records = Vec::new();
         for (sequence, key) in self.journal_page(slot, after, limit)? {
             let record = handles
-                .get(key.as_str())?
+                .get(key.as_bytes())?
                 .map(|bytes| spelled_handle(&key, bytes.value()))
                 .transpose()?;
             records.push((sequence, key, record));

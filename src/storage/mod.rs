@@ -107,7 +107,7 @@ impl Store {
 
     /// Opens the store at `path`, creating it when it does not exist, with a page
     /// cache of `cache` octets, and checks the format version recorded in it (a store
-    /// of format version 1 is upgraded first, see [`tables`]); its value index holds
+    /// of format version 1 or 2 is upgraded first, see [`tables`]); its value index holds
     /// the types `indexed` (built on open when the file's was built for others, or has
     /// none).
     pub fn open_with(
@@ -116,9 +116,12 @@ impl Store {
         indexed: IndexedTypes,
     ) -> Result<Store, StorageError> {
         let mut db = redb::Builder::new().set_cache_size(cache).create(path)?;
-        if recorded_version(&db)? == Some(tables::FORMAT_VERSION_SPELLED) {
+        let recorded = recorded_version(&db)?;
+        if let Some(earlier @ (tables::FORMAT_VERSION_SPELLED | tables::FORMAT_VERSION_TEXT_KEYS)) =
+            recorded
+        {
             drop(db);
-            upgrade(path)?;
+            upgrade(path, earlier)?;
             db = redb::Builder::new().set_cache_size(cache).create(path)?;
         }
         let store = Store {
@@ -204,15 +207,23 @@ fn recorded_version(db: &Database) -> Result<Option<u64>, StorageError> {
     Ok(meta.get(tables::FORMAT_VERSION_KEY)?.map(|v| v.value()))
 }
 
-/// Rebuilds the store at `path` of format version 1 as version 2 (see [`tables`]).
-fn upgrade(path: &Path) -> Result<(), StorageError> {
-    tracing::info!(path = %path.display(), "upgrading the store from format version 1 to 2: rebuilding it with its records in layout 2");
+/// Rebuilds the store at `path` of the format version `earlier` (1 or 2) as this one
+/// (see [`tables`]).
+fn upgrade(path: &Path, earlier: u64) -> Result<(), StorageError> {
+    tracing::info!(
+        path = %path.display(),
+        from = earlier,
+        to = tables::FORMAT_VERSION,
+        "upgrading the store's format version: rebuilding it with its keys as octets and \
+         its handle records in layout 2"
+    );
     let done = compact(path)?;
     tracing::info!(
         path = %path.display(),
         before_octets = done.before,
         after_octets = done.after,
-        "upgraded the store to format version 2"
+        version = tables::FORMAT_VERSION,
+        "upgraded the store's format version"
     );
     Ok(())
 }
@@ -238,3 +249,5 @@ fn check_format_version(txn: &WriteTransaction, expected: u64) -> Result<(), Sto
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod upgrade_tests;

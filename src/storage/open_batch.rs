@@ -24,10 +24,10 @@ use super::tables::{
     ValueIndexKey,
 };
 
-type HandlesTable<'b> = Table<'b, &'static str, &'static [u8]>;
-type PrefixesTable<'b> = Table<'b, &'static str, &'static [u8]>;
+type HandlesTable<'b> = Table<'b, &'static [u8], &'static [u8]>;
+type PrefixesTable<'b> = Table<'b, &'static [u8], &'static [u8]>;
 type ValueIndexTable<'b> = Table<'b, ValueIndexKey<'static>, ()>;
-type SlotIndexTable<'b> = Table<'b, (u32, &'static str), ()>;
+type SlotIndexTable<'b> = Table<'b, (u32, &'static [u8]), ()>;
 type SlotStatesTable<'b> = Table<'b, u32, u8>;
 type RequestsTable<'b> = Table<'b, u64, &'static [u8]>;
 type ByEntryTable<'b> = Table<'b, (u64, u64), ()>;

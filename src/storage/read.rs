@@ -28,7 +28,7 @@ pub struct ReadSnapshot {
 }
 
 /// A table of folded names and record bytes (the handles, the prefixes).
-type BytesTable = ReadOnlyTable<&'static str, &'static [u8]>;
+type BytesTable = ReadOnlyTable<&'static [u8], &'static [u8]>;
 
 impl std::fmt::Debug for ReadSnapshot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -65,7 +65,7 @@ impl ReadSnapshot {
     fn opened<'a>(
         &self,
         held: &'a OnceLock<BytesTable>,
-        definition: TableDefinition<&'static str, &'static [u8]>,
+        definition: TableDefinition<&'static [u8], &'static [u8]>,
     ) -> Result<&'a BytesTable, StorageError> {
         if let Some(table) = held.get() {
             return Ok(table);
@@ -82,7 +82,7 @@ impl ReadSnapshot {
         handle: &Handle,
         selection: &ValueSelection,
     ) -> Result<Option<HandleRecord>, StorageError> {
-        let Some(bytes) = self.handles()?.get(handle.key())? else {
+        let Some(bytes) = self.handles()?.get(handle.key().as_bytes())? else {
             return Ok(None);
         };
         let mut record = decode_handle(handle.key(), bytes.value())?;
@@ -99,7 +99,7 @@ impl ReadSnapshot {
 
     /// Whether `handle` exists.
     pub fn contains(&self, handle: &Handle) -> Result<bool, StorageError> {
-        Ok(self.handles()?.get(handle.key())?.is_some())
+        Ok(self.handles()?.get(handle.key().as_bytes())?.is_some())
     }
 
     /// Up to `limit` handles under the naming authority `prefix` (ASCII
@@ -114,16 +114,17 @@ impl ReadSnapshot {
         let (start, end) = tables::prefix_range(&fold_key(prefix));
         let lower = match after {
             Some(after) if after.key() >= end.as_str() => return Ok(Vec::new()),
-            Some(after) if after.key() >= start.as_str() => Bound::Excluded(after.key()),
-            _ => Bound::Included(start.as_str()),
+            Some(after) if after.key() >= start.as_str() => Bound::Excluded(after.key().as_bytes()),
+            _ => Bound::Included(start.as_bytes()),
         };
         let table = self.handles()?;
-        let mut range = table.range::<&str>((lower, Bound::Excluded(end.as_str())))?;
+        let mut range = table.range::<&[u8]>((lower, Bound::Excluded(end.as_bytes())))?;
         let mut handles = Vec::new();
         while handles.len() < limit {
             let Some(entry) = range.next() else { break };
             let (key, bytes) = entry?;
-            handles.push(decode_handle(key.value(), bytes.value())?.display);
+            let key = stored_key(key.value())?;
+            handles.push(decode_handle(key, bytes.value())?.display);
         }
         Ok(handles)
     }
@@ -133,7 +134,7 @@ impl ReadSnapshot {
         let mut prefixes = Vec::new();
         for entry in self.prefixes()?.iter()? {
             let (key, bytes) = entry?;
-            prefixes.push(decode_prefix(key.value(), bytes.value())?);
+            prefixes.push(decode_prefix(stored_key(key.value())?, bytes.value())?);
         }
         Ok(prefixes)
     }
@@ -141,11 +142,23 @@ impl ReadSnapshot {
     /// The record of one prefix, if the store knows it.
     pub fn prefix(&self, prefix: &str) -> Result<Option<PrefixRecord>, StorageError> {
         let key = fold_key(prefix);
-        let found = self.prefixes()?.get(key.as_str())?;
+        let found = self.prefixes()?.get(key.as_bytes())?;
         found
             .map(|bytes| decode_prefix(&key, bytes.value()))
             .transpose()
     }
+}
+
+/// A key of the store as the text it is (see [`tables`]); one that is not UTF-8 is a
+/// corrupt record.
+pub(super) fn stored_key(key: &[u8]) -> Result<&str, StorageError> {
+    std::str::from_utf8(key).map_err(|error| StorageError::Corrupt {
+        key: String::from_utf8_lossy(key).into_owned(),
+        source: crate::values::DecodeError::InvalidUtf8 {
+            field: "stored key",
+            offset: error.valid_up_to(),
+        },
+    })
 }
 
 /// Decodes a stored handle record, naming its key when it is corrupt.

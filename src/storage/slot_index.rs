@@ -15,7 +15,7 @@ use redb::{ReadableTable, WriteTransaction};
 use super::batch::WriteBatch;
 use super::error::StorageError;
 use super::open_batch::OpenBatch;
-use super::read::{ReadSnapshot, decode_handle, spelled_handle};
+use super::read::{ReadSnapshot, decode_handle, spelled_handle, stored_key};
 use super::slots::{Slice, Slot, slot_of};
 use super::tables::{HANDLES, SLOT_INDEX};
 use crate::names::Handle;
@@ -31,7 +31,7 @@ impl OpenBatch<'_> {
     pub(super) fn index_handle(&mut self, key: &str) -> Result<(), StorageError> {
         if let Slice::Ring(count) = self.slice()? {
             let slot = slot_of(key, count);
-            self.slot_index()?.insert((slot.0, key), ())?;
+            self.slot_index()?.insert((slot.0, key.as_bytes()), ())?;
         }
         Ok(())
     }
@@ -40,7 +40,7 @@ impl OpenBatch<'_> {
     pub(super) fn unindex_handle(&mut self, key: &str) -> Result<(), StorageError> {
         if let Slice::Ring(count) = self.slice()? {
             let slot = slot_of(key, count);
-            self.slot_index()?.remove((slot.0, key))?;
+            self.slot_index()?.remove((slot.0, key.as_bytes()))?;
         }
         Ok(())
     }
@@ -58,17 +58,17 @@ pub(super) fn rebuild_index(
         for entry in handles.iter()? {
             let (key, _) = entry?;
             let key = key.value();
-            index.insert((slot_of(key, count).0, key), ())?;
+            index.insert((slot_of(stored_key(key)?, count).0, key), ())?;
         }
     }
     Ok(())
 }
 
 /// The lower bound of a slot's keys after `after`.
-fn lower(slot: Slot, after: Option<&str>) -> Bound<(u32, &str)> {
+fn lower(slot: Slot, after: Option<&str>) -> Bound<(u32, &[u8])> {
     match after {
-        Some(after) => Bound::Excluded((slot.0, after)),
-        None => Bound::Included((slot.0, "")),
+        Some(after) => Bound::Excluded((slot.0, after.as_bytes())),
+        None => Bound::Included((slot.0, b"")),
     }
 }
 
@@ -84,7 +84,7 @@ impl ReadSnapshot {
         let index = self.txn().open_table(SLOT_INDEX)?;
         let handles = self.txn().open_table(HANDLES)?;
         let mut page = Vec::new();
-        for entry in index.range::<(u32, &str)>((lower(slot, after), Bound::Unbounded))? {
+        for entry in index.range::<(u32, &[u8])>((lower(slot, after), Bound::Unbounded))? {
             if page.len() >= limit {
                 break;
             }
@@ -93,7 +93,8 @@ impl ReadSnapshot {
             if found != slot.0 {
                 break;
             }
-            let Some(bytes) = handles.get(key)? else {
+            let key = stored_key(key)?;
+            let Some(bytes) = handles.get(key.as_bytes())? else {
                 return Err(StorageError::Unindexed {
                     key: key.to_owned(),
                 });
@@ -120,7 +121,7 @@ impl WriteBatch {
                     _ => return Err(StorageError::MisplacedRecord { key }),
                 }
                 // Whatever the index said, the entry goes, so the loop always ends.
-                open.slot_index()?.remove((slot.0, key.as_str()))?;
+                open.slot_index()?.remove((slot.0, key.as_bytes()))?;
                 deleted += 1;
             }
         }
@@ -135,14 +136,15 @@ impl WriteBatch {
         let index = self.txn().open_table(SLOT_INDEX)?;
         let handles = self.txn().open_table(HANDLES)?;
         let mut found = Vec::new();
-        let range = index.range::<(u32, &str)>((lower(slot, None), Bound::Unbounded))?;
+        let range = index.range::<(u32, &[u8])>((lower(slot, None), Bound::Unbounded))?;
         for entry in range.take(limit) {
             let (key, _) = entry?;
             let (in_slot, key) = key.value();
             if in_slot != slot.0 {
                 break;
             }
-            let Some(bytes) = handles.get(key)? else {
+            let key = stored_key(key)?;
+            let Some(bytes) = handles.get(key.as_bytes())? else {
                 return Err(StorageError::Unindexed {
                     key: key.to_owned(),
                 });

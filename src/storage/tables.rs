@@ -3,9 +3,20 @@
 //! Keeping them in one file (as redb itself does) makes the on-disk format readable in
 //! one place. Integers on disk have fixed widths; no platform-sized integer is stored.
 //!
-//! Format version 2 (a data directory written by an earlier release is kept in
-//! `tests/fixtures/earlier-releases/`, and the integration test `upgrades` opens it):
-//! - `meta`: `&str → u64`; key `format_version` holds [`FORMAT_VERSION`].
+//! Format version 3 (a data directory written by an earlier release is kept in
+//! `tests/fixtures/earlier-releases/`, and the integration test `upgrades` opens it).
+//! Every key below that is text (a folded handle, a naming authority, a value type, a
+//! name) is stored as its UTF-8 octets in a `&[u8]` key, and a key read back is checked
+//! to be UTF-8 once (a key that is not is a corrupt record). What format 3 changed from
+//! format 2 is only that: format 2 keyed the same octets as `&str`, which redb compares
+//! by checking both sides are UTF-8 at every comparison of a B-tree descent (about a
+//! tenth of a resolution's instructions, a sixth of an insert's); `&[u8]` keys compare
+//! octet by octet, and UTF-8's octet order is its code point order, so every table
+//! sorts as before. redb records each table's key and value types and refuses a table
+//! opened as another, so a store of format 1 or 2 is rebuilt on open (`super::compact`)
+//! with its tables retyped ([`text_keyed`] holds their earlier definitions).
+//! - `meta`: `&str → u64` (in every format version); key `format_version` holds
+//!   [`FORMAT_VERSION`].
 //! - `handles`: folded handle (ASCII upper-cased, UTF-8) → handle record, in one of two
 //!   layouts, where the value list is the RFC 3652 encoding (digest §5), a published
 //!   format readable for decades:
@@ -21,12 +32,13 @@
 //!     so that members of either version read each other's; an imported record is
 //!     stored in layout 2 ([`HandleRecord::cased`]).
 //!
-//!   A store of format version 1 is upgraded on open by rebuilding it (see
-//!   `super::compact`): every record in layout 2, in a new file swapped in by rename.
+//!   A store of format version 1 is upgraded on open by the same rebuild as one of
+//!   format 2 (see `super::compact`): every record in layout 2, in a new file swapped
+//!   in by rename.
 //! - `prefixes`: folded naming authority → prefix record:
 //!   `u8 record layout (1) ‖ Str display spelling ‖ u64 handle count ‖ u8 homed (0/1)`.
 //!
-//! - `sm_meta`: `&str → bytes`; key `applied` holds the replication layer's applied
+//! - `sm_meta`: name → bytes; key `applied` holds the replication layer's applied
 //!   state (last applied log position and membership), opaque to the store. It is
 //!   written in the same transaction as the handle writes it accounts for.
 //! - `recent_requests`: `u64` client request id → `u64 log index (big-endian) ‖ result
@@ -42,7 +54,7 @@
 //!   its log index), leaked rows included, which the next forget then removes, and
 //!   the old table deleted, in one transaction.
 //!
-//! - `documents`: `&str` name → bytes, opaque to the store: a small replicated state
+//! - `documents`: name → bytes, opaque to the store: a small replicated state
 //!   kept whole under one name (the cluster map of the metadata group, whose store holds
 //!   no handles). Added without a format change: a file without it gets it on open.
 //!
@@ -89,45 +101,76 @@ pub const RECENT_BY_INDEX_BEFORE_ENTRIES: TableDefinition<u64, u64> =
     TableDefinition::new("recent_by_index");
 
 /// The version of the layout described above, checked on every open.
-pub const FORMAT_VERSION: u64 = 2;
+pub const FORMAT_VERSION: u64 = 3;
 
-/// The format version [`FORMAT_VERSION`] upgrades on open: records in layout 1 only.
+/// The format version whose keys are `&str` ([`text_keyed`]), upgraded on open.
+pub const FORMAT_VERSION_TEXT_KEYS: u64 = 2;
+
+/// The format version upgraded on open whose keys are `&str` and whose handle records
+/// are in layout 1 only.
 pub const FORMAT_VERSION_SPELLED: u64 = 1;
 
 /// Key of the format version in [`META`].
 pub const FORMAT_VERSION_KEY: &str = "format_version";
 
-/// Store-wide metadata.
+/// Store-wide metadata. Keyed by `&str` in every format version, so that the version
+/// is read the same way whatever wrote the file.
 pub const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 
 /// Handle records by folded handle.
-pub const HANDLES: TableDefinition<&str, &[u8]> = TableDefinition::new("handles");
+pub const HANDLES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("handles");
 
 /// Prefix records by folded naming authority.
-pub const PREFIXES: TableDefinition<&str, &[u8]> = TableDefinition::new("prefixes");
+pub const PREFIXES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("prefixes");
 
 /// The state of every slot this store holds, by slot (see the module docs).
 pub const SLOT_STATES: TableDefinition<u32, u8> = TableDefinition::new("slot_states");
 /// The journal of exporting slots (see the module docs).
-pub const SLOT_JOURNAL: TableDefinition<(u32, u64), &str> = TableDefinition::new("slot_journal");
+pub const SLOT_JOURNAL: TableDefinition<(u32, u64), &[u8]> = TableDefinition::new("slot_journal");
 /// Every handle of a sliced store by slot (see the module docs).
-pub const SLOT_INDEX: TableDefinition<(u32, &str), ()> = TableDefinition::new("slot_index");
+pub const SLOT_INDEX: TableDefinition<(u32, &[u8]), ()> = TableDefinition::new("slot_index");
 /// A key of [`VALUE_INDEX`]: folded type, data head, folded handle key.
-pub type ValueIndexKey<'a> = (&'a str, &'a [u8], &'a str);
+pub type ValueIndexKey<'a> = (&'a [u8], &'a [u8], &'a [u8]);
 /// Handles by the values of indexed types they hold (see the module docs).
 pub const VALUE_INDEX: TableDefinition<ValueIndexKey<'static>, ()> =
     TableDefinition::new("value_index");
 /// The folded value types [`VALUE_INDEX`] holds.
-pub const INDEXED_TYPES: TableDefinition<&str, ()> = TableDefinition::new("indexed_types");
+pub const INDEXED_TYPES: TableDefinition<&[u8], ()> = TableDefinition::new("indexed_types");
 /// Key in [`META`] of the ring's slot count, once the store is sliced.
 pub const SLOT_COUNT_KEY: &str = "slot_count";
 /// Named documents: small replicated states kept whole (see the module docs).
-pub const DOCUMENTS: TableDefinition<&str, &[u8]> = TableDefinition::new("documents");
+pub const DOCUMENTS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("documents");
 /// Replication metadata kept beside the handles (see [`APPLIED_STATE_KEY`]).
-pub const SM_META: TableDefinition<&str, &[u8]> = TableDefinition::new("sm_meta");
+pub const SM_META: TableDefinition<&[u8], &[u8]> = TableDefinition::new("sm_meta");
 
 /// Key in [`SM_META`] of the applied state.
-pub const APPLIED_STATE_KEY: &str = "applied";
+pub const APPLIED_STATE_KEY: &[u8] = b"applied";
+
+/// The tables format versions 1 and 2 keyed by `&str` (every other table, [`META`]
+/// included, is the same in format 3): read only by the rebuild that upgrades such a
+/// store (`super::compact`), and by tests that write one.
+pub mod text_keyed {
+    use redb::TableDefinition;
+
+    /// [`super::HANDLES`].
+    pub const HANDLES: TableDefinition<&str, &[u8]> = TableDefinition::new("handles");
+    /// [`super::PREFIXES`].
+    pub const PREFIXES: TableDefinition<&str, &[u8]> = TableDefinition::new("prefixes");
+    /// [`super::SLOT_JOURNAL`].
+    pub const SLOT_JOURNAL: TableDefinition<(u32, u64), &str> =
+        TableDefinition::new("slot_journal");
+    /// [`super::SLOT_INDEX`].
+    pub const SLOT_INDEX: TableDefinition<(u32, &str), ()> = TableDefinition::new("slot_index");
+    /// [`super::VALUE_INDEX`].
+    pub const VALUE_INDEX: TableDefinition<(&str, &[u8], &str), ()> =
+        TableDefinition::new("value_index");
+    /// [`super::INDEXED_TYPES`].
+    pub const INDEXED_TYPES: TableDefinition<&str, ()> = TableDefinition::new("indexed_types");
+    /// [`super::DOCUMENTS`].
+    pub const DOCUMENTS: TableDefinition<&str, &[u8]> = TableDefinition::new("documents");
+    /// [`super::SM_META`].
+    pub const SM_META: TableDefinition<&str, &[u8]> = TableDefinition::new("sm_meta");
+}
 
 const RECORD_LAYOUT: u8 = 1;
 

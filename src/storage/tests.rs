@@ -399,6 +399,35 @@ fn format_version_mismatch_is_refused_with_a_clear_error() {
     assert!(error.to_string().contains("format version 99"), "{error}");
 }
 
+#[test]
+fn a_stored_key_that_is_not_utf8_is_a_corrupt_record_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("handles.redb");
+    drop(Store::open(&path).unwrap());
+    {
+        let db = Database::open(&path).unwrap();
+        let txn = db.begin_write().unwrap();
+        let record = HandleRecord::spelled_parts("10.1/x", &[url(1, "https://x/")]);
+        txn.open_table(tables::HANDLES)
+            .unwrap()
+            .insert(b"10.1/\xff".as_slice(), record.as_slice())
+            .unwrap();
+        txn.commit().unwrap();
+    }
+    let store = Store::open(&path).unwrap();
+    let read = store.read().unwrap();
+    let listed = read.list_handles("10.1", None, 10);
+    assert!(
+        matches!(&listed, Err(StorageError::Corrupt { key, .. }) if key.starts_with("10.1/")),
+        "{listed:?}"
+    );
+    let exported = read.export(|_| Ok::<(), StorageError>(()));
+    assert!(
+        matches!(exported, Err(StorageError::Corrupt { .. })),
+        "{exported:?}"
+    );
+}
+
 /// Environment variable that makes [`crash_child`] run: the directory of its store.
 const CRASH_DIR: &str = "HDL_STORAGE_CRASH_DIR";
 

@@ -34,7 +34,7 @@ use serde::{Deserialize, Serialize};
 use super::batch::WriteBatch;
 use super::error::StorageError;
 use super::open_batch::OpenBatch;
-use super::read::{ReadSnapshot, decode_handle};
+use super::read::{ReadSnapshot, decode_handle, stored_key};
 use super::tables::{HANDLES, INDEXED_TYPES, VALUE_INDEX, ValueIndexKey};
 use crate::names::fold_key;
 use crate::values::{HandleValue, SearchQuery, SearchTerm, ValuePattern};
@@ -302,7 +302,7 @@ impl<'txn, 't> IndexWriter<'txn, 't> {
     /// Writes `changes`, in index order.
     pub(super) fn write(&mut self, changes: IndexChanges) -> Result<(), StorageError> {
         for ((value_type, data, key), change) in changes.0 {
-            let entry = (value_type.as_str(), data.as_slice(), key.as_str());
+            let entry = (value_type.as_bytes(), data.as_slice(), key.as_bytes());
             apply_change(&mut self.table, entry, change)?;
         }
         Ok(())
@@ -332,7 +332,7 @@ fn update_in(
     new: Option<&[HandleValue]>,
 ) -> Result<(), StorageError> {
     for ((value_type, data), change) in types.changes(old, new) {
-        apply_change(table, (value_type.as_str(), data, key), change)?;
+        apply_change(table, (value_type.as_bytes(), data, key.as_bytes()), change)?;
     }
     Ok(())
 }
@@ -366,11 +366,11 @@ pub(super) fn ensure_index(
 
 /// The types an `indexed_types` table records.
 fn recorded_types(
-    table: &impl ReadableTable<&'static str, ()>,
+    table: &impl ReadableTable<&'static [u8], ()>,
 ) -> Result<IndexedTypes, StorageError> {
     let mut names = BTreeSet::new();
     for entry in table.iter()? {
-        names.insert(entry?.0.value().to_owned());
+        names.insert(stored_key(entry?.0.value())?.to_owned());
     }
     Ok(IndexedTypes(names))
 }
@@ -382,13 +382,14 @@ fn rebuild_index(txn: &WriteTransaction, types: &IndexedTypes) -> Result<(), Sto
     let handles = txn.open_table(HANDLES)?;
     for entry in handles.iter()? {
         let (key, bytes) = entry?;
-        let record = decode_handle(key.value(), bytes.value())?;
-        index.update(key.value(), None, Some(&record.values))?;
+        let key = stored_key(key.value())?;
+        let record = decode_handle(key, bytes.value())?;
+        index.update(key, None, Some(&record.values))?;
     }
     txn.delete_table(INDEXED_TYPES)?;
     let mut recorded = txn.open_table(INDEXED_TYPES)?;
     for name in &types.0 {
-        recorded.insert(name.as_str(), ())?;
+        recorded.insert(name.as_bytes(), ())?;
     }
     Ok(())
 }
@@ -419,14 +420,14 @@ impl ReadSnapshot {
     ) -> Result<Vec<SearchHit>, StorageError> {
         let index = self.txn().open_table(VALUE_INDEX)?;
         let handles = self.txn().open_table(HANDLES)?;
-        let value_type = plan.folded_type.as_str();
+        let value_type = plan.folded_type.as_bytes();
         let wanted = head(plan.pattern.head());
         let exact = plan.pattern.is_exact() && wanted.len() < INDEXED_OCTETS;
         let lower = match after {
             Some(after) if after.data.as_slice() >= wanted => {
-                Bound::Excluded((value_type, after.data.as_slice(), after.key.as_str()))
+                Bound::Excluded((value_type, after.data.as_slice(), after.key.as_bytes()))
             }
-            _ => Bound::Included((value_type, wanted, "")),
+            _ => Bound::Included((value_type, wanted, b"".as_slice())),
         };
         let mut hits = Vec::new();
         for entry in index.range::<ValueIndexKey<'_>>((lower, Bound::Unbounded))? {
@@ -443,13 +444,14 @@ impl ReadSnapshot {
             if found_type != value_type || !in_range {
                 break;
             }
+            let key = stored_key(key)?;
             let whole = data.len() < INDEXED_OCTETS;
             let candidate = plan.covers(key)
                 && (!whole || plan.term().patterns.iter().all(|p| p.matches(data)));
             if !candidate {
                 continue;
             }
-            let Some(bytes) = handles.get(key)? else {
+            let Some(bytes) = handles.get(key.as_bytes())? else {
                 return Err(StorageError::Unindexed {
                     key: key.to_owned(),
                 });

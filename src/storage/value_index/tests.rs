@@ -104,7 +104,8 @@ fn index_and_expected(store: &Store) -> (Entries, Entries) {
         .map(|entry| {
             let (key, _) = entry.unwrap();
             let (value_type, data, handle) = key.value();
-            (value_type.to_owned(), data.to_vec(), handle.to_owned())
+            let text = |octets: &[u8]| String::from_utf8(octets.to_vec()).unwrap();
+            (text(value_type), data.to_vec(), text(handle))
         })
         .collect();
     let mut expected = BTreeSet::new();
