@@ -515,9 +515,10 @@ async fn udp_resolutions_handed_to_disk_readers_are_answered_byte_for_byte_as_in
     create(&server.client(), "TEST/disk", values).await;
     let request = raw::resolution(b"TEST/disk", 31);
     let datagram = request.encode();
+    let request_datagrams = std::slice::from_ref(&datagram);
     let handed_off = || async { crate::caching::sample(&server.metrics().await, HANDED_OFF) };
 
-    let in_loop = raw::udp_frame(server.address(), &[datagram.clone()], 31);
+    let in_loop = raw::udp_frame(server.address(), request_datagrams, 31);
     assert_eq!(handed_off().await, 0, "nothing was slow before the first");
     let answer = Message::decode(&in_loop).expect("an answer");
     assert_eq!(answer.header.response_code, ResponseCode::Success);
@@ -527,7 +528,7 @@ async fn udp_resolutions_handed_to_disk_readers_are_answered_byte_for_byte_as_in
     );
 
     // The previous answer's reader may still hold its place: one is free.
-    let from_reader = raw::udp_frame(server.address(), &[datagram.clone()], 31);
+    let from_reader = raw::udp_frame(server.address(), request_datagrams, 31);
     assert_eq!(handed_off().await, 1);
     assert_eq!(from_reader, in_loop);
 
