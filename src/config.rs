@@ -32,6 +32,16 @@
 //! # clients turn to TCP at once. A forged 63-octet request then draws at most this
 //! # much. From 512 (one datagram) to 272804 (every answer, no cap). Default: 4096.
 //! udp_answer_max_octets = 4096
+//! # Reader threads resolutions over UDP are handed to, at most, while the store is
+//! # read from the disk (a store larger than memory): an answer in the receiving loop
+//! # taking udp_slow_answer_micros or longer, most of it waiting rather than
+//! # preempted, means the loop waited (for the disk, most likely), and for a second after such an answer resolutions are read and
+//! # answered on those threads, many disk reads in flight at once, the loop free to
+//! # receive; with every reader busy the loop answers itself. From memory, answers
+//! # stay in the loop (no thread hop). 0 readers answers everything in the loop.
+//! # Defaults: 32 (0 to 512) and 1000 (0, every answer counts as slow, to 1000000).
+//! udp_disk_readers = 32
+//! udp_slow_answer_micros = 1000
 //!
 //! [http]
 //! # Address of the HTTP listener: the JSON API, the web proxy, /status, /metrics.
@@ -279,6 +289,11 @@ pub struct HandleConfig {
     pub max_handle_octets: usize,
     /// The most octets, datagrams and envelopes included, of one answer over UDP.
     pub udp_answer_max_octets: usize,
+    /// The most reader threads resolutions over UDP are handed to at once.
+    pub udp_disk_readers: usize,
+    /// Microseconds an answer in the UDP receiving loop takes for the loop to count
+    /// as blocked (and hand resolutions to the readers for a while).
+    pub udp_slow_answer_micros: usize,
 }
 
 impl Default for HandleConfig {
@@ -290,6 +305,8 @@ impl Default for HandleConfig {
             tcp_connections_per_source: 256,
             max_handle_octets: MAX_VALUE_LIST_LEN,
             udp_answer_max_octets: DEFAULT_UDP_ANSWER_MAX_OCTETS,
+            udp_disk_readers: 32,
+            udp_slow_answer_micros: 1000,
         }
     }
 }
@@ -684,6 +701,16 @@ impl Config {
             self.handle.udp_answer_max_octets,
             MAX_DATAGRAM_LEN..=LARGEST_UDP_ANSWER,
         )?;
+        check_range(
+            "[handle] udp_disk_readers",
+            self.handle.udp_disk_readers,
+            0..=512,
+        )?;
+        check_range(
+            "[handle] udp_slow_answer_micros",
+            self.handle.udp_slow_answer_micros,
+            0..=1_000_000,
+        )?;
         let http = [
             (
                 "[http] max_connections",
@@ -831,11 +858,17 @@ mod tests {
                 .udp_answer_max_octets,
             512
         );
+        let readers = handle("udp_disk_readers", 0).unwrap();
+        assert_eq!(readers.udp_disk_readers, 0);
+        let slow = handle("udp_slow_answer_micros", 0).unwrap();
+        assert_eq!(slow.udp_slow_answer_micros, 0);
         for (key, bad) in [
             ("max_handle_octets", 0),
             ("max_handle_octets", MAX_VALUE_LIST_LEN + 1),
             ("udp_answer_max_octets", 511),
             ("udp_answer_max_octets", LARGEST_UDP_ANSWER + 1),
+            ("udp_disk_readers", 513),
+            ("udp_slow_answer_micros", 1_000_001),
         ] {
             let error = handle(key, bad).unwrap_err().to_string();
             assert!(

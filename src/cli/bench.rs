@@ -6,8 +6,9 @@
 //! Seeds `--handles` handles `<prefix>/bench/<n>` (one URL value each) with admin
 //! creates over TCP, skipping those that exist (at `--seed-at`, the service behind a
 //! caching resolver, when given; not at all with `--no-seed`, for handles imported or
-//! derived by a template); then `--concurrency` tasks resolve for `--duration`
-//! seconds, each request a hit (a seeded handle, at random, or with `--each-once` the
+//! derived by a template; with `--imported`, `<prefix>/import-<n>`, the handles
+//! `hdl bench import` and `hdl bench scale` build, are resolved and none seeded);
+//! then `--concurrency` tasks resolve for `--duration` seconds, each request a hit (a seeded handle, at random, or with `--each-once` the
 //! next one not asked yet, until every one was) or, `--misses` percent of the time, a
 //! miss (a handle that does not exist, answered 100). Latencies go into
 //! one HDR histogram per task and outcome (microseconds, 3 significant digits: bounded
@@ -122,6 +123,11 @@ struct ResolveBench {
     /// by a template of the prefix).
     #[arg(long, conflicts_with = "seed_at")]
     no_seed: bool,
+    /// Resolve the handles `hdl bench import` and `hdl bench scale` build,
+    /// `<prefix>/import-<n>`, rather than `<prefix>/bench/<n>`; seeds nothing (their
+    /// store, `bench scale --data-dir`, served again, say).
+    #[arg(long, conflicts_with = "seed_at")]
+    imported: bool,
     /// Ask for each handle once, in order (the resolvers share one sequence), rather
     /// than at random, and stop once every one was asked (or at --duration): every
     /// hit names a handle not asked before, as a crawl meets a caching resolver.
@@ -158,9 +164,9 @@ async fn resolve_bench(bench: &ResolveBench) -> anyhow::Result<()> {
         .await?
         .with_connection_per_request(bench.connection_per_request);
     let client = Arc::new(with_credentials(client, &bench.auth)?);
-    let mut hits = Names::new(format!("{}/bench/", bench.prefix), bench.handles)?;
+    let mut hits = Names::new(bench.hit_stem(), bench.handles)?;
     let misses = Names::new(format!("{}/absent/", bench.prefix), bench.handles)?;
-    if !bench.no_seed {
+    if !(bench.no_seed || bench.imported) {
         let seeder = match &bench.seed_at {
             Some(at) => Arc::new(with_credentials(client_of(at).await?, &bench.auth)?),
             None => Arc::clone(&client),
@@ -183,6 +189,14 @@ async fn resolve_bench(bench: &ResolveBench) -> anyhow::Result<()> {
         server_pid: bench.server_pid,
     };
     offer(&client, &hits, &misses, &load).await
+}
+
+impl ResolveBench {
+    /// What the names of the handles resolved start with.
+    fn hit_stem(&self) -> String {
+        let stem = if self.imported { "import-" } else { "bench/" };
+        format!("{}/{stem}", self.prefix)
+    }
 }
 
 /// Handles `<stem><n>` for n in `0..count`, each named when it is needed: no list of
@@ -585,6 +599,32 @@ mod tests {
             (0..10).all(|_| random.pick().unwrap().is_some()),
             "at random, names never run out"
         );
+    }
+
+    /// `hdl bench resolve` with `args`, as clap reads them.
+    fn resolve_args(args: &[&str]) -> Result<ResolveBench, clap::Error> {
+        #[derive(Debug, clap::Parser)]
+        struct Command {
+            #[command(flatten)]
+            bench: BenchArgs,
+        }
+        let words = ["hdl", "resolve"].iter().chain(args);
+        let parsed = <Command as clap::Parser>::try_parse_from(words)?;
+        match parsed.bench.command {
+            BenchCommand::Resolve(bench) => Ok(bench),
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn imported_resolves_the_handles_bench_scale_built() {
+        let plain = resolve_args(&["--handles", "10"]).unwrap();
+        assert_eq!(plain.hit_stem(), "BENCH/bench/");
+        let imported = resolve_args(&["--imported", "--prefix", "P"]).unwrap();
+        assert_eq!(imported.hit_stem(), "P/import-");
+        let names = Names::new(imported.hit_stem(), 1).unwrap();
+        assert_eq!(names.pick().unwrap().unwrap().as_str(), "P/import-0");
+        assert!(resolve_args(&["--imported", "--seed-at", "127.0.0.1:2641"]).is_err());
     }
 
     #[test]

@@ -129,6 +129,7 @@ pub struct Metrics {
     snapshots_installed: Counter,
     snapshot_octets_installed: Counter,
     forwarded: Family<ForwardLabels, Counter>,
+    handed_off: Counter,
     totals: [AtomicU64; 2],
     started: Instant,
 }
@@ -202,6 +203,12 @@ impl Metrics {
             "Requests this node sent on to another node of the set owning their handle's slot, by kind",
             forwarded.clone(),
         );
+        let handed_off = Counter::default();
+        registry.register(
+            "udp_answers_handed_off",
+            "Resolutions over UDP answered on a reader thread rather than in the receiving loop, the store being read from the disk",
+            handed_off.clone(),
+        );
         Metrics {
             registry,
             requests,
@@ -216,6 +223,7 @@ impl Metrics {
             snapshots_installed,
             snapshot_octets_installed,
             forwarded,
+            handed_off,
             totals: [AtomicU64::new(0), AtomicU64::new(0)],
             started: Instant::now(),
         }
@@ -261,6 +269,11 @@ impl Metrics {
             kind: kind.as_str(),
         };
         self.forwarded.get_or_create(&labels).inc();
+    }
+
+    /// Counts one resolution over UDP handed to a reader thread.
+    pub fn handed_off(&self) {
+        self.handed_off.inc();
     }
 
     /// Requests answered by `protocol` since the start.

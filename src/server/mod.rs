@@ -128,9 +128,7 @@ impl HandleListeners {
             limits,
             draining.clone(),
         ));
-        let udp_limits = udp::UdpLimits {
-            answer_max_octets: config.handle.udp_answer_max_octets,
-        };
+        let udp_limits = udp::UdpLimits::from_config(&config.handle);
         loops.spawn(udp::serve(
             self.udp,
             responder.for_datagrams(),

@@ -105,6 +105,11 @@ impl Responder {
         }
     }
 
+    /// The metrics every answer is recorded in.
+    pub(super) fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
     /// This responder for datagrams: the same in all but its challenges, which go in
     /// a book of their own (a flood of forged datagrams cannot fill the one TCP
     /// callers are challenged from).

@@ -12,6 +12,11 @@
 //! checks waiting for a core) answers its senders "busy" and never takes the room a
 //! resolution needs.
 //!
+//! A resolution whose store read had to wait for the disk holds up the loop; while
+//! such answers are seen, resolutions are handed to a bounded set of reader threads
+//! instead ([`hand_off`]), so that many disk reads are in flight at once and the loop
+//! keeps receiving. From memory, answers are given in the loop as before.
+//!
 //! On shutdown ([`super::drain`]) the datagrams already queued on the socket are still
 //! taken, then the socket is read no more; the requests in flight are answered by the
 //! drain's deadline.
@@ -43,10 +48,15 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::{debug, info, warn};
 
 use crate::codec::{ENVELOPE_LEN, Envelope, MAX_DATAGRAM_LEN, MessageFlags, OpCode, Reassembler};
+use crate::config::HandleConfig;
 use crate::service::Caller;
 
 use super::drain::{self, Draining};
 use super::responder::{Reply, Responder};
+
+mod hand_off;
+
+use hand_off::HandOff;
 
 /// How long the pieces of an incomplete request are kept.
 pub const REASSEMBLY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -74,6 +84,21 @@ const MAX_OTHERS_IN_FLIGHT: u32 = 256;
 pub struct UdpLimits {
     /// The most octets, datagrams and envelopes included, one answer may take.
     pub answer_max_octets: usize,
+    /// The most reader threads resolutions are handed to at once ([`hand_off`]).
+    pub disk_readers: usize,
+    /// An answer in the loop taking this long or longer means the loop was blocked.
+    pub slow_answer: Duration,
+}
+
+impl UdpLimits {
+    /// The bounds `config` sets.
+    pub fn from_config(config: &HandleConfig) -> Self {
+        UdpLimits {
+            answer_max_octets: config.udp_answer_max_octets,
+            disk_readers: config.udp_disk_readers,
+            slow_answer: Duration::from_micros(config.udp_slow_answer_micros as u64),
+        }
+    }
 }
 
 /// Receives datagrams until the drain begins, then answers those in flight by its
@@ -86,6 +111,11 @@ pub async fn serve(socket: UdpSocket, responder: Responder, limits: UdpLimits, d
         in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT as usize)),
         others_in_flight: Arc::new(Semaphore::new(MAX_OTHERS_IN_FLIGHT as usize)),
         partial: Partial::default(),
+        hand_off: HandOff::new(
+            limits.disk_readers,
+            limits.slow_answer,
+            tokio::runtime::Handle::current(),
+        ),
     };
     let mut buffer = vec![0u8; 64 * 1024];
     // Received first, the signal polled only when no datagram is waiting: under load
@@ -147,6 +177,8 @@ struct Receiver {
     /// One permit per other request being answered.
     others_in_flight: Arc<Semaphore>,
     partial: Partial,
+    /// Whether resolutions go to reader threads, and those threads' room.
+    hand_off: HandOff,
 }
 
 impl Receiver {
@@ -169,7 +201,7 @@ impl Receiver {
             send_datagrams(&self.socket, peer, busy.unwrap_or_default()).await;
             return;
         };
-        let mut answering = Box::pin(answer(
+        let answering = Box::pin(answer(
             Arc::clone(&self.socket),
             self.responder.clone(),
             self.limits.answer_max_octets,
@@ -180,8 +212,20 @@ impl Receiver {
         // A resolution most often reads the store and sends its answer without
         // waiting: answered here, it costs no task. Anything else (a key check may
         // take a core for milliseconds), or a resolution that must wait (a fresh
-        // read), is answered on a task of its own.
-        if !(resolution && ready_at_once(&mut answering)) {
+        // read), is answered on a task of its own. While store reads wait for the
+        // disk, a resolution goes to a reader thread, unless they are all busy.
+        if !resolution {
+            tokio::spawn(answering);
+            return;
+        }
+        let started = Instant::now();
+        let Some(mut answering) = self.hand_off.hand(started, answering) else {
+            self.responder.metrics().handed_off();
+            return;
+        };
+        let finished = ready_at_once(&mut answering);
+        self.hand_off.timed(started, Instant::now());
+        if !finished {
             tokio::spawn(answering);
         }
     }

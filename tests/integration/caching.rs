@@ -87,7 +87,7 @@ async fn urls(
 
 /// The value of the sample `name` (a full name with its labels) in a `/metrics`
 /// page; 0 when absent.
-fn sample(metrics: &str, name: &str) -> u64 {
+pub(crate) fn sample(metrics: &str, name: &str) -> u64 {
     metrics
         .lines()
         .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))

@@ -483,3 +483,71 @@ async fn a_create_with_mint_makes_a_fresh_handle_under_the_base() {
     let code = anonymous.expect_err("challenged").response_code();
     assert_eq!(code, Some(ResponseCode::AuthenticationNeeded));
 }
+
+/// Resolutions over UDP handed to a reader thread, as `/metrics` counts them.
+const HANDED_OFF: &str = "hdl_udp_answers_handed_off_total";
+
+/// Every datagram `socket` receives until it has `count` or is quiet for a second.
+fn datagrams(socket: &std::net::UdpSocket, count: usize) -> Vec<Vec<u8>> {
+    let quiet = std::time::Duration::from_secs(1);
+    socket.set_read_timeout(Some(quiet)).expect("timeout");
+    let mut buffer = [0u8; hdl::codec::MAX_DATAGRAM_LEN];
+    let mut received = Vec::with_capacity(count);
+    while received.len() < count {
+        match socket.recv(&mut buffer) {
+            Ok(len) => received.push(buffer[..len].to_vec()),
+            Err(_) => break,
+        }
+    }
+    received
+}
+
+#[tokio::test]
+async fn udp_resolutions_handed_to_disk_readers_are_answered_byte_for_byte_as_in_the_loop() {
+    // Every answer counts as slow, so after the first one resolutions go to the
+    // readers while one of the two is free, and to the loop when both are busy.
+    let config = "[handle]\nudp_disk_readers = 2\nudp_slow_answer_micros = 0\n";
+    let server = Server::start_with_config(config);
+    let values = vec![
+        HandleValue::new(1, "URL", "https://example.org/disk"),
+        HandleValue::new(2, "EMAIL", "disk@example.org"),
+    ];
+    create(&server.client(), "TEST/disk", values).await;
+    let request = raw::resolution(b"TEST/disk", 31);
+    let datagram = request.encode();
+    let request_datagrams = std::slice::from_ref(&datagram);
+    let handed_off = || async { crate::caching::sample(&server.metrics().await, HANDED_OFF) };
+
+    let in_loop = raw::udp_frame(server.address(), request_datagrams, 31);
+    assert_eq!(handed_off().await, 0, "nothing was slow before the first");
+    let answer = Message::decode(&in_loop).expect("an answer");
+    assert_eq!(answer.header.response_code, ResponseCode::Success);
+    assert!(
+        in_loop.len() <= hdl::codec::MAX_DATAGRAM_LEN,
+        "one datagram"
+    );
+
+    // The previous answer's reader may still hold its place: one is free.
+    let from_reader = raw::udp_frame(server.address(), request_datagrams, 31);
+    assert_eq!(handed_off().await, 1);
+    assert_eq!(from_reader, in_loop);
+
+    const BURST: usize = 64;
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+    socket.connect(server.address()).expect("connect");
+    for _ in 0..BURST {
+        socket.send(&datagram).expect("send");
+    }
+    let answers = datagrams(&socket, BURST);
+    assert_eq!(
+        answers.len(),
+        BURST,
+        "every request of the burst is answered"
+    );
+    assert!(answers.iter().all(|answer| *answer == in_loop));
+    let after = handed_off().await;
+    assert!(
+        (2..=1 + BURST as u64).contains(&after),
+        "{after} handed off"
+    );
+}
