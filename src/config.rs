@@ -35,10 +35,11 @@
 //! # Reader threads resolutions over UDP are handed to, at most, while the store is
 //! # read from the disk (a store larger than memory): an answer in the receiving loop
 //! # taking udp_slow_answer_micros or longer, most of it waiting rather than
-//! # preempted, means the loop waited (for the disk, most likely), and for a second after such an answer resolutions are read and
-//! # answered on those threads, many disk reads in flight at once, the loop free to
-//! # receive; with every reader busy the loop answers itself. From memory, answers
-//! # stay in the loop (no thread hop). 0 readers answers everything in the loop.
+//! # preempted, means the loop waited (for the disk, most likely), and for a second
+//! # after such an answer resolutions are read and answered on those threads, many
+//! # disk reads in flight at once, the loop free to receive; with every reader busy
+//! # the loop answers itself. From memory, answers stay in the loop (no thread hop).
+//! # 0 readers answers everything in the loop.
 //! # Defaults: 32 (0 to 512) and 1000 (0, every answer counts as slow, to 1000000).
 //! udp_disk_readers = 32
 //! udp_slow_answer_micros = 1000
