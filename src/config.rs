@@ -40,9 +40,9 @@
 //! # disk reads in flight at once, the loop free to receive; with every reader busy
 //! # the loop answers itself. From memory, answers stay in the loop (no thread hop).
 //! # 0 readers answers everything in the loop.
-//! # Defaults: 32 (0 to 512) and 1000 (0, every answer counts as slow, to 1000000).
+//! # Defaults: 32 (0 to 512) and 250 (0, every answer counts as slow, to 1000000).
 //! udp_disk_readers = 32
-//! udp_slow_answer_micros = 1000
+//! udp_slow_answer_micros = 250
 //!
 //! [http]
 //! # Address of the HTTP listener: the JSON API, the web proxy, /status, /metrics.
@@ -307,7 +307,7 @@ impl Default for HandleConfig {
             max_handle_octets: MAX_VALUE_LIST_LEN,
             udp_answer_max_octets: DEFAULT_UDP_ANSWER_MAX_OCTETS,
             udp_disk_readers: 32,
-            udp_slow_answer_micros: 1000,
+            udp_slow_answer_micros: 250,
         }
     }
 }

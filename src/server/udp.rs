@@ -56,7 +56,7 @@ use super::responder::{Reply, Responder};
 
 mod hand_off;
 
-use hand_off::HandOff;
+use hand_off::{AnswerClock, HandOff};
 
 /// How long the pieces of an incomplete request are kept.
 pub const REASSEMBLY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -218,13 +218,13 @@ impl Receiver {
             tokio::spawn(answering);
             return;
         }
-        let started = Instant::now();
-        let Some(mut answering) = self.hand_off.hand(started, answering) else {
+        let clock = AnswerClock::start();
+        let Some(mut answering) = self.hand_off.hand(clock.started(), answering) else {
             self.responder.metrics().handed_off();
             return;
         };
         let finished = ready_at_once(&mut answering);
-        self.hand_off.timed(started, Instant::now());
+        self.hand_off.timed(clock, Instant::now());
         if !finished {
             tokio::spawn(answering);
         }

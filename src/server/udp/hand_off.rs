@@ -12,7 +12,10 @@
 //! So the loop times each answer it gives (two clock reads), and an answer slower than
 //! the threshold (`[handle] udp_slow_answer_micros`) that the thread mostly spent
 //! waiting, not preempted ([`mostly_waited`]: a loop preempted on a busy machine is as
-//! slow, and would only pay the hand-off), says the loop was blocked. For
+//! slow, and would only pay the hand-off), says the loop was blocked. Which it was is
+//! known only by reading the thread's run delay before and after the answer, too dear
+//! for every answer: after a slow answer, the thread's next one is measured so
+//! ([`AnswerClock`]), and decides. For
 //! [`SLOW_WINDOW`] after the last slow answer, resolutions are handed to reader
 //! threads of this module's own, at most `[handle] udp_disk_readers`, each reading the
 //! store and sending its answer from there (the same future the loop would have polled, polled
@@ -20,8 +23,9 @@
 //! many disk reads are in flight and the loop keeps receiving. When every reader is
 //! busy, the loop answers in place as before: nothing queues beyond the readers. A
 //! reader's slow answer prolongs the window too, so it lasts as long as reads do reach
-//! the disk. Outside the window the loop pays one atomic load and two clock reads an
-//! answer, and a read of its `schedstat` for an answer over the threshold.
+//! the disk. Outside the window the loop pays one atomic load, two clock reads and a
+//! thread-local read an answer, and two reads of its `schedstat` around the answer after
+//! a slow one.
 //!
 //! Owns the window and the reader threads; it never touches the socket, the request or
 //! the room a resolution holds in flight (which the answer carries, so the drain
@@ -79,13 +83,52 @@ struct Pace {
     slow_until: AtomicU64,
 }
 
+/// When an answer on this thread began, and the thread's run delay then, read only
+/// when its last slow answer is not explained yet ([`UNEXPLAINED`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct AnswerClock {
+    started: Instant,
+    /// `None`: not read; `Some(None)`: `schedstat` cannot be read here.
+    run_delay: Option<Option<u64>>,
+}
+
+impl AnswerClock {
+    /// Starts timing an answer on this thread.
+    pub(super) fn start() -> Self {
+        AnswerClock {
+            run_delay: UNEXPLAINED.get().then(run_delay_now),
+            started: Instant::now(),
+        }
+    }
+
+    /// When the answer began.
+    pub(super) fn started(&self) -> Instant {
+        self.started
+    }
+}
+
 impl Pace {
-    /// Notes an answer given on this thread from `started` to `finished`: a slow one
-    /// that mostly waited (not one the thread was preempted during) opens the window.
-    /// A zero threshold counts every answer.
-    fn timed(&self, started: Instant, finished: Instant) {
-        let took = finished.saturating_duration_since(started);
-        if took >= self.threshold && (self.threshold.is_zero() || mostly_waited(took)) {
+    /// Notes an answer timed by `clock` that ended at `finished`. A slow one opens the
+    /// window if its thread mostly waited during it, not preempted ([`mostly_waited`]);
+    /// a slow one whose run delay was not read only has the thread's next answer
+    /// measured. A zero threshold counts every answer.
+    fn timed(&self, clock: AnswerClock, finished: Instant) {
+        let took = finished.saturating_duration_since(clock.started);
+        let waited = if took < self.threshold {
+            false
+        } else if self.threshold.is_zero() {
+            true
+        } else {
+            match clock.run_delay {
+                None => {
+                    UNEXPLAINED.set(true);
+                    return;
+                }
+                Some(before) => mostly_waited(before, took),
+            }
+        };
+        UNEXPLAINED.set(false);
+        if waited {
             let until = self.nanos(finished + SLOW_WINDOW);
             self.slow_until.fetch_max(until, Ordering::Relaxed);
         }
@@ -142,9 +185,9 @@ impl HandOff {
         let pace = Arc::clone(&self.pace);
         let mut answering = answering;
         let job: Job = Box::new(move || {
-            let started = Instant::now();
+            let clock = AnswerClock::start();
             let finished = ready_at_once(&mut answering);
-            pace.timed(started, Instant::now());
+            pace.timed(clock, Instant::now());
             drop(place);
             if !finished {
                 tokio::spawn(answering);
@@ -155,9 +198,9 @@ impl HandOff {
         None
     }
 
-    /// Notes an answer the loop gave from `started` to `finished`.
-    pub(super) fn timed(&self, started: Instant, finished: Instant) {
-        self.pace.timed(started, finished);
+    /// Notes an answer the loop gave, timed by `clock`, that ended at `finished`.
+    pub(super) fn timed(&self, clock: AnswerClock, finished: Instant) {
+        self.pace.timed(clock, finished);
     }
 
     /// Starts a thread when the places taken (this one's included) outnumber them;
@@ -181,26 +224,29 @@ impl HandOff {
 }
 
 thread_local! {
-    /// This thread's run delay when it last timed a slow answer, in nanoseconds.
-    static RUN_DELAY: Cell<u64> = const { Cell::new(0) };
+    /// Whether this thread's last answer was slow and its run delay was not read
+    /// around it: its next answer is measured, so that one slow answer's cause is
+    /// known at the cost of two reads of `schedstat`, and only after a slow answer.
+    static UNEXPLAINED: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Whether this thread, which just took `took` over an answer, spent most of it
-/// waiting (on the disk, most likely) rather than preempted, waiting for a core: a
-/// loop preempted on a busy machine is slow too, and handing off would not help it.
-/// Its run delay (time runnable but not running) since its last slow answer, from
-/// `/proc/thread-self/schedstat`, read only for slow answers: under half of `took`
-/// means it waited for the rest (an earlier preemption counted in only makes it say
-/// no). Where the file cannot be read, every slow answer counts.
-fn mostly_waited(took: Duration) -> bool {
-    let Some(now) = std::fs::read_to_string("/proc/thread-self/schedstat")
-        .ok()
-        .and_then(|text| run_delay(&text))
-    else {
-        return true;
-    };
-    let before = RUN_DELAY.replace(now);
-    Duration::from_nanos(now.saturating_sub(before)) < took / 2
+/// Whether this thread, which just took `took` over an answer and whose run delay
+/// was `before` at its start, spent most of it waiting (on the disk, most likely)
+/// rather than preempted, waiting for a core: a loop preempted on a busy machine is
+/// slow too, and handing off would not help it. Its run delay (time runnable but not
+/// running) over the answer under half of `took` means it waited for the rest. Where
+/// `schedstat` cannot be read, every slow answer counts.
+fn mostly_waited(before: Option<u64>, took: Duration) -> bool {
+    match (before, run_delay_now()) {
+        (Some(before), Some(now)) => Duration::from_nanos(now.saturating_sub(before)) < took / 2,
+        _ => true,
+    }
+}
+
+/// This thread's run delay so far, in nanoseconds, from `/proc/thread-self/schedstat`.
+fn run_delay_now() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    run_delay(&text)
 }
 
 /// The run delay, in nanoseconds, of a `schedstat` line (CPU time, run delay, slices).
@@ -242,6 +288,41 @@ mod tests {
         Box::pin(async {})
     }
 
+    /// A clock started at `at` whose run delay was read, as unreadable: a slow answer
+    /// timed by it counts.
+    fn measured(at: Instant) -> AnswerClock {
+        AnswerClock {
+            started: at,
+            run_delay: Some(None),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_slow_answer_not_measured_has_the_next_one_measured() {
+        let hand_off = hand_off(4, THRESHOLD);
+        let start = Instant::now();
+        let unmeasured = AnswerClock {
+            started: start,
+            run_delay: None,
+        };
+        hand_off.timed(unmeasured, start + THRESHOLD);
+        assert!(
+            !hand_off.pace.slow_at(start + THRESHOLD),
+            "cause unknown yet"
+        );
+        let clock = AnswerClock::start();
+        assert!(clock.run_delay.is_some(), "the next answer is measured");
+        // Slower by far than any run delay the thread gathers meanwhile.
+        let end = clock.started + Duration::from_secs(3600);
+        hand_off.timed(clock, end);
+        assert!(hand_off.pace.slow_at(end), "it mostly waited");
+        let next = AnswerClock::start();
+        assert!(
+            next.run_delay.is_none(),
+            "explained: the next is not measured"
+        );
+    }
+
     #[tokio::test]
     async fn resolutions_are_handed_off_only_within_the_window_after_a_slow_answer() {
         let mut hand_off = hand_off(4, THRESHOLD);
@@ -251,19 +332,19 @@ mod tests {
             "nothing was slow yet"
         );
 
-        hand_off.timed(start, start + THRESHOLD / 2);
+        hand_off.timed(measured(start), start + THRESHOLD / 2);
         assert!(hand_off.hand(start + THRESHOLD, done()).is_some(), "fast");
 
         let slow_end = start + THRESHOLD;
-        hand_off.timed(start, slow_end);
+        hand_off.timed(measured(start), slow_end);
         assert!(hand_off.hand(slow_end, done()).is_none());
         assert!(hand_off.hand(slow_end + SLOW_WINDOW / 2, done()).is_none());
         assert!(hand_off.hand(slow_end + SLOW_WINDOW, done()).is_some());
 
         // An earlier slow answer reported late does not shorten the window.
         let later = slow_end + SLOW_WINDOW / 2;
-        hand_off.timed(later, later + THRESHOLD);
-        hand_off.timed(start, slow_end);
+        hand_off.timed(measured(later), later + THRESHOLD);
+        hand_off.timed(measured(start), slow_end);
         assert!(hand_off.hand(slow_end + SLOW_WINDOW, done()).is_none());
     }
 
@@ -271,7 +352,7 @@ mod tests {
     async fn the_readers_are_bounded_and_their_places_come_back() {
         let mut hand_off = hand_off(2, Duration::ZERO);
         let now = Instant::now();
-        hand_off.timed(now, now);
+        hand_off.timed(measured(now), now);
         // Two answers that each hold their reader until told to end.
         let (release, released) = sync_channel::<()>(0);
         let released = Arc::new(Mutex::new(released));
@@ -325,7 +406,7 @@ mod tests {
     async fn no_readers_never_hands_off() {
         let mut hand_off = hand_off(0, Duration::ZERO);
         let now = Instant::now();
-        hand_off.timed(now, now);
+        hand_off.timed(measured(now), now);
         assert!(hand_off.hand(now, done()).is_some());
         assert_eq!(hand_off.threads, 0);
     }
