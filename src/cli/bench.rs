@@ -8,8 +8,9 @@
 //! caching resolver, when given; not at all with `--no-seed`, for handles imported or
 //! derived by a template; with `--imported`, `<prefix>/import-<n>`, the handles
 //! `hdl bench import` and `hdl bench scale` build, are resolved and none seeded);
-//! then `--concurrency` tasks resolve for `--duration` seconds, each request a hit (a seeded handle, at random, or with `--each-once` the
-//! next one not asked yet, until every one was) or, `--misses` percent of the time, a
+//! then `--concurrency` tasks resolve for `--duration` seconds, each request a hit (a
+//! seeded handle, at random, or with `--each-once` the next one not asked yet, until
+//! every one was) or, `--misses` percent of the time, a
 //! miss (a handle that does not exist, answered 100). Latencies go into
 //! one HDR histogram per task and outcome (microseconds, 3 significant digits: bounded
 //! memory whatever the run's length), merged at the end. A hit that fails or a miss

@@ -152,12 +152,12 @@ impl ReadSnapshot {
 /// A key of the store as the text it is (see [`tables`]); one that is not UTF-8 is a
 /// corrupt record.
 pub(super) fn stored_key(key: &[u8]) -> Result<&str, StorageError> {
-    std::str::from_utf8(key).map_err(|error| StorageError::Corrupt {
-        key: String::from_utf8_lossy(key).into_owned(),
-        source: crate::values::DecodeError::InvalidUtf8 {
+    std::str::from_utf8(key).map_err(|error| {
+        let source = crate::values::DecodeError::InvalidUtf8 {
             field: "stored key",
             offset: error.valid_up_to(),
-        },
+        };
+        corrupt(&String::from_utf8_lossy(key), source)
     })
 }
 
