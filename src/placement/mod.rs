@@ -89,7 +89,7 @@ impl MapGroup {
     /// the set stops; a failed write is tried again at the next change or after
     /// [`FOLLOW_RETRY`].
     pub async fn follow(&self, id: SetId, set: Group<HandleSet>) {
-        let mut news = set.watch();
+        let mut news = set.watch_members();
         loop {
             if let Err(error) = self.record_if_changed(id, &set).await {
                 tracing::warn!(%error, set = id.0, "cannot record the set's members in the cluster map");

@@ -276,23 +276,28 @@ impl<M: Machine> Group<M> {
 
     /// Watches this node's view of the group (its membership, its leader, its log).
     pub fn watch(&self) -> GroupWatch {
-        GroupWatch {
-            metrics: self.inner.raft.metrics(),
-        }
+        GroupWatch::Everything(self.inner.raft.metrics())
+    }
+
+    /// Watches this node's view of the group's membership and leader only: unlike
+    /// [`Group::watch`], not woken by every append and apply.
+    pub fn watch_members(&self) -> GroupWatch {
+        GroupWatch::Members(self.inner.raft.server_metrics())
     }
 
     /// Resolves, with the reason, once this node's Raft of the group has stopped on a
     /// failure (a storage error, or a panic): it then neither writes nor applies, and
     /// its store is frozen. Never resolves while the group runs, nor after a shutdown.
+    ///
+    /// It waits on the server metrics (vote, state, leader, membership), which openraft
+    /// sends only when they change and whose sender goes with its core, rather than on
+    /// the full metrics, which it sends after every append and apply: a waiter there was
+    /// woken several times a write for nothing. The core says why it stopped in the full
+    /// metrics before it ends.
     pub async fn failed(&self) -> GroupError {
-        let mut metrics = self.inner.raft.metrics();
-        // Ends when the core says it stopped, or when it ended without saying so.
-        drop(
-            metrics
-                .wait_for(|metrics| metrics.running_state.is_err())
-                .await,
-        );
-        let running = metrics.borrow().running_state.clone();
+        let mut server = self.inner.raft.server_metrics();
+        while server.changed().await.is_ok() {}
+        let running = self.inner.raft.metrics().borrow().running_state.clone();
         match running {
             Err(Fatal::Stopped) => std::future::pending().await,
             Err(fatal) => GroupError::Stopped(fatal),
@@ -364,15 +369,21 @@ impl<M: Machine> Group<M> {
 
 /// News of a group: resolves when this node's view of it changes.
 #[derive(Debug)]
-pub struct GroupWatch {
-    metrics: tokio::sync::watch::Receiver<openraft::RaftMetrics<NodeId, Node>>,
+pub enum GroupWatch {
+    /// Any change: membership, leader, log, applied state.
+    Everything(tokio::sync::watch::Receiver<openraft::RaftMetrics<NodeId, Node>>),
+    /// A change of vote, state, leader or membership.
+    Members(tokio::sync::watch::Receiver<openraft::metrics::RaftServerMetrics<NodeId, Node>>),
 }
 
 impl GroupWatch {
     /// Waits until this node's view of the group changes; `false` once the group has
     /// stopped and nothing will change any more.
     pub async fn changed(&mut self) -> bool {
-        self.metrics.changed().await.is_ok()
+        match self {
+            GroupWatch::Everything(metrics) => metrics.changed().await.is_ok(),
+            GroupWatch::Members(metrics) => metrics.changed().await.is_ok(),
+        }
     }
 }
 

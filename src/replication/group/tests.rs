@@ -228,7 +228,7 @@ async fn a_member_cut_off_from_the_leader_never_raises_the_term_while_a_quorum_h
 async fn writes_made_at_once_share_entries_and_each_gets_its_own_output() {
     const WRITES: u64 = 300;
     let nodes = formed_nodes().await;
-    let before = nodes[0].counter.watch().metrics.borrow().last_log_index;
+    let before = nodes[0].counter.status().last_log;
 
     // Half through the leader, half forwarded by a follower, all at once.
     let (_, leader) = nodes[0].counter.members();
@@ -252,7 +252,7 @@ async fn writes_made_at_once_share_entries_and_each_gets_its_own_output() {
     // Each write saw the total just after its own addition: every output is its own.
     totals.sort_unstable();
     assert_eq!(totals, (1..=WRITES).collect::<Vec<_>>());
-    let after = leader.counter.watch().metrics.borrow().last_log_index;
+    let after = leader.counter.status().last_log;
     let entries = after.unwrap_or(0) - before.unwrap_or(0);
     assert!(
         entries < WRITES / 4,
