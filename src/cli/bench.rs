@@ -91,7 +91,8 @@ struct ResolveBench {
     server: ServerArg,
     #[command(flatten)]
     transport: TransportArg,
-    /// Concurrent resolvers.
+    /// Concurrent resolvers; over UDP without --rate, the requests kept outstanding
+    /// (an open loop over UDP has one sender, whatever this says).
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     concurrency: u32,
     /// Seconds to run.

@@ -415,9 +415,14 @@ impl Run {
     }
 
     /// Sends what is due at `now`, at most [`BATCH`]; `None` once sending is over:
-    /// `until` has passed, the names ran out or the server refused.
+    /// every turn before `until` was taken (open loop) or `until` has passed (closed),
+    /// the names ran out or the server refused.
     fn send_due(&mut self, now: Instant, until: Instant) -> anyhow::Result<Option<Progress>> {
-        if now >= until || self.figures.answering.refused() {
+        let over = match self.mode {
+            Mode::Open(pacing) => pacing.turn(self.figures.sent) >= until,
+            Mode::Closed(_) => now >= until,
+        };
+        if over || self.figures.answering.refused() {
             return Ok(None);
         }
         let mut progress = Progress::Idle;
