@@ -176,9 +176,9 @@ pub struct ResolutionDatagram {
 }
 
 impl ResolutionDatagram {
-    /// What `selection` picks of `handle`, with J9's flags and an expiry
-    /// [`EXPIRY_SECONDS`] after `now`; `None` when the request takes more than one
-    /// datagram (a handle of over 400-odd octets).
+    /// What `selection` picks of `handle`, with J9's flags and an expiry 12 hours after
+    /// `now`, as every request; `None` when the request takes more than one datagram (a
+    /// handle of over 452 octets).
     pub fn new(handle: &Handle, selection: &ValueSelection, now: u32) -> Option<Self> {
         let request = super::resolution_request(handle, selection);
         let mut datagrams = Outgoing::new(request, OpFlags::J9_DEFAULT, 0, now).datagrams();
@@ -330,8 +330,9 @@ mod tests {
             let sent = Outgoing::new(request, OpFlags::J9_DEFAULT, request_id, NOW);
             assert_eq!(datagram.with_request_id(request_id), sent.bytes());
         }
-        let long = Handle::parse(&format!("TEST/{}", "x".repeat(600))).unwrap();
-        assert!(ResolutionDatagram::new(&long, &selection, NOW).is_none());
+        let of_len = |len: usize| Handle::parse(&format!("TEST/{}", "x".repeat(len - 5))).unwrap();
+        assert!(ResolutionDatagram::new(&of_len(452), &selection, NOW).is_some());
+        assert!(ResolutionDatagram::new(&of_len(453), &selection, NOW).is_none());
     }
 
     #[test]
