@@ -5,11 +5,11 @@
 # tests/fixtures) pinned to CPU 0 with MALLOC_ARENA_MAX=2 and seeds HANDLES handles; then
 # ROUNDS times, alternating: `hdl bench resolve --udp --no-seed --misses 0 --rate RATE
 # --server-pid PID` from CPU 1 against the node, and the same against a fresh echo server
-# pinned to CPU 0 (every request comes back as it was sent, which the client counts as
-# an error: the echo's own count and CPU are what matter). Prints the node's figures (its
-# CPU per answer, the latencies) and the echo's CPU per datagram. RATE=0 offers as fast
-# as answers come (closed loop), which for the echo is as fast as the client sends.
-# Every process is stopped and reaped on exit.
+# pinned to CPU 0. The bench counts what the echo sends back as `echoed`, with its rate
+# and latencies, and its CPU per datagram from /proc like the node's; the echo's own
+# count and CPU (getrusage) follow. RATE=0 offers as fast as answers come (closed loop,
+# CONCURRENCY requests outstanding): saturation. Every process is stopped and reaped on
+# exit.
 #
 # Usage: [HDL_BIN=PATH] [RATE=50000] [HANDLES=1000] [CONCURRENCY=32] [DURATION=5]
 #        [ROUNDS=1] scripts/bench-udp-echo.sh
@@ -40,7 +40,8 @@ for round in $(seq "${ROUNDS:-1}"); do
     done
     echo_port=$(sed -n 's/^listening //p' "$dir/echo.out")
     taskset -c 1 "$hdl" "${bench[@]}" --server "127.0.0.1:$echo_port" --no-seed --misses 0 \
-        "${rate[@]}" --duration "${DURATION:-5}" 2>/dev/null | grep -E '^(resolve|total|late)' || true
+        "${rate[@]}" --duration "${DURATION:-5}" --server-pid "$echo_pid" |
+        grep -Ev '^(hits|misses) '
     kill -TERM "$echo_pid"
     wait "$echo_pid" || true
     tail -n 1 "$dir/echo.out"

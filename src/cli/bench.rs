@@ -16,13 +16,14 @@
 //! memory whatever the run's length), merged at the end. A hit that fails or a miss
 //! answered otherwise than 100 counts as an error, not a latency.
 //!
-//! With `--rate R` the load is an open loop: the resolvers together send R requests a
+//! Over UDP the load is [`super::bench_udp_load`]'s, on a thread of its own. Over TCP,
+//! with `--rate R` the load is an open loop: the resolvers together send R requests a
 //! second on a fixed schedule (each its own share, staggered), whatever the answers'
 //! latency; a request whose turn came while its resolver still waited for the
-//! previous answer is counted as late (the rate was not held there: add resolvers). Without it each resolver sends its next request as
-//! soon as the last is answered (closed loop, saturation). With `--server-pid` the
-//! server's CPU time over the run ([`super::bench_cpu`]) is divided by the answers:
-//! the server's CPU per answer.
+//! previous answer is counted as late (the rate was not held there: add resolvers).
+//! Without it each resolver sends its next request as soon as the last is answered
+//! (closed loop, saturation). With `--server-pid` the server's CPU time over the run
+//! ([`super::bench_cpu`]) is divided by the answers: the server's CPU per answer.
 //!
 //! When the server goes away under load (a request is refused: its port is closed),
 //! the resolvers stop and the figures end with `server closed after N s; M errors
@@ -90,7 +91,8 @@ struct ResolveBench {
     server: ServerArg,
     #[command(flatten)]
     transport: TransportArg,
-    /// Concurrent resolvers.
+    /// Concurrent resolvers; over UDP without --rate, the requests kept outstanding
+    /// (an open loop over UDP has one sender, whatever this says).
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     concurrency: u32,
     /// Seconds to run.
@@ -224,7 +226,13 @@ impl Names {
         Ok(names)
     }
 
-    fn nth(&self, n: u32) -> anyhow::Result<Handle> {
+    /// How many names there are.
+    pub(super) fn count(&self) -> u32 {
+        self.count
+    }
+
+    /// The `n`-th name.
+    pub(super) fn nth(&self, n: u32) -> anyhow::Result<Handle> {
         Handle::parse(&format!("{}{n}", self.stem)).context("invalid --prefix")
     }
 
@@ -243,12 +251,14 @@ impl Names {
     /// The name to ask for next: one at random, or the next not picked yet (`None`
     /// once every one was).
     fn pick(&self) -> anyhow::Result<Option<Handle>> {
+        self.pick_index().map(|n| self.nth(n)).transpose()
+    }
+
+    /// [`Names::pick`]'s choice, by its place among the names.
+    pub(super) fn pick_index(&self) -> Option<u32> {
         match &self.next {
-            None => self.random().map(Some),
-            Some(next) => match next.fetch_add(1, Ordering::Relaxed) {
-                n if n < self.count => self.nth(n).map(Some),
-                _ => Ok(None),
-            },
+            None => Some(rand::random_range(0..self.count)),
+            Some(next) => Some(next.fetch_add(1, Ordering::Relaxed)).filter(|&n| n < self.count),
         }
     }
 }
@@ -273,6 +283,18 @@ pub(super) async fn offer(
     misses: &Names,
     load: &Load,
 ) -> anyhow::Result<()> {
+    if load.transport == Transport::Udp {
+        let server = *client
+            .servers()
+            .first()
+            .context("no server to resolve at")?;
+        let (hits, misses, load) = (hits.clone(), misses.clone(), *load);
+        return tokio::task::spawn_blocking(move || {
+            super::bench_udp_load::offer(server, &hits, &misses, &load)
+        })
+        .await
+        .context("the UDP load failed")?;
+    }
     let started = Instant::now();
     let cpu_before = load.server_pid.map(bench_cpu::cpu_time).transpose()?;
     let gone = Arc::new(AtomicBool::new(false));
@@ -306,7 +328,7 @@ pub(super) async fn offer(
     let seconds = match verdict.closed {
         Some(closed) => closed
             .last_answered
-            .map(|last| last.duration_since(started)),
+            .map(|last| last.duration_since(started.into_std())),
         None => None,
     }
     .unwrap_or_else(|| started.elapsed())
@@ -337,10 +359,8 @@ pub(super) async fn offer(
     Ok(())
 }
 
-/// When the server closed: `server closed after N s; M errors before (K requests
-/// unanswered after it or within T ms of it)`.
 /// The server's CPU time over the run, and per answer.
-fn print_cpu(cpu: Duration, answers: u64) {
+pub(super) fn print_cpu(cpu: Duration, answers: u64) {
     let per_answer = cpu.as_secs_f64() * 1e6 / answers.max(1) as f64;
     println!(
         "server CPU {:.2} s, {per_answer:.1} µs per answer",
@@ -348,7 +368,9 @@ fn print_cpu(cpu: Duration, answers: u64) {
     );
 }
 
-fn print_close(verdict: &Verdict, errors: u64, seconds: f64) {
+/// When the server closed: `server closed after N s; M errors before (K requests
+/// unanswered after it or within T ms of it)`.
+pub(super) fn print_close(verdict: &Verdict, errors: u64, seconds: f64) {
     if let Some(closed) = verdict.closed {
         println!(
             "server closed after {seconds:.1} s; {errors} errors before ({} requests unanswered after it or within {} ms of it)",
@@ -471,7 +493,7 @@ impl Plan {
                 }
                 (_, Err(error)) if no_answer(&error).is_some() => {
                     let refused = no_answer(&error) == Some(true);
-                    tally.answering.unanswered(started, refused);
+                    tally.answering.unanswered(started.into_std(), refused);
                     if refused {
                         gone.store(true, Ordering::Relaxed);
                     }
@@ -479,7 +501,7 @@ impl Plan {
                 }
                 _ => tally.errors += 1,
             }
-            tally.answering.answered(started);
+            tally.answering.answered(started.into_std());
         }
         Ok(tally)
     }

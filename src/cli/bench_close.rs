@@ -17,14 +17,15 @@
 //! [`MIN_MARGIN`]): within it, an unanswered request counts as at the close.
 //!
 //! Bounded: each resolver keeps the starts of at most [`MAX_TRAILING`] unanswered
-//! requests since its last answer; older ones are errors (the server had long stopped
+//! requests since its last answer (a load of many requests in flight chooses its own
+//! room, [`Answering::with_room`]); older ones are errors (the server had long stopped
 //! answering it while others still had answers, or it is not closing).
 
+use std::collections::VecDeque;
 use std::io::ErrorKind;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use hdl::client::{AttemptError, ClientError};
-use tokio::time::Instant;
 
 /// Unanswered requests of one resolver kept since its last answer.
 const MAX_TRAILING: usize = 64;
@@ -34,19 +35,38 @@ const MAX_TRAILING: usize = 64;
 pub(super) const MIN_MARGIN: Duration = Duration::from_millis(10);
 
 /// What one resolver saw of the server's answering, for [`verdict`].
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Answering {
     /// The start of the latest request the server answered (with anything).
     last_answered: Option<Instant>,
     /// The starts of the requests unanswered since, oldest first.
-    trailing: Vec<Instant>,
+    trailing: VecDeque<Instant>,
+    /// How many of them are kept.
+    room: usize,
     /// Unanswered requests followed by an answer (or pushed out of `trailing`).
     unanswered_then_answered: u64,
     /// Whether a request was refused: the server's port is closed.
     refused: bool,
 }
 
+impl Default for Answering {
+    fn default() -> Self {
+        Answering::with_room(MAX_TRAILING)
+    }
+}
+
 impl Answering {
+    /// Keeps at most `room` unanswered requests since the last answer (at least one).
+    pub(super) fn with_room(room: usize) -> Answering {
+        Answering {
+            last_answered: None,
+            trailing: VecDeque::new(),
+            room: room.max(1),
+            unanswered_then_answered: 0,
+            refused: false,
+        }
+    }
+
     /// A request started at `started` was answered.
     pub(super) fn answered(&mut self, started: Instant) {
         self.unanswered_then_answered += self.trailing.len() as u64;
@@ -56,12 +76,18 @@ impl Answering {
 
     /// A request started at `started` got no answer; `refused` when the port was closed.
     pub(super) fn unanswered(&mut self, started: Instant, refused: bool) {
-        if self.trailing.len() == MAX_TRAILING {
-            self.trailing.remove(0);
+        if self.trailing.len() == self.room {
+            self.trailing.pop_front();
             self.unanswered_then_answered += 1;
         }
-        self.trailing.push(started);
+        self.trailing.push_back(started);
         self.refused |= refused;
+    }
+
+    /// The server's port refused a datagram (an ICMP port unreachable, reported on the
+    /// next receive, so tied to no one request).
+    pub(super) fn refusal(&mut self) {
+        self.refused = true;
     }
 
     /// Whether the server refused a request of this resolver.

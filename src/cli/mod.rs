@@ -18,6 +18,7 @@ mod bench_http;
 mod bench_import;
 mod bench_restart;
 mod bench_scale;
+mod bench_udp_load;
 mod bench_write;
 mod bulk_link;
 mod cluster;

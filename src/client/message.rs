@@ -1,7 +1,7 @@
 //! Request messages as the client sends them and the checks on what comes back. Pure:
 //! the clock and the request id are the caller's.
 //!
-//! Owns [`Outgoing`] and [`Answer`]. Every request is encoded in version 2.11 and
+//! Owns [`Outgoing`], [`ResolutionDatagram`] and [`Answer`]. Every request is encoded in version 2.11 and
 //! suggests 2.11, carries the flags it is given (J9's `REC|CA|PO` by default), an
 //! unknown site serial and an expiry 12 hours after `now`, as J9 builds its messages
 //! (digest §1.2, §2). An answer is ours when it decodes, is a response and carries our
@@ -18,6 +18,8 @@ use crate::codec::{
     Body, CodecError, ENVELOPE_LEN, Envelope, Header, Message, MessageFlags, OpFlags,
     ProtocolVersion, Request, Response, ResponseCode, split_datagrams, unsealed,
 };
+use crate::names::Handle;
+use crate::values::ValueSelection;
 
 /// Seconds a request stays valid, as J9 (`now + 43 200`).
 pub const EXPIRY_SECONDS: u32 = 43_200;
@@ -164,6 +166,37 @@ impl Outgoing {
     }
 }
 
+/// A resolution request encoded once, as the one UDP datagram
+/// [`Client::resolve`](super::Client::resolve) sends for it, to be sent again and again
+/// under a new RequestId each time: a load generator's requests, which cost no encoding
+/// per send.
+#[derive(Debug, Clone)]
+pub struct ResolutionDatagram {
+    bytes: Vec<u8>,
+}
+
+impl ResolutionDatagram {
+    /// What `selection` picks of `handle`, with J9's flags and an expiry 12 hours after
+    /// `now`, as every request; `None` when the request takes more than one datagram (a
+    /// handle of over 452 octets).
+    pub fn new(handle: &Handle, selection: &ValueSelection, now: u32) -> Option<Self> {
+        let request = super::resolution_request(handle, selection);
+        let mut datagrams = Outgoing::new(request, OpFlags::J9_DEFAULT, 0, now).datagrams();
+        match (datagrams.pop(), datagrams.is_empty()) {
+            (Some(bytes), true) => Some(ResolutionDatagram { bytes }),
+            _ => None,
+        }
+    }
+
+    /// The datagram, carrying RequestId `request_id`.
+    pub fn with_request_id(&mut self, request_id: u32) -> &[u8] {
+        if let Some(envelope) = self.bytes.first_chunk_mut() {
+            Envelope::set_request_id(envelope, request_id);
+        }
+        &self.bytes
+    }
+}
+
 /// A request message of version 2.11 suggesting 2.11 (module doc).
 fn build(request: Request, flags: OpFlags, request_id: u32, now: u32, session_id: u32) -> Message {
     let envelope = Envelope {
@@ -285,6 +318,21 @@ mod tests {
             outgoing.header_and_body()
         );
         assert_eq!(outgoing.datagrams(), vec![outgoing.bytes().to_vec()]);
+    }
+
+    #[test]
+    fn a_resolution_datagram_is_the_request_resolve_sends_under_each_request_id() {
+        let handle = Handle::parse("TEST/1").unwrap();
+        let selection = ValueSelection::all();
+        let mut datagram = ResolutionDatagram::new(&handle, &selection, NOW).unwrap();
+        for request_id in [7, 0x7fff_ffff] {
+            let request = super::super::resolution_request(&handle, &selection);
+            let sent = Outgoing::new(request, OpFlags::J9_DEFAULT, request_id, NOW);
+            assert_eq!(datagram.with_request_id(request_id), sent.bytes());
+        }
+        let of_len = |len: usize| Handle::parse(&format!("TEST/{}", "x".repeat(len - 5))).unwrap();
+        assert!(ResolutionDatagram::new(&of_len(452), &selection, NOW).is_some());
+        assert!(ResolutionDatagram::new(&of_len(453), &selection, NOW).is_none());
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! listing, over UDP and TCP (digest §1, §3).
 //!
 //! Owns [`Client`] and its settings, [`Transport`], [`Resolution`], [`AdminRequest`],
-//! [`Credentials`] and [`ClientError`], and the `Authorization: Handle` headers an
+//! [`Credentials`], [`ClientError`], the [`ResolutionDatagram`] a load generator sends, and the `Authorization: Handle` headers an
 //! HTTP client sends ([`authorization`]). Depends on [`crate::codec`], [`crate::names`],
 //! [`crate::values`] and the pure [`crate::auth`] core, and on tokio for sockets and
 //! timers: like the server, it is an edge.
@@ -49,6 +49,7 @@ pub use admin::{AdminRequest, Overwrite};
 pub use certified::{ServerKeys, check_signature};
 pub use credentials::{AnswerError, Credentials, Key};
 pub use error::{AttemptError, ClientError, Mismatch, describe};
+pub use message::ResolutionDatagram;
 
 use message::{Answer, Outgoing, Problem};
 use pool::Pool;

@@ -17,6 +17,9 @@ use crate::values::wire::{DecodeError, Reader, Writer};
 /// Octets in an envelope.
 pub const ENVELOPE_LEN: usize = 20;
 
+/// Where RequestId sits in the envelope.
+const REQUEST_ID_OFFSET: usize = 8;
+
 /// Bits of octet 2 that hold the suggested major version (DO-IRP's 5-bit field; J9
 /// reads only `0x03`, which is identical for major 2).
 const SUGGESTED_MAJOR_MASK: u8 = 0x1F;
@@ -137,6 +140,13 @@ impl Envelope {
         })
     }
 
+    /// Sets the RequestId of an encoded envelope in place: a sender that sends one
+    /// encoded message again and again as different requests.
+    pub fn set_request_id(encoded: &mut [u8; ENVELOPE_LEN], request_id: u32) {
+        encoded[REQUEST_ID_OFFSET..REQUEST_ID_OFFSET + 4]
+            .copy_from_slice(&request_id.to_be_bytes());
+    }
+
     /// Reads the envelope at the start of `bytes` (which may go on past it).
     pub fn peek(bytes: &[u8]) -> Result<Self, DecodeError> {
         Envelope::decode(&mut Reader::new(bytes))
@@ -185,6 +195,21 @@ mod tests {
         let envelope = Envelope::peek(&bytes).unwrap();
         assert_eq!(envelope.suggested_version(), ProtocolVersion::new(2, 3));
         assert_eq!(encode(&envelope), bytes);
+    }
+
+    #[test]
+    fn set_request_id_changes_that_field_alone() {
+        let envelope = Envelope {
+            message_length: 47,
+            ..Envelope::new(ProtocolVersion::new(2, 10), 0x0102_0304)
+        };
+        let mut bytes: [u8; ENVELOPE_LEN] = encode(&envelope).try_into().unwrap();
+        Envelope::set_request_id(&mut bytes, 0x7fff_fffe);
+        let expected = Envelope {
+            request_id: 0x7fff_fffe,
+            ..envelope
+        };
+        assert_eq!(Envelope::peek(&bytes).unwrap(), expected);
     }
 
     #[test]

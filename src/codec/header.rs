@@ -9,6 +9,7 @@
 //! reserved octet is written as 0 and, like J9, ignored when read.
 
 use super::codes::{OpCode, ResponseCode};
+use super::envelope::{ENVELOPE_LEN, Envelope};
 use super::version::ProtocolVersion;
 use crate::values::wire::{DecodeError, Reader, Writer};
 
@@ -121,6 +122,18 @@ impl Header {
         self.response_code == ResponseCode::Reserved
     }
 
+    /// The envelope and header at the start of a whole message or of its first UDP
+    /// datagram (sequence number 0; later datagrams carry no header), the body unread:
+    /// enough to tell a request from a response and read its outcome, as a load
+    /// generator sorts answers by the thousand.
+    pub fn peek(message: &[u8]) -> Result<(Envelope, Header), DecodeError> {
+        let envelope = Envelope::peek(message)?;
+        let mut r = Reader::new(message);
+        r.take(ENVELOPE_LEN, "envelope")?;
+        let (header, _) = Header::decode(&mut r, envelope.version)?;
+        Ok((envelope, header))
+    }
+
     /// Appends the 24 octets for a message of `version` with `flags` (the caller's
     /// final OpFlag value) and `body_len` octets of body.
     pub(super) fn encode(
@@ -189,6 +202,19 @@ mod tests {
         let mut r = Reader::new(&bytes);
         assert_eq!(Header::decode(&mut r, V2_10).unwrap(), (header, 19));
         r.finish("header").unwrap();
+    }
+
+    #[test]
+    fn peek_reads_the_envelope_and_header_of_a_message_and_leaves_the_body() {
+        // Digest §11.1's request: envelope, header, then 19 octets of body (not given).
+        let message = hex("020a020b 00000000 01020304 00000000 0000002f \
+             00000001 00000000 19000000 000f 00 00 5f5e1000 00000013");
+        let (envelope, header) = Header::peek(&message).unwrap();
+        assert_eq!(envelope.request_id, 0x0102_0304);
+        assert_eq!(header.opcode, OpCode::Resolution);
+        assert!(header.is_request());
+        let err = Header::peek(&message[..ENVELOPE_LEN + 6]).unwrap_err();
+        assert!(matches!(err, DecodeError::Truncated { .. }), "{err}");
     }
 
     #[test]

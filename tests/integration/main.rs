@@ -4,6 +4,7 @@
 //! servers and `raw` speaks the wire directly.
 
 mod auth;
+mod bench_resolve;
 mod caching;
 mod cluster;
 mod commands;
