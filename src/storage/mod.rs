@@ -54,7 +54,7 @@ pub use applied::{Applied, ImportTally};
 pub use batch::{CreateOutcome, ExistingHandle, ExistingValue, WriteBatch, check_indexes};
 pub use bulk::{HandlePut, PutMode, PutOutcome, Sameness};
 use commits::Commits;
-pub use commits::Kept;
+pub use commits::{Changed, CommitWatch, Kept};
 pub use compact::{Compacted, TableFill, compact, table_fill};
 pub use error::{Refusal, StorageError};
 pub use image::{ImageImport, ImageRecord, RecentResult};
@@ -163,6 +163,12 @@ impl Store {
     /// readers until the next commit).
     pub fn read(&self) -> Result<Arc<ReadSnapshot>, StorageError> {
         self.commits.snapshot(&self.db)
+    }
+
+    /// Tells `watch` what every commit from now on may change, before it starts and
+    /// once it is visible (module `commits`).
+    pub fn watch(&self, watch: Arc<dyn CommitWatch>) {
+        self.commits.watch(watch);
     }
 
     /// Starts a batch of writes; nothing is visible or durable until it is committed.
