@@ -4,8 +4,8 @@
 //!
 //! Owns [`AnswerCache`]: what is plainly cacheable, the key, the bound, the eviction
 //! and the invalidation protocol. It never reads the store and never builds an answer:
-//! the UDP edge ([`super::udp`]) looks requests up, and inserts what the responder
-//! answered from this node's own store at once ([`super::responder::Source::Store`]);
+//! the UDP edge (module `udp`) looks requests up, and inserts what the responder
+//! answered from this node's own store at once ([`crate::service::Answered::FromStore`]);
 //! the node tells it of every store commit ([`AnswerCache::before_change`],
 //! [`AnswerCache::after_change`]), through the storage layer's commit watch, which
 //! this module does not know.
@@ -24,7 +24,7 @@
 //! the answer) and the header's expiration time are left out; with RD set the
 //! expiration is kept in the key, since the answer's request digest covers it. Two
 //! requests of one key get byte-identical answers but for the RequestId and the
-//! expiration, which [`AnswerCache::answer`] sets as [`super::exchange::Exchange`]
+//! expiration, which [`AnswerCache::answer`] sets as the responder's `Exchange`
 //! does: now plus `[handle] response_validity_secs`.
 //!
 //! **Bound.** `[handle] udp_answer_cache_entries` entries and

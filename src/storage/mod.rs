@@ -24,8 +24,11 @@
 //! in the same transaction as the handles, for reverse lookup ([`ReadSnapshot::search`],
 //! module `value_index`), in segment files of its own, the replicated log
 //! ([`EntryLog`]), and, offline, the rebuild of a store file in key order ([`compact`],
-//! which also upgrades a store of an earlier format version on open). Nothing here
-//! knows the replication library.
+//! which also upgrades a store of an earlier format version on open). A
+//! [`CommitWatch`] installed on a store ([`Store::watch`]) is told, before and after
+//! each commit, which handle records it changes or that it may change anything (module
+//! `commits`): how kept answers above are dropped, without this module knowing them.
+//! Nothing here knows the replication library.
 
 mod applied;
 mod batch;
