@@ -58,8 +58,13 @@
 //! before it bumped the generation the insert checks. An entry inserted before step 1
 //! is dropped by it. Between steps 1 and 3 a changed handle has no entry and gets none,
 //! so no hit can return what the store held before a commit once the commit is
-//! visible. The node also clears everything when the replica set it serves changes
-//! (a node that leaves its set forwards the set's handles from then on).
+//! visible. What else an answer of RC 1 from the store rests on is in the store too
+//! (the slot states `held_here` reads, the cluster map the router places a handle by,
+//! in the metadata group's store, which is watched as well), or fixed while the node
+//! runs (the site serial, the validity, the configuration: there is no reload); the
+//! replica set a node answers for is set once, when it joins, before which no answer
+//! was read from a store of its own. Prefix records (homing, handle counts) are not
+//! reported: they change referrals and "not homed" answers, which are never kept.
 
 use std::collections::HashMap;
 use std::collections::hash_map::RandomState;
