@@ -43,6 +43,15 @@
 //! # Defaults: 32 (0 to 512) and 250 (0, every answer counts as slow, to 1000000).
 //! udp_disk_readers = 32
 //! udp_slow_answer_micros = 250
+//! # Answers to plain resolutions over UDP (one datagram, outside a session, PO set,
+//! # no AT, CT or ENC, RC 1 from this node's store) are kept whole, and a repeated
+//! # request answered with a copy. Every store commit that may change an answer drops
+//! # it first, so a kept answer is what a fresh read would give. At most this many
+//! # answers and octets (requests, answers and 128 octets each of overhead); either
+//! # 0 keeps none. Defaults: 65536 (0 to 16777216) and 33554432, 32 MiB (0 to
+//! # 4294967296).
+//! udp_answer_cache_entries = 65536
+//! udp_answer_cache_octets = 33554432
 //!
 //! [http]
 //! # Address of the HTTP listener: the JSON API, the web proxy, /status, /metrics.
@@ -295,6 +304,10 @@ pub struct HandleConfig {
     /// Microseconds an answer in the UDP receiving loop takes for the loop to count
     /// as blocked (and hand resolutions to the readers for a while).
     pub udp_slow_answer_micros: usize,
+    /// The most answers to plain UDP resolutions kept whole; 0 keeps none.
+    pub udp_answer_cache_entries: usize,
+    /// The most octets those kept answers take; 0 keeps none.
+    pub udp_answer_cache_octets: usize,
 }
 
 impl Default for HandleConfig {
@@ -308,6 +321,8 @@ impl Default for HandleConfig {
             udp_answer_max_octets: DEFAULT_UDP_ANSWER_MAX_OCTETS,
             udp_disk_readers: 32,
             udp_slow_answer_micros: 250,
+            udp_answer_cache_entries: 65_536,
+            udp_answer_cache_octets: 32 << 20,
         }
     }
 }
@@ -712,6 +727,16 @@ impl Config {
             self.handle.udp_slow_answer_micros,
             0..=1_000_000,
         )?;
+        check_range(
+            "[handle] udp_answer_cache_entries",
+            self.handle.udp_answer_cache_entries,
+            0..=1 << 24,
+        )?;
+        check_range(
+            "[handle] udp_answer_cache_octets",
+            self.handle.udp_answer_cache_octets,
+            0..=1 << 32,
+        )?;
         let http = [
             (
                 "[http] max_connections",
@@ -863,6 +888,8 @@ mod tests {
         assert_eq!(readers.udp_disk_readers, 0);
         let slow = handle("udp_slow_answer_micros", 0).unwrap();
         assert_eq!(slow.udp_slow_answer_micros, 0);
+        let uncached = handle("udp_answer_cache_entries", 0).unwrap();
+        assert_eq!(uncached.udp_answer_cache_entries, 0);
         for (key, bad) in [
             ("max_handle_octets", 0),
             ("max_handle_octets", MAX_VALUE_LIST_LEN + 1),
@@ -870,6 +897,8 @@ mod tests {
             ("udp_answer_max_octets", LARGEST_UDP_ANSWER + 1),
             ("udp_disk_readers", 513),
             ("udp_slow_answer_micros", 1_000_001),
+            ("udp_answer_cache_entries", (1 << 24) + 1),
+            ("udp_answer_cache_octets", (1 << 32) + 1),
         ] {
             let error = handle(key, bad).unwrap_err().to_string();
             assert!(

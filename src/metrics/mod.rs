@@ -1,8 +1,8 @@
 //! The node's metrics registry: request counts by protocol, operation and response
 //! code, and latency histograms by protocol and operation, rendered in the Prometheus
 //! text format for `/metrics` and summarised on `/status`; requests forwarded to the
-//! replica set owning their handle's slot, by kind; and, on a caching resolver, its
-//! cache ([`CacheMetrics`]).
+//! replica set owning their handle's slot, by kind; the UDP edge's kept answers (hits
+//! and insertions); and, on a caching resolver, its cache ([`CacheMetrics`]).
 //!
 //! Every edge records into one shared [`Metrics`] in one place per edge (the Handle
 //! protocol's responder, the HTTP edge). Recording a request is a probe of a small
@@ -130,6 +130,8 @@ pub struct Metrics {
     snapshot_octets_installed: Counter,
     forwarded: Family<ForwardLabels, Counter>,
     handed_off: Counter,
+    answer_cache_hits: Counter,
+    answer_cache_insertions: Counter,
     totals: [AtomicU64; 2],
     started: Instant,
 }
@@ -209,6 +211,18 @@ impl Metrics {
             "Resolutions over UDP answered on a reader thread rather than in the receiving loop, the store being read from the disk",
             handed_off.clone(),
         );
+        let answer_cache_hits = Counter::default();
+        registry.register(
+            "udp_answer_cache_hits",
+            "Resolutions over UDP answered with a copy of a kept answer",
+            answer_cache_hits.clone(),
+        );
+        let answer_cache_insertions = Counter::default();
+        registry.register(
+            "udp_answer_cache_insertions",
+            "Answers to resolutions over UDP kept for later requests",
+            answer_cache_insertions.clone(),
+        );
         Metrics {
             registry,
             requests,
@@ -224,6 +238,8 @@ impl Metrics {
             snapshot_octets_installed,
             forwarded,
             handed_off,
+            answer_cache_hits,
+            answer_cache_insertions,
             totals: [AtomicU64::new(0), AtomicU64::new(0)],
             started: Instant::now(),
         }
@@ -274,6 +290,16 @@ impl Metrics {
     /// Counts one resolution over UDP handed to a reader thread.
     pub fn handed_off(&self) {
         self.handed_off.inc();
+    }
+
+    /// Counts one resolution over UDP answered with a copy of a kept answer.
+    pub fn answer_cache_hit(&self) {
+        self.answer_cache_hits.inc();
+    }
+
+    /// Counts one answer to a resolution over UDP kept for later requests.
+    pub fn answer_cache_inserted(&self) {
+        self.answer_cache_insertions.inc();
     }
 
     /// Requests answered by `protocol` since the start.

@@ -85,6 +85,7 @@ impl CacheNode {
             handler: Arc::new(handler),
             metrics: Arc::new(metrics),
             server_key: keys.signing,
+            answer_cache: None,
         };
         Ok(CacheNode { addresses, edges })
     }

@@ -71,9 +71,11 @@ use crate::replication::network::{
 };
 use crate::replication::{AdminClient, GroupHost, GroupId, Node as Member};
 use crate::routing::{Forwarder, Router};
-use crate::server::{Answering, HandleListeners};
+use crate::server::answer_cache::Change;
+use crate::server::{AnswerCache, AnswerCacheLimits, Answering, HandleListeners};
 use crate::service::bootstrap::BootstrapAdmin;
 use crate::service::{AuthPolicy, Handler, Service};
+use crate::storage::{Changed, CommitWatch};
 use calls::NodeEndpoint;
 use forward::PeerLink;
 use moves::PeerSets;
@@ -163,6 +165,7 @@ pub struct Node {
     router: Router,
     metrics: Arc<Metrics>,
     server_key: Arc<SigningKey>,
+    answer_cache: Option<Arc<AnswerCache>>,
 }
 
 impl fmt::Debug for Node {
@@ -227,10 +230,15 @@ impl Node {
             ..PeerLimits::default()
         };
         let peers = serve_peer_port(peers, secret.clone(), limits, Arc::clone(&registry));
+        let answer_cache = answer_cache(&config);
         let host = GroupHost {
             me,
             links: Links::new(config.cluster.node_id, secret),
             registry: Arc::clone(&registry),
+            commits: answer_cache.clone().map(|cache| {
+                let watch: Arc<dyn CommitWatch> = Arc::new(KeptAnswers(cache));
+                watch
+            }),
         };
         let map = groups::start_map(&groups::settings(&config), &config.data_dir, &host).await?;
         let mover = {
@@ -277,6 +285,7 @@ impl Node {
             router,
             metrics,
             server_key,
+            answer_cache,
         })
     }
 
@@ -310,6 +319,7 @@ impl Node {
             router,
             metrics,
             server_key,
+            answer_cache,
         } = self;
         // The mover stops with the metadata group; aborting it first stops a move's
         // step mid-way, which the next leader repeats.
@@ -323,6 +333,7 @@ impl Node {
             handler: Arc::new(router),
             metrics,
             server_key,
+            answer_cache,
         };
         let mut hand_offs = Vec::new();
         let planned = async {
@@ -349,6 +360,9 @@ struct Edges {
     handler: Arc<dyn Handler>,
     metrics: Arc<Metrics>,
     server_key: Arc<SigningKey>,
+    /// Kept answers to plain UDP resolutions; only for a handler answering from
+    /// stores whose commits it is told of.
+    answer_cache: Option<Arc<AnswerCache>>,
 }
 
 impl Edges {
@@ -383,6 +397,7 @@ impl Edges {
             handler,
             metrics,
             server_key,
+            answer_cache,
         } = self;
         tracing::info!(handle = %node.handle, http = %node.http, "serving");
         let (stop, stopped) = watch::channel(false);
@@ -397,6 +412,7 @@ impl Edges {
             handler,
             metrics,
             server_key,
+            answer_cache,
         };
         let handle = handle.serve(answering, &config, until(stopped), DRAIN_DEADLINE);
         let signal = async move {
@@ -492,6 +508,37 @@ fn http_state(
         work: Arc::default(),
         secret_forms: config.auth.secret_forms(),
     })
+}
+
+/// The UDP edge's kept answers as `config` bounds them; `None` when it keeps none.
+fn answer_cache(config: &Config) -> Option<Arc<AnswerCache>> {
+    let limits = AnswerCacheLimits {
+        entries: config.handle.udp_answer_cache_entries,
+        octets: config.handle.udp_answer_cache_octets,
+    };
+    AnswerCache::new(limits, config.handle.response_validity_secs).map(Arc::new)
+}
+
+/// The UDP edge's kept answers, told of every commit of the node's stores: the only
+/// way the storage layer reaches them.
+#[derive(Debug)]
+struct KeptAnswers(Arc<AnswerCache>);
+
+impl CommitWatch for KeptAnswers {
+    fn before_commit(&self, changed: Changed<'_>) {
+        self.0.before_change(change_of(changed));
+    }
+
+    fn after_commit(&self, changed: Changed<'_>) {
+        self.0.after_change(change_of(changed));
+    }
+}
+
+fn change_of(changed: Changed<'_>) -> Change<'_> {
+    match changed {
+        Changed::Handles(keys) => Change::Handles(keys),
+        Changed::Everything => Change::Everything,
+    }
 }
 
 /// Creates the first administrator's prefix handles that do not exist yet.

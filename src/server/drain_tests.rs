@@ -186,7 +186,7 @@ async fn a_datagram_received_when_the_drain_begins_is_answered_then_the_socket_c
     let address = socket.local_addr().unwrap();
     let (start, draining) = drain::channel();
     let limits = udp::UdpLimits::from_config(&crate::config::HandleConfig::default());
-    let served = tokio::spawn(udp::serve(socket, responder, limits, draining));
+    let served = tokio::spawn(udp::serve(socket, responder, limits, None, draining));
     let client = UdpSocket::bind("127.0.0.1:0").await.unwrap();
     client.connect(address).await.unwrap();
 

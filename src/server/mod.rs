@@ -9,6 +9,7 @@
 //! replication, the client or the HTTP edge. Every error it answers becomes a response
 //! code in one module (`codes`, with this edge's refused outcome, `Refusal`).
 
+pub mod answer_cache;
 mod certify;
 mod challenges;
 mod codes;
@@ -31,6 +32,7 @@ use thiserror::Error;
 use tokio::net::{TcpListener, UdpSocket};
 use tokio::task::JoinSet;
 
+pub use answer_cache::{AnswerCache, AnswerCacheLimits};
 pub use exchange::ResponseSettings;
 pub use responder::{LIST_PAGE_LEN, Responder};
 
@@ -70,6 +72,10 @@ pub struct Answering {
     pub metrics: Arc<Metrics>,
     /// Signs certified answers.
     pub server_key: Arc<SigningKey>,
+    /// Kept answers to plain UDP resolutions; `None` keeps none (a handler whose
+    /// answers no store commit announces, such as a caching resolver's, must have
+    /// none).
+    pub answer_cache: Option<Arc<AnswerCache>>,
 }
 
 impl HandleListeners {
@@ -114,6 +120,7 @@ impl HandleListeners {
             handler,
             metrics,
             server_key,
+            answer_cache,
         } = answering;
         let responder = Responder::new(handler, settings, metrics).with_server_key(server_key);
         let limits = tcp::TcpLimits {
@@ -133,6 +140,7 @@ impl HandleListeners {
             self.udp,
             responder.for_datagrams(),
             udp_limits,
+            answer_cache,
             draining,
         ));
         shutdown.await;

@@ -30,8 +30,8 @@ use crate::codec::{
 use crate::metrics::{Metrics, Protocol};
 use crate::names::{Handle, PREFIX_AUTHORITY};
 use crate::service::{
-    Applied, Caller, ClientRequest, Error, Freshness, Handler, Operation, PrivateRead, Referral,
-    Resolution, forgive_key_checks, measure_key_checks, resolve_or_refer,
+    Answered, Applied, Caller, ClientRequest, Error, Freshness, Handler, Operation, PrivateRead,
+    Referral, Resolution, forgive_key_checks, measure_key_checks, resolve_or_refer_noting,
 };
 use crate::values::HandleValue;
 
@@ -135,25 +135,32 @@ impl Responder {
     /// in the metrics by operation and response code (a list answer as its first
     /// page's code: success unless the listing was refused).
     pub async fn respond(&self, caller: Caller, bytes: &[u8]) -> Reply {
+        self.respond_noting(caller, bytes).await.0
+    }
+
+    /// [`Responder::respond`], and how the reply was answered: [`Answered::FromStore`]
+    /// only for a resolution in the clear, outside a session, with PO set, answered
+    /// from this node's own store at once (what the UDP edge's answer cache keeps).
+    pub async fn respond_noting(&self, caller: Caller, bytes: &[u8]) -> (Reply, Answered) {
         let started = Instant::now();
-        let reply = match self.opened(bytes) {
+        let (reply, answered) = match self.opened(bytes) {
             Ok(bytes) => {
-                let reply = self.answer_message(caller, &bytes).await;
+                let (reply, answered) = self.answer_message(caller, &bytes).await;
                 if self.must_certify(&reply) {
-                    self.certified(reply).await
+                    (self.certified(reply).await, Answered::Otherwise)
                 } else {
-                    reply
+                    (reply, answered)
                 }
             }
-            Err(refused) => *refused,
+            Err(refused) => (*refused, Answered::Otherwise),
         };
-        let answered = match &reply {
+        let answered_as = match &reply {
             Reply::One(message) => Some((message.header.opcode, message.header.response_code)),
             Reply::Sealed(_) => None,
             Reply::List(_) => Some((codec::OpCode::ListHandles, ResponseCode::Success)),
             Reply::Nothing => None,
         };
-        if let Some((opcode, code)) = answered {
+        if let Some((opcode, code)) = answered_as {
             self.metrics.record(
                 Protocol::Handle,
                 opcode.label(),
@@ -161,7 +168,7 @@ impl Responder {
                 started.elapsed(),
             );
         }
-        self.sealed(reply)
+        (self.sealed(reply), answered)
     }
 
     /// Whether [`Responder::certified`] signs `reply` (most it does not: the test saves
@@ -193,18 +200,20 @@ impl Responder {
         }
     }
 
-    async fn answer_message(&self, caller: Caller, bytes: &[u8]) -> Reply {
+    async fn answer_message(&self, caller: Caller, bytes: &[u8]) -> (Reply, Answered) {
         let message = match Message::decode(bytes) {
             Ok(message) => message,
-            Err(error) => return self.undecodable(&error),
+            Err(error) => return (self.undecodable(&error), Answered::Otherwise),
         };
         let exchange = Exchange::of_request(&message, self.settings);
         let Body::Request(request) = &message.body else {
             let text = "a server takes requests, not responses";
-            return Reply::One(exchange.error(ResponseCode::ProtocolError, text));
+            let refusal = exchange.error(ResponseCode::ProtocolError, text);
+            return (Reply::One(refusal), Answered::Otherwise);
         };
         if message.envelope.session_id != 0 && in_session(request) {
-            return Box::pin(self.in_session(caller, exchange, message)).await;
+            let reply = Box::pin(self.in_session(caller, exchange, message)).await;
+            return (reply, Answered::Otherwise);
         }
         // Kept only for a request that may be challenged: a resolution with PO set
         // (nearly all) needs no copy of itself.
@@ -212,18 +221,21 @@ impl Responder {
             .then(|| message.raw_header_and_body().map(<[u8]>::to_vec))
             .flatten();
         let Body::Request(request) = message.body else {
-            return Reply::Nothing;
+            return (Reply::Nothing, Answered::Otherwise);
         };
         match request {
             // A resolution no challenge can stop (one with PO set: nearly all) is
             // answered at once; the steps between are for the other requests, and
             // each moved the request and its exchange along.
             Request::Resolution(resolution) if raw.is_none() => {
-                Reply::One(self.resolve(&caller, &exchange, resolution).await)
+                let (answer, answered) = self.resolve(&caller, &exchange, resolution).await;
+                (Reply::One(answer), answered)
             }
             request => {
-                self.answer_request(caller, exchange, raw, None, request)
-                    .await
+                let reply = self
+                    .answer_request(caller, exchange, raw, None, request)
+                    .await;
+                (reply, Answered::Otherwise)
             }
         }
     }
@@ -472,7 +484,7 @@ impl Responder {
     async fn answer(&self, caller: Caller, exchange: &Exchange, request: Request) -> Message {
         let result = match request {
             Request::Resolution(resolution) => {
-                return self.resolve(&caller, exchange, resolution).await;
+                return self.resolve(&caller, exchange, resolution).await.0;
             }
             Request::GetSiteInfo { .. } => {
                 let site = self.handler.site_info().await.encode();
@@ -514,13 +526,14 @@ impl Responder {
     /// has applied every write acknowledged before the request. With PO clear an
     /// administrator allowed READ_VALUE gets every selected value; anyone else (or PO
     /// set) the public ones. A handle that does not exist may be derived by its
-    /// prefix's template; the protocol has no mark for such an answer.
+    /// prefix's template; the protocol has no mark for such an answer. Says how it
+    /// was answered.
     async fn resolve(
         &self,
         caller: &Caller,
         exchange: &Exchange,
         request: ResolutionRequest,
-    ) -> Message {
+    ) -> (Message, Answered) {
         let flags = exchange.flags();
         let freshness = if flags.contains(OpFlags::AT) {
             Freshness::Authoritative
@@ -530,12 +543,12 @@ impl Responder {
         let every_value = !flags.contains(OpFlags::PO) && address(caller).is_none();
         let (handle, selection) = match parse_resolution(&request) {
             Ok(parsed) => parsed,
-            Err(rejection) => return rejection.into_message(exchange),
+            Err(rejection) => return (rejection.into_message(exchange), Answered::Otherwise),
         };
         let reader = every_value.then_some(caller);
-        let outcome =
-            resolve_or_refer(&*self.handler, reader, &handle, &selection, freshness).await;
-        match outcome {
+        let (outcome, answered) =
+            resolve_or_refer_noting(&*self.handler, reader, &handle, &selection, freshness).await;
+        let answer = match outcome {
             Ok(Resolution::Values(resolved)) => {
                 exchange.success(Response::Resolution(HandleValues {
                     handle: request.handle,
@@ -544,7 +557,8 @@ impl Responder {
             }
             Ok(Resolution::Referred(referral)) => referred(exchange, referral),
             Err(error) => Refusal::from(error).into_message(exchange),
-        }
+        };
+        (answer, answered)
     }
 
     /// The prefix handles of the prefixes homed here (OC 302), for a server

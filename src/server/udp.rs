@@ -17,6 +17,11 @@
 //! instead ([`hand_off`]), so that many disk reads are in flight at once and the loop
 //! keeps receiving. From memory, answers are given in the loop as before.
 //!
+//! A plain resolution whose answer is kept ([`super::answer_cache`]) is answered in
+//! the loop with a copy of it, before anything else is done for it; a miss notes its
+//! ticket, and the answer is kept once given, if the responder read it from this
+//! node's store at once.
+//!
 //! On shutdown ([`super::drain`]) the datagrams already queued on the socket are still
 //! taken, then the socket is read no more; the requests in flight are answered by the
 //! drain's deadline.
@@ -47,10 +52,14 @@ use tokio::net::UdpSocket;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tracing::{debug, info, warn};
 
-use crate::codec::{ENVELOPE_LEN, Envelope, MAX_DATAGRAM_LEN, MessageFlags, OpCode, Reassembler};
+use crate::codec::{
+    ENVELOPE_LEN, Envelope, MAX_DATAGRAM_LEN, MessageFlags, OpCode, Reassembler, ResponseCode,
+};
 use crate::config::HandleConfig;
-use crate::service::Caller;
+use crate::metrics::{Metrics, Protocol};
+use crate::service::{Answered, Caller};
 
+use super::answer_cache::{AnswerCache, Ticket};
 use super::drain::{self, Draining};
 use super::responder::{Reply, Responder};
 
@@ -102,12 +111,20 @@ impl UdpLimits {
 }
 
 /// Receives datagrams until the drain begins, then answers those in flight by its
-/// deadline.
-pub async fn serve(socket: UdpSocket, responder: Responder, limits: UdpLimits, draining: Draining) {
+/// deadline; answers plain resolutions from `cache` when it holds them.
+pub async fn serve(
+    socket: UdpSocket,
+    responder: Responder,
+    limits: UdpLimits,
+    cache: Option<Arc<AnswerCache>>,
+    draining: Draining,
+) {
     let mut receiver = Receiver {
         socket: Arc::new(socket),
         responder,
         limits,
+        cache,
+        copy: Vec::new(),
         in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT as usize)),
         others_in_flight: Arc::new(Semaphore::new(MAX_OTHERS_IN_FLIGHT as usize)),
         partial: Partial::default(),
@@ -172,6 +189,10 @@ struct Receiver {
     socket: Arc<UdpSocket>,
     responder: Responder,
     limits: UdpLimits,
+    /// Kept answers to plain resolutions.
+    cache: Option<Arc<AnswerCache>>,
+    /// The datagram a kept answer is copied into.
+    copy: Vec<u8>,
     /// One permit per resolution being answered.
     in_flight: Arc<Semaphore>,
     /// One permit per other request being answered.
@@ -189,6 +210,10 @@ impl Receiver {
         let Some(request) = self.partial.take(peer, datagram) else {
             return;
         };
+        let ticket = match self.answered_from_cache(peer, &request) {
+            Ok(()) => return,
+            Err(ticket) => ticket,
+        };
         let resolution = is_resolution(&request);
         let room = if resolution {
             &self.in_flight
@@ -201,13 +226,17 @@ impl Receiver {
             send_datagrams(&self.socket, peer, busy.unwrap_or_default()).await;
             return;
         };
+        let keep = self.cache.as_ref().zip(ticket).map(|(cache, ticket)| Keep {
+            cache: Arc::clone(cache),
+            ticket,
+        });
         let answering = Box::pin(answer(
             Arc::clone(&self.socket),
             self.responder.clone(),
             self.limits.answer_max_octets,
             peer,
             request,
-            permit,
+            (permit, keep),
         ));
         // A resolution most often reads the store and sends its answer without
         // waiting: answered here, it costs no task. Anything else (a key check may
@@ -231,19 +260,95 @@ impl Receiver {
     }
 }
 
-/// Answers `request` from `peer` and sends the answer, holding `permit` meanwhile.
+impl Receiver {
+    /// Sends the kept answer to `request` from `peer`, when there is one; else the
+    /// ticket to keep its answer with, when it may be kept.
+    fn answered_from_cache(
+        &mut self,
+        peer: SocketAddr,
+        request: &[u8],
+    ) -> Result<(), Option<Ticket>> {
+        let Some(cache) = &self.cache else {
+            return Err(None);
+        };
+        let started = Instant::now();
+        cache.answer(request, &mut self.copy)?;
+        match self.socket.try_send_to(&self.copy, peer) {
+            Ok(_) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {
+                let (socket, datagram) = (Arc::clone(&self.socket), self.copy.clone());
+                tokio::spawn(async move { send_datagrams(&socket, peer, vec![datagram]).await });
+            }
+            Err(error) => debug!(%peer, %error, "sending a datagram failed"),
+        }
+        let metrics = self.responder.metrics();
+        metrics.answer_cache_hit();
+        let (op, code) = (OpCode::Resolution.label(), ResponseCode::Success.to_u32());
+        metrics.record(Protocol::Handle, op, code, started.elapsed());
+        Ok(())
+    }
+}
+
+/// Where an answer may be kept, and the ticket its request was looked up with.
+struct Keep {
+    cache: Arc<AnswerCache>,
+    ticket: Ticket,
+}
+
+impl Keep {
+    /// Keeps `datagrams`, the answer to `request`, when it is one datagram of a
+    /// success (`kept`: RC 1 read from this node's store at once).
+    fn keep(self, request: &[u8], kept: Keepable, datagrams: &[Vec<u8>], metrics: &Metrics) {
+        if let ([datagram], Keepable::Yes) = (datagrams, kept)
+            && self.cache.insert(self.ticket, request, datagram)
+        {
+            metrics.answer_cache_inserted();
+        }
+    }
+}
+
+/// Whether an answer may be kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Keepable {
+    /// A success read from this node's store at once.
+    Yes,
+    No,
+}
+
+impl Keepable {
+    fn of(reply: &Reply, answered: Answered) -> Keepable {
+        match reply {
+            Reply::One(answer)
+                if answered == Answered::FromStore
+                    && answer.header.response_code == ResponseCode::Success =>
+            {
+                Keepable::Yes
+            }
+            _ => Keepable::No,
+        }
+    }
+}
+
+/// Answers `request` from `peer` and sends the answer, holding its room in flight
+/// meanwhile, and keeps it where `keep` says when it may be kept.
 async fn answer(
     socket: Arc<UdpSocket>,
     responder: Responder,
     limit: usize,
     peer: SocketAddr,
     request: Vec<u8>,
-    permit: OwnedSemaphorePermit,
+    (permit, keep): (OwnedSemaphorePermit, Option<Keep>),
 ) {
     let caller = Caller::anonymous(peer.ip());
-    let reply = responder.respond(caller, &request).await;
+    let (reply, answered) = responder.respond_noting(caller, &request).await;
+    let keepable = Keepable::of(&reply, answered);
     let datagrams = match datagrams_within(reply, limit).await {
-        Some(datagrams) => datagrams,
+        Some(datagrams) => {
+            if let Some(keep) = keep {
+                keep.keep(&request, keepable, &datagrams, responder.metrics());
+            }
+            datagrams
+        }
         None => {
             debug!(%peer, limit, "answer too large for UDP; telling the client to use TCP");
             let refusal = responder.too_large(&request, limit).await;

@@ -3,7 +3,9 @@
 //!
 //! Owns [`Missing`] (a template-derived answer, a referral, "not served here" or "not
 //! found"), [`Service::missing`], which decides it, and [`resolve_or_refer`] /
-//! [`resolve_or_derive`], the resolutions of the Handle protocol and of HTTP.
+//! [`resolve_or_derive`], the resolutions of the Handle protocol and of HTTP
+//! ([`resolve_or_refer_noting`] also says whether the answer was read from this node's
+//! own store at once, [`Answered`]).
 //!
 //! For a missing handle `P/name` the prefix handle `0.NA/P` is read once (from this
 //! member's store, or from the replica set owning it) and both questions are asked of
@@ -45,6 +47,16 @@ pub enum Resolution {
     Referred(Referral),
 }
 
+/// How a resolution was answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answered {
+    /// With a record read from this node's own store at once
+    /// ([`Handler::resolve_at_once`]): it changes only with a commit of that store.
+    FromStore,
+    /// Any other way: forwarded, derived, referred, refused, or awaited.
+    Otherwise,
+}
+
 /// Resolves `handle` at `handler`: its public values, or with `reader` every value
 /// that administrator may read ([`Handler::resolve_all`]); a handle that does not
 /// exist is answered as [`Handler::missing`] says ([`Error::NotHomed`] when its
@@ -56,32 +68,52 @@ pub async fn resolve_or_refer(
     selection: &ValueSelection,
     freshness: Freshness,
 ) -> Result<Resolution, Error> {
-    let found = match reader {
+    resolve_or_refer_noting(handler, reader, handle, selection, freshness)
+        .await
+        .0
+}
+
+/// [`resolve_or_refer`], and how it was answered: an edge keeping answers keeps only
+/// those [`Answered::FromStore`].
+pub async fn resolve_or_refer_noting(
+    handler: &dyn Handler,
+    reader: Option<&Caller>,
+    handle: &Handle,
+    selection: &ValueSelection,
+    freshness: Freshness,
+) -> (Result<Resolution, Error>, Answered) {
+    let (found, answered) = match reader {
         None => match handler.resolve_at_once(handle, selection, freshness) {
-            Some(found) => found,
-            None => handler.resolve(handle, selection, freshness).await,
+            Some(found) => (found, Answered::FromStore),
+            None => (
+                handler.resolve(handle, selection, freshness).await,
+                Answered::Otherwise,
+            ),
         },
         Some(caller) => {
             let resolved = handler.resolve_all(caller, handle, selection, freshness);
-            resolved.await
+            (resolved.await, Answered::Otherwise)
         }
     };
     let record = match found {
         Ok(record) => record,
         Err(Error::HandleNotFound) => {
-            return match handler.missing(handle, selection).await? {
-                Missing::Derived(resolved) => Ok(Resolution::Values(resolved)),
-                Missing::Referred(referral) => Ok(Resolution::Referred(referral)),
-                Missing::NotHomed { prefix } => Err(Error::NotHomed { prefix }),
-                Missing::NotFound => Err(Error::HandleNotFound),
+            let missing = match handler.missing(handle, selection).await {
+                Ok(Missing::Derived(resolved)) => Ok(Resolution::Values(resolved)),
+                Ok(Missing::Referred(referral)) => Ok(Resolution::Referred(referral)),
+                Ok(Missing::NotHomed { prefix }) => Err(Error::NotHomed { prefix }),
+                Ok(Missing::NotFound) => Err(Error::HandleNotFound),
+                Err(error) => Err(error),
             };
+            return (missing, Answered::Otherwise);
         }
-        Err(error) => return Err(error),
+        Err(error) => return (Err(error), Answered::Otherwise),
     };
-    Ok(Resolution::Values(Resolved {
+    let resolved = Resolved {
         record,
         template: None,
-    }))
+    };
+    (Ok(Resolution::Values(resolved)), answered)
 }
 
 /// [`resolve_or_refer`] for an edge that has no referral to answer with (HTTP): a

@@ -73,7 +73,9 @@ pub use error::Error;
 pub use handler::{Handler, KeyAgreement};
 pub use local::Service;
 pub use mint::mint_with;
-pub use missing::{Missing, Resolution, resolve_or_derive, resolve_or_refer};
+pub use missing::{
+    Answered, Missing, Resolution, resolve_or_derive, resolve_or_refer, resolve_or_refer_noting,
+};
 pub use namespaces::{MAX_CACHED_NAMESPACE_OCTETS, MAX_CACHED_NAMESPACES, NamespaceCache};
 pub use operation::{ExistingHandle, ExistingValue, Operation};
 pub use records::{MAX_FETCHED, RecordSource, RoutedSlot, held_here};

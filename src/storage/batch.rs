@@ -8,12 +8,12 @@
 //! record keeps the value index in step (module `value_index`).
 
 use std::collections::HashSet;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use redb::{Durability, ReadableTable, WriteTransaction};
 use serde::{Deserialize, Serialize};
 
-use super::commits::Commits;
+use super::commits::{Changes, Commits};
 use super::error::{Refusal, StorageError};
 use super::open_batch::OpenBatch;
 use super::read::{decode_handle, decode_prefix};
@@ -55,6 +55,8 @@ pub struct WriteBatch {
     txn: WriteTransaction,
     commits: Arc<Commits>,
     indexed: Arc<IndexedTypes>,
+    /// What the batch's writes may change, for the store's commit watch.
+    changes: Mutex<Changes>,
 }
 
 impl std::fmt::Debug for WriteBatch {
@@ -73,7 +75,22 @@ impl WriteBatch {
             txn,
             commits,
             indexed,
+            changes: Mutex::default(),
         }
+    }
+
+    /// Notes that the handle record of folded `key` is written or deleted.
+    pub(super) fn changes_handle(&self, key: &str) {
+        self.changes().handle(key);
+    }
+
+    /// Notes a change that is not one handle record's (module `commits`).
+    pub(super) fn changes_everything(&self) {
+        self.changes().everything();
+    }
+
+    fn changes(&self) -> std::sync::MutexGuard<'_, Changes> {
+        self.changes.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The transaction under the batch, for the other writers of this module.
@@ -104,8 +121,14 @@ impl WriteBatch {
 
     /// Makes every write of the batch durable (fsync) and visible.
     pub fn commit(self) -> Result<(), StorageError> {
-        let WriteBatch { txn, commits, .. } = self;
-        commits.around(|| txn.commit())?;
+        let WriteBatch {
+            txn,
+            commits,
+            changes,
+            ..
+        } = self;
+        let changes = changes.into_inner().unwrap_or_else(PoisonError::into_inner);
+        commits.around(&changes, || txn.commit())?;
         Ok(())
     }
 
@@ -204,6 +227,7 @@ impl OpenBatch<'_> {
     /// Writes `record` under `handle`, and the value index with it.
     fn store(&mut self, handle: &Handle, record: &HandleRecord) -> Result<(), StorageError> {
         let key = handle.key();
+        self.note_handle_change(key);
         let table = self.handles()?;
         let bytes = HandleRecord::encode_parts(key, &record.display, &record.values);
         let old = (table.insert(key.as_bytes(), bytes.as_slice())?)
@@ -249,6 +273,7 @@ impl OpenBatch<'_> {
     /// Deletes `handle` and every value it has.
     pub fn delete(&mut self, handle: &Handle) -> Result<(), StorageError> {
         let key = handle.key();
+        self.note_handle_change(key);
         let removed = (self.handles()?.remove(key.as_bytes())?)
             .map(|old| decode_handle(key, old.value()))
             .transpose()?;

@@ -112,6 +112,7 @@ impl WriteBatch {
         puts: &[HandlePut],
         sameness: Sameness,
     ) -> Result<Vec<PutOutcome>, StorageError> {
+        self.changes_everything();
         let txn = self.txn();
         let slot_count = match slice_in(txn)? {
             Slice::Whole => None,

@@ -19,6 +19,7 @@ impl WriteBatch {
 
     /// Replaces the document `name` with `bytes`.
     pub fn put_document(&self, name: &str, bytes: &[u8]) -> Result<(), StorageError> {
+        self.changes_everything();
         self.txn()
             .open_table(DOCUMENTS)?
             .insert(name.as_bytes(), bytes)?;

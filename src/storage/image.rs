@@ -245,6 +245,7 @@ impl WriteBatch {
     /// [`ImageImport::put`]. On an error the caller drops the batch: the store is
     /// left as it was.
     pub fn import(&mut self) -> Result<ImageImport<'_>, StorageError> {
+        self.changes_everything();
         for table in [tables::HANDLES, tables::PREFIXES, tables::DOCUMENTS] {
             self.txn().delete_table(table)?;
             // Opening makes it again, empty, even when nothing is imported into it.

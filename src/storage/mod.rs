@@ -24,8 +24,11 @@
 //! in the same transaction as the handles, for reverse lookup ([`ReadSnapshot::search`],
 //! module `value_index`), in segment files of its own, the replicated log
 //! ([`EntryLog`]), and, offline, the rebuild of a store file in key order ([`compact`],
-//! which also upgrades a store of an earlier format version on open). Nothing here
-//! knows the replication library.
+//! which also upgrades a store of an earlier format version on open). A
+//! [`CommitWatch`] installed on a store ([`Store::watch`]) is told, before and after
+//! each commit, which handle records it changes or that it may change anything (module
+//! `commits`): how kept answers above are dropped, without this module knowing them.
+//! Nothing here knows the replication library.
 
 mod applied;
 mod batch;
@@ -54,7 +57,7 @@ pub use applied::{Applied, ImportTally};
 pub use batch::{CreateOutcome, ExistingHandle, ExistingValue, WriteBatch, check_indexes};
 pub use bulk::{HandlePut, PutMode, PutOutcome, Sameness};
 use commits::Commits;
-pub use commits::Kept;
+pub use commits::{Changed, CommitWatch, Kept};
 pub use compact::{Compacted, TableFill, compact, table_fill};
 pub use error::{Refusal, StorageError};
 pub use image::{ImageImport, ImageRecord, RecentResult};
@@ -163,6 +166,12 @@ impl Store {
     /// readers until the next commit).
     pub fn read(&self) -> Result<Arc<ReadSnapshot>, StorageError> {
         self.commits.snapshot(&self.db)
+    }
+
+    /// Tells `watch` what every commit from now on may change, before it starts and
+    /// once it is visible (module `commits`).
+    pub fn watch(&self, watch: Arc<dyn CommitWatch>) {
+        self.commits.watch(watch);
     }
 
     /// Starts a batch of writes; nothing is visible or durable until it is committed.

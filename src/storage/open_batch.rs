@@ -104,6 +104,12 @@ impl<'b> OpenBatch<'b> {
         self.batch.indexed()
     }
 
+    /// Notes, for the store's commit watch, that the handle record of folded `key` is
+    /// written or deleted.
+    pub(super) fn note_handle_change(&self, key: &str) {
+        self.batch.changes_handle(key);
+    }
+
     pub(super) fn handles(&mut self) -> Result<&mut HandlesTable<'b>, StorageError> {
         held(&mut self.handles, self.batch.txn(), HANDLES)
     }

@@ -108,6 +108,7 @@ impl ReadSnapshot {
 impl WriteBatch {
     /// Deletes every handle of `slot`; how many. Reads the slot's handles only.
     pub fn delete_slot(&self, slot: Slot) -> Result<u64, StorageError> {
+        self.changes_everything();
         let mut deleted = 0;
         loop {
             let displays = self.slot_displays(slot, DELETE_PAGE)?;

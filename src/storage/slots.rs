@@ -149,6 +149,7 @@ impl WriteBatch {
     /// (replacing any slice it had), and indexes every handle it holds by slot (a
     /// pass over the store, unless it was sliced into as many slots already).
     pub fn make_slice(&self, slot_count: u32, owned: &[Slot]) -> Result<(), StorageError> {
+        self.changes_everything();
         let indexed = self.slice()? == Slice::Ring(slot_count);
         self.txn()
             .open_table(META)?
@@ -166,6 +167,7 @@ impl WriteBatch {
 
     /// Sets the state of `slot` (`None`: the store no longer holds it).
     pub fn set_slot_state(&self, slot: Slot, state: Option<SlotState>) -> Result<(), StorageError> {
+        self.changes_everything();
         let mut table = self.txn().open_table(SLOT_STATES)?;
         match state {
             Some(state) => table.insert(slot.0, state.to_u8())?,

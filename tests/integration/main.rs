@@ -3,6 +3,7 @@
 //! One test binary (so it links once), one module per feature; `harness` starts
 //! servers and `raw` speaks the wire directly.
 
+mod answer_cache;
 mod auth;
 mod bench_resolve;
 mod caching;

@@ -505,8 +505,10 @@ fn datagrams(socket: &std::net::UdpSocket, count: usize) -> Vec<Vec<u8>> {
 #[tokio::test]
 async fn udp_resolutions_handed_to_disk_readers_are_answered_byte_for_byte_as_in_the_loop() {
     // Every answer counts as slow, so after the first one resolutions go to the
-    // readers while one of the two is free, and to the loop when both are busy.
-    let config = "[handle]\nudp_disk_readers = 2\nudp_slow_answer_micros = 0\n";
+    // readers while one of the two is free, and to the loop when both are busy; no
+    // answer is kept, or the repeated request would be answered from it in the loop.
+    let config = "[handle]\nudp_disk_readers = 2\nudp_slow_answer_micros = 0\n\
+                  udp_answer_cache_entries = 0\n";
     let server = Server::start_with_config(config);
     let values = vec![
         HandleValue::new(1, "URL", "https://example.org/disk"),

@@ -46,7 +46,7 @@ use super::network::{GroupEndpoint, GroupNetwork, Links, Registry};
 use super::proposer::Proposer;
 use super::state_machine::{Installed, Installs, Stopping};
 use super::{GroupConfig, GroupId, LogStore, Node, NodeId, Request, RequestId, StateMachine};
-use crate::storage::{CacheSizes, Store};
+use crate::storage::{CacheSizes, CommitWatch, Store};
 use leader::{ReadIndex, Write};
 
 /// How long a write or a fresh read waits for a reachable leader, retries included.
@@ -84,7 +84,8 @@ pub struct GroupSettings {
     pub caches: CacheSizes,
 }
 
-/// What a group runs on: the node's addresses, its peer links and its peer registry.
+/// What a group runs on: the node's addresses, its peer links, its peer registry and
+/// what is told of its store's commits.
 #[derive(Debug, Clone)]
 pub struct GroupHost {
     /// This node's addresses, as the group's membership records them.
@@ -93,6 +94,9 @@ pub struct GroupHost {
     pub links: Links,
     /// What the node's peer port answers; the group adds itself.
     pub registry: Arc<Registry>,
+    /// Told of every commit of the group's store (applies, snapshot installs, slot
+    /// changes), installed before the group's state machine opens it; `None`: nothing.
+    pub commits: Option<Arc<dyn CommitWatch>>,
 }
 
 /// This node's member of one group; clones share it.
@@ -147,6 +151,9 @@ impl<M: Machine> Group<M> {
         dir: &Path,
         host: GroupHost,
     ) -> Result<Group<M>, GroupError> {
+        if let Some(watch) = &host.commits {
+            store.watch(Arc::clone(watch));
+        }
         let owned = dir.to_owned();
         let (log, state_machine) = tokio::task::spawn_blocking(move || {
             let state_machine = StateMachine::<M>::open(store, &owned)?;
@@ -481,6 +488,7 @@ pub async fn test_host(handle: std::net::SocketAddr) -> GroupHost {
         me,
         links: Links::new(1, secret),
         registry,
+        commits: None,
     }
 }
 

@@ -82,6 +82,7 @@ async fn start_node(id: NodeId) -> TestNode {
         me: me.clone(),
         links: Links::new(id, secret()),
         registry,
+        commits: None,
     };
     let settings = GroupSettings {
         id,

@@ -8,7 +8,8 @@
 //! connections that never authenticate, `membership` makes changes at once,
 //! `partitions` cuts members off in network namespaces ([`netns`]), `backup` backs a
 //! set up under writes and restores it, `catch_up` adds a learner to a set whose log
-//! is purged right behind each snapshot.
+//! is purged right behind each snapshot, `kept_answers` checks the UDP edge's kept
+//! answers after an apply on a secondary and a snapshot install on a learner.
 
 mod backup;
 mod catch_up;
@@ -16,6 +17,7 @@ mod chaos;
 mod disk;
 mod faults;
 mod groups;
+mod kept_answers;
 mod membership;
 mod netns;
 mod partitions;
