@@ -275,9 +275,22 @@ impl Receiver {
         cache.answer(request, &mut self.copy)?;
         match self.socket.try_send_to(&self.copy, peer) {
             Ok(_) => {}
+            // The socket's buffer is full: the send waits on a task of its own, holding
+            // a resolution's place as any answer does, so these tasks stay bounded;
+            // with no place left the answer is dropped (the client asks again).
             Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {
-                let (socket, datagram) = (Arc::clone(&self.socket), self.copy.clone());
-                tokio::spawn(async move { send_datagrams(&socket, peer, vec![datagram]).await });
+                match Arc::clone(&self.in_flight).try_acquire_owned() {
+                    Ok(permit) => {
+                        let (socket, datagram) = (Arc::clone(&self.socket), self.copy.clone());
+                        tokio::spawn(async move {
+                            send_datagrams(&socket, peer, vec![datagram]).await;
+                            drop(permit);
+                        });
+                    }
+                    Err(_) => {
+                        debug!(%peer, "dropped a kept answer: the socket and every place are full")
+                    }
+                }
             }
             Err(error) => debug!(%peer, %error, "sending a datagram failed"),
         }
