@@ -136,6 +136,13 @@ pub struct Metrics {
     started: Instant,
 }
 
+/// A counter registered in `registry` under `name`, described by `help`.
+fn registered_counter(registry: &mut Registry, name: &str, help: &str) -> Counter {
+    let counter = Counter::default();
+    registry.register(name, help, counter.clone());
+    counter
+}
+
 impl Default for Metrics {
     fn default() -> Self {
         Metrics::new()
@@ -187,17 +194,15 @@ impl Metrics {
             "On the primary: log entries each other member has not received yet",
             lag.clone(),
         );
-        let snapshots_installed = Counter::default();
-        registry.register(
+        let snapshots_installed = registered_counter(
+            &mut registry,
             "raft_snapshots_installed",
             "Snapshots this node installed, sent by its primary to catch up, since it started",
-            snapshots_installed.clone(),
         );
-        let snapshot_octets_installed = Counter::default();
-        registry.register(
+        let snapshot_octets_installed = registered_counter(
+            &mut registry,
             "raft_snapshot_octets_installed",
             "Octets of snapshot data this node received for the snapshots it installed, since it started",
-            snapshot_octets_installed.clone(),
         );
         let forwarded = Family::<ForwardLabels, Counter>::default();
         registry.register(
@@ -205,23 +210,20 @@ impl Metrics {
             "Requests this node sent on to another node of the set owning their handle's slot, by kind",
             forwarded.clone(),
         );
-        let handed_off = Counter::default();
-        registry.register(
+        let handed_off = registered_counter(
+            &mut registry,
             "udp_answers_handed_off",
             "Resolutions over UDP answered on a reader thread rather than in the receiving loop, the store being read from the disk",
-            handed_off.clone(),
         );
-        let answer_cache_hits = Counter::default();
-        registry.register(
+        let answer_cache_hits = registered_counter(
+            &mut registry,
             "udp_answer_cache_hits",
             "Resolutions over UDP answered with a copy of a kept answer",
-            answer_cache_hits.clone(),
         );
-        let answer_cache_insertions = Counter::default();
-        registry.register(
+        let answer_cache_insertions = registered_counter(
+            &mut registry,
             "udp_answer_cache_insertions",
             "Answers to resolutions over UDP kept for later requests",
-            answer_cache_insertions.clone(),
         );
         Metrics {
             registry,
