@@ -1,6 +1,10 @@
 //! The Handle protocol over UDP (digest §1.3): requests of one or more datagrams,
 //! answers cut into 492-octet pieces.
 //!
+//! The socket is read by a thread of the edge's own, blocking in `recvfrom` as a
+//! bare echo server does ([`socket`]): while datagrams come, one system call each,
+//! and no reactor woken for them. Whatever must wait goes from that thread to tokio.
+//!
 //! Multi-datagram requests are reassembled per (peer, request id); partial requests
 //! are bounded in number and octets, in all and per source address (whose datagrams
 //! anyone can forge, so the totals are what bounds memory), and dropped after
@@ -42,14 +46,14 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
-use std::os::fd::AsFd;
-use std::pin::{Pin, pin};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Waker};
 use std::time::{Duration, Instant};
 
 use tokio::net::UdpSocket;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 use tracing::{debug, info, warn};
 
 use crate::codec::{
@@ -64,8 +68,10 @@ use super::drain::{self, Draining};
 use super::responder::{Reply, Responder};
 
 mod hand_off;
+mod socket;
 
 use hand_off::{AnswerClock, HandOff};
+use socket::ServerSocket;
 
 /// How long the pieces of an incomplete request are kept.
 pub const REASSEMBLY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -110,8 +116,9 @@ impl UdpLimits {
     }
 }
 
-/// Receives datagrams until the drain begins, then answers those in flight by its
-/// deadline; answers plain resolutions from `cache` when it holds them.
+/// Receives datagrams on a thread of its own until the drain begins, then answers
+/// those in flight by its deadline; answers plain resolutions from `cache` when it
+/// holds them.
 pub async fn serve(
     socket: UdpSocket,
     responder: Responder,
@@ -119,56 +126,47 @@ pub async fn serve(
     cache: Option<Arc<AnswerCache>>,
     draining: Draining,
 ) {
-    let mut receiver = Receiver {
-        socket: Arc::new(socket),
+    let socket = match ServerSocket::new(socket) {
+        Ok(socket) => socket,
+        Err(error) => {
+            warn!(%error, "cannot take the UDP socket off the reactor; not serving UDP");
+            return;
+        }
+    };
+    let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT as usize));
+    let others_in_flight = Arc::new(Semaphore::new(MAX_OTHERS_IN_FLIGHT as usize));
+    let runtime = tokio::runtime::Handle::current();
+    let receiver = Receiver {
+        socket: socket.clone(),
         responder,
         limits,
         cache,
         copy: Vec::new(),
-        in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT as usize)),
-        others_in_flight: Arc::new(Semaphore::new(MAX_OTHERS_IN_FLIGHT as usize)),
+        in_flight: Arc::clone(&in_flight),
+        others_in_flight: Arc::clone(&others_in_flight),
         partial: Partial::default(),
-        hand_off: HandOff::new(
-            limits.disk_readers,
-            limits.slow_answer,
-            tokio::runtime::Handle::current(),
-        ),
+        hand_off: HandOff::new(limits.disk_readers, limits.slow_answer, runtime.clone()),
     };
-    let mut buffer = vec![0u8; 64 * 1024];
-    // Received first, the signal polled only when no datagram is waiting: under load
-    // the loop costs one atomic load more per datagram, not a lock.
-    let mut stop = pin!(draining.started());
-    let deadline = loop {
-        if draining.has_started() {
-            break stop.await;
-        }
-        let received = tokio::select! {
-            biased;
-            received = receiver.socket.recv_from(&mut buffer) => received,
-            deadline = &mut stop => break deadline,
-        };
-        match received {
-            Ok((len, peer)) => receiver.take(peer, &buffer[..len]).await,
-            Err(error) => warn!(%error, "receiving a datagram failed"),
-        }
-    };
-    match queued(&receiver.socket) {
-        Ok(queued) => {
-            for _ in 0..MAX_IN_FLIGHT {
-                let Ok((len, peer)) = queued.recv_from(&mut buffer) else {
-                    break;
-                };
-                receiver.take(peer, &buffer[..len]).await;
-            }
-        }
-        Err(error) => warn!(%error, "cannot take the queued datagrams"),
+    let (ended, receiving) = oneshot::channel();
+    let watched = draining.clone();
+    let started = std::thread::Builder::new()
+        .name("hdl-udp".into())
+        .spawn(move || {
+            // Answers that must wait are given to tasks, spawned from here.
+            let _entered = runtime.enter();
+            let _ = ended.send(catch_unwind(AssertUnwindSafe(|| receiver.run(&watched))));
+        });
+    if let Err(error) = started {
+        warn!(%error, "cannot start the UDP receiving thread; not serving UDP");
+        return;
+    }
+    let deadline = draining.started().await;
+    socket.stop_receiving();
+    if let Ok(Err(panic)) = receiving.await {
+        std::panic::resume_unwind(panic);
     }
     // The socket stays open only as long as the answers in flight need it.
-    let Receiver {
-        in_flight,
-        others_in_flight,
-        ..
-    } = receiver;
+    drop(socket);
     let left = drain::settled(&in_flight, MAX_IN_FLIGHT, deadline).await
         + drain::settled(&others_in_flight, MAX_OTHERS_IN_FLIGHT, deadline).await;
     if left > 0 {
@@ -176,17 +174,9 @@ pub async fn serve(
     }
 }
 
-/// The socket again, to take the datagrams already queued without waiting (a plain
-/// non-blocking receive: tokio's would wait for the reactor to report them).
-fn queued(socket: &UdpSocket) -> std::io::Result<std::net::UdpSocket> {
-    Ok(std::net::UdpSocket::from(
-        socket.as_fd().try_clone_to_owned()?,
-    ))
-}
-
 /// The receiving end of the socket.
 struct Receiver {
-    socket: Arc<UdpSocket>,
+    socket: ServerSocket,
     responder: Responder,
     limits: UdpLimits,
     /// Kept answers to plain resolutions.
@@ -203,10 +193,30 @@ struct Receiver {
 }
 
 impl Receiver {
+    /// Receives and takes datagrams until the drain has begun, then takes those
+    /// already queued, and returns.
+    fn run(mut self, draining: &Draining) {
+        let mut buffer = vec![0u8; 64 * 1024];
+        // Checked after every receive: one atomic load a datagram.
+        while !draining.has_started() {
+            match self.socket.receive(&mut buffer) {
+                Ok(Some((len, peer))) => self.take(peer, &buffer[..len]),
+                Ok(None) => {}
+                Err(error) => warn!(%error, "receiving a datagram failed"),
+            }
+        }
+        for _ in 0..MAX_IN_FLIGHT {
+            let Some((len, peer)) = self.socket.receive_queued(&mut buffer) else {
+                break;
+            };
+            self.take(peer, &buffer[..len]);
+        }
+    }
+
     /// Takes one datagram from `peer`: once it completes a request, answers it here
     /// or on a task of its own (or at once with "server busy" when too many are in
     /// flight).
-    async fn take(&mut self, peer: SocketAddr, datagram: &[u8]) {
+    fn take(&mut self, peer: SocketAddr, datagram: &[u8]) {
         let Some(request) = self.partial.take(peer, datagram) else {
             return;
         };
@@ -222,8 +232,7 @@ impl Receiver {
         };
         let Ok(permit) = Arc::clone(room).try_acquire_owned() else {
             debug!(%peer, "too many requests in flight; answering busy");
-            let busy = datagrams_within(self.responder.busy(&request), usize::MAX).await;
-            send_datagrams(&self.socket, peer, busy.unwrap_or_default()).await;
+            self.answer_busy(peer, &request);
             return;
         };
         let keep = self.cache.as_ref().zip(ticket).map(|(cache, ticket)| Keep {
@@ -231,7 +240,7 @@ impl Receiver {
             ticket,
         });
         let answering = Box::pin(answer(
-            Arc::clone(&self.socket),
+            self.socket.clone(),
             self.responder.clone(),
             self.limits.answer_max_octets,
             peer,
@@ -261,6 +270,21 @@ impl Receiver {
 }
 
 impl Receiver {
+    /// Answers `request` from `peer` with "server busy", if the socket has room for it
+    /// now: under a flood, a busy answer is dropped rather than waited for.
+    fn answer_busy(&self, peer: SocketAddr, request: &[u8]) {
+        // A busy reply is one message, or nothing for a request too broken to answer.
+        let Reply::One(busy) = self.responder.busy(request) else {
+            return;
+        };
+        for datagram in busy.encode_datagrams() {
+            if let Err(error) = self.socket.try_send(&datagram, peer) {
+                debug!(%peer, %error, "a busy answer was not sent");
+                return;
+            }
+        }
+    }
+
     /// Sends the kept answer to `request` from `peer`, when there is one; else the
     /// ticket to keep its answer with, when it may be kept.
     fn answered_from_cache(
@@ -273,17 +297,17 @@ impl Receiver {
         };
         let started = Instant::now();
         cache.answer(request, &mut self.copy)?;
-        match self.socket.try_send_to(&self.copy, peer) {
-            Ok(_) => {}
+        match self.socket.try_send(&self.copy, peer) {
+            Ok(()) => {}
             // The socket's buffer is full: the send waits on a task of its own, holding
             // a resolution's place as any answer does, so these tasks stay bounded;
             // with no place left the answer is dropped (the client asks again).
             Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => {
                 match Arc::clone(&self.in_flight).try_acquire_owned() {
                     Ok(permit) => {
-                        let (socket, datagram) = (Arc::clone(&self.socket), self.copy.clone());
+                        let (socket, datagram) = (self.socket.clone(), self.copy.clone());
                         tokio::spawn(async move {
-                            send_datagrams(&socket, peer, vec![datagram]).await;
+                            socket.send(peer, vec![datagram]).await;
                             drop(permit);
                         });
                     }
@@ -345,7 +369,7 @@ impl Keepable {
 /// Answers `request` from `peer` and sends the answer, holding its room in flight
 /// meanwhile, and keeps it where `keep` says when it may be kept.
 async fn answer(
-    socket: Arc<UdpSocket>,
+    socket: ServerSocket,
     responder: Responder,
     limit: usize,
     peer: SocketAddr,
@@ -370,7 +394,7 @@ async fn answer(
                 .unwrap_or_default()
         }
     };
-    send_datagrams(&socket, peer, datagrams).await;
+    socket.send(peer, datagrams).await;
     drop(permit);
 }
 
@@ -424,16 +448,6 @@ async fn datagrams_within(reply: Reply, limit: usize) -> Option<Vec<Vec<u8>>> {
         Reply::Nothing => true,
     };
     within.then_some(datagrams)
-}
-
-/// Sends `datagrams` to `peer` in order, until one fails.
-async fn send_datagrams(socket: &UdpSocket, peer: SocketAddr, datagrams: Vec<Vec<u8>>) {
-    for datagram in datagrams {
-        if let Err(error) = socket.send_to(&datagram, peer).await {
-            debug!(%peer, %error, "sending a datagram failed");
-            return;
-        }
-    }
 }
 
 /// Requests whose datagrams have not all arrived.
