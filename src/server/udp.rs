@@ -43,6 +43,7 @@
 //! taken by J9 as the answer and the resolution fails. The per-source volume of
 //! answers is not budgeted.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
@@ -244,7 +245,7 @@ impl Receiver {
             self.responder.clone(),
             self.limits.answer_max_octets,
             peer,
-            request,
+            request.into_owned(),
             (permit, keep),
         ));
         // A resolution most often reads the store and sends its answer without
@@ -461,16 +462,16 @@ struct Partial {
 }
 
 impl Partial {
-    /// Takes one datagram; returns a whole request once it is complete. A datagram too
-    /// short for an envelope is dropped; one whose envelope says the message fits in
-    /// it is a whole request by itself (and is answered even when malformed). A
-    /// datagram that would start a request beyond the limits, or hold octets beyond
-    /// them, is dropped.
-    fn take(&mut self, peer: SocketAddr, datagram: &[u8]) -> Option<Vec<u8>> {
+    /// Takes one datagram; returns a whole request once it is complete (the datagram
+    /// itself, not copied, when it is one). A datagram too short for an envelope is
+    /// dropped; one whose envelope says the message fits in it is a whole request by
+    /// itself (and is answered even when malformed). A datagram that would start a
+    /// request beyond the limits, or hold octets beyond them, is dropped.
+    fn take<'d>(&mut self, peer: SocketAddr, datagram: &'d [u8]) -> Option<Cow<'d, [u8]>> {
         let envelope = Envelope::peek(datagram).ok()?;
         let whole = ENVELOPE_LEN + envelope.message_length as usize;
         if datagram.len() >= whole || datagram.len() > MAX_DATAGRAM_LEN {
-            return Some(datagram.to_vec());
+            return Some(Cow::Borrowed(datagram));
         }
         let key = (peer, envelope.request_id);
         if !self.admits(&key, datagram.len()) {
@@ -493,7 +494,7 @@ impl Partial {
         match pushed {
             Ok(Some(message)) => {
                 self.remove(&key);
-                Some(message)
+                Some(Cow::Owned(message))
             }
             Ok(None) => None,
             Err(error) => {
