@@ -356,6 +356,7 @@ impl Client {
         for &server in &self.servers {
             for &wire in transport.sequence() {
                 attempts += 1;
+                let flags = self.flags_over(wire, flags);
                 let outgoing = Outgoing::new(request.clone(), flags, request_id, unix_now());
                 match self.exchange(server, wire, outgoing).await {
                     Ok(message) => return Answer::of(message).map(|answer| answer.response),
@@ -364,6 +365,16 @@ impl Client {
             }
         }
         Err(no_answer(last))
+    }
+
+    /// `flags` for a request sent over `wire`: with KC over TCP when connections are
+    /// kept, as a server may close a connection after answering a request without it.
+    fn flags_over(&self, wire: Transport, flags: OpFlags) -> OpFlags {
+        if wire == Transport::Tcp && self.config.keep_connections {
+            flags.with(OpFlags::KC)
+        } else {
+            flags
+        }
     }
 
     /// One request to one server over UDP or TCP (never `Auto` here).

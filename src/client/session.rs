@@ -19,7 +19,7 @@ use std::net::SocketAddr;
 use std::sync::{Mutex, PoisonError};
 
 use super::message::{Answer, Outgoing};
-use super::{Client, ClientError, Credentials, new_request_id, no_answer};
+use super::{Client, ClientError, Credentials, Transport, new_request_id, no_answer};
 use crate::auth::{ClientKeyExchange, SessionKey};
 use crate::client::AttemptError;
 use crate::clock::unix_now;
@@ -128,7 +128,7 @@ impl Client {
         for (attempts, &server) in (1..).zip(&self.servers) {
             let outgoing = Outgoing::new(
                 request.clone(),
-                OpFlags::J9_DEFAULT,
+                self.flags_over(Transport::Tcp, OpFlags::J9_DEFAULT),
                 new_request_id(),
                 unix_now(),
             );
@@ -175,6 +175,7 @@ impl Client {
         flags: OpFlags,
         request_id: u32,
     ) -> Result<Response, ClientError> {
+        let flags = self.flags_over(Transport::Tcp, flags);
         let mut refused = None;
         for _ in 0..2 {
             let _challengeable = slot.admit().await;

@@ -68,10 +68,14 @@ async fn closed(stream: &mut TcpStream) -> bool {
     )
 }
 
-/// A connection that has been answered once (so the server has surely accepted it).
+/// A connection that has been answered once (so the server has surely accepted it),
+/// kept open for more (KC).
 async fn answered_connection(address: SocketAddr) -> TcpStream {
     let mut stream = TcpStream::connect(address).await.unwrap();
-    stream.write_all(&resolve("10.1000/none")).await.unwrap();
+    stream
+        .write_all(&resolve_keeping("10.1000/none"))
+        .await
+        .unwrap();
     let answered = answer(&mut stream).await;
     assert_eq!(answered.header.response_code, ResponseCode::HandleNotFound);
     stream
@@ -93,7 +97,7 @@ async fn refused(address: SocketAddr) -> bool {
 async fn a_request_in_flight_when_the_drain_begins_is_answered_and_nothing_new_is_accepted() {
     let (_dir, address, start, served) = tcp_server().await;
     let mut stream = answered_connection(address).await;
-    let request = resolve("10.1000/none");
+    let request = resolve_keeping("10.1000/none");
     let (first, rest) = request.split_at(request.len() / 2);
     stream.write_all(first).await.unwrap();
 
@@ -125,11 +129,46 @@ async fn an_idle_connection_is_closed_at_once_and_a_new_one_gets_its_first_reque
         closed(&mut idle).await,
         "an idle connection is closed at once"
     );
-    fresh.write_all(&resolve("10.1000/none")).await.unwrap();
+    fresh
+        .write_all(&resolve_keeping("10.1000/none"))
+        .await
+        .unwrap();
     let answered = answer(&mut fresh).await;
     assert_eq!(answered.header.response_code, ResponseCode::HandleNotFound);
     assert!(closed(&mut fresh).await);
     timeout(PATIENCE, served).await.expect("drained").unwrap();
+}
+
+#[tokio::test]
+async fn a_connection_is_closed_after_answering_a_request_without_kc() {
+    // As J9's server does, and J9 clients close only after the server has: the
+    // connection's teardown then runs on the client's side.
+    let (_dir, address, _start, _served) = tcp_server().await;
+    let mut stream = TcpStream::connect(address).await.unwrap();
+    stream.write_all(&resolve("10.1000/none")).await.unwrap();
+    let answered = answer(&mut stream).await;
+    assert_eq!(answered.header.response_code, ResponseCode::HandleNotFound);
+    assert!(closed(&mut stream).await, "closed after the answer");
+}
+
+#[tokio::test]
+async fn a_connection_kept_with_kc_serves_request_after_request() {
+    let (_dir, address, _start, _served) = tcp_server().await;
+    let mut stream = answered_connection(address).await;
+    stream
+        .write_all(&resolve_keeping("10.1000/none"))
+        .await
+        .unwrap();
+    let answered = answer(&mut stream).await;
+    assert_eq!(answered.header.response_code, ResponseCode::HandleNotFound);
+    // The last request, without KC, ends the connection.
+    stream.write_all(&resolve("10.1000/none")).await.unwrap();
+    let answered = answer(&mut stream).await;
+    assert_eq!(answered.header.response_code, ResponseCode::HandleNotFound);
+    assert!(
+        closed(&mut stream).await,
+        "closed after the request without KC"
+    );
 }
 
 /// A resolution of a missing handle under envelope request id `id`.

@@ -1,15 +1,24 @@
 //! The Handle protocol over TCP (digest §1.4): one envelope-framed message after
 //! another on a connection; continuous (CN) answers for list-handles.
 //!
-//! A connection is served until the peer closes it, it sends a message longer than
-//! 256 KiB (answered, then closed: the rest of the stream cannot be framed), or it
-//! misses a deadline: each message must arrive whole within the configured timeout
-//! of the connection's start or of the previous answer (so a peer trickling octets is
-//! closed as surely as an idle one), and each answer must be taken within it too. The
+//! A connection is served until the answer to a request without the KC flag (keep
+//! connection) has been sent and nothing more is buffered, the peer closes it, it
+//! sends a message longer than 256 KiB (answered, then closed: the rest of the stream
+//! cannot be framed), or it misses a deadline: each message must arrive whole within
+//! the configured timeout of the connection's start or of the previous answer (so a
+//! peer trickling octets is closed as surely as an idle one), and each answer must be
+//! taken within it too. The
 //! buffer grows as octets arrive, never to a length only announced. One source
 //! address holds at most [`TcpLimits::per_source`] connections; more are closed at
-//! once. The reference server closes after one request; serving more costs nothing
-//! and lets clients reuse connections.
+//! once. The reference server closes after one request whatever the flags, and its
+//! clients (J9) read the answer and then wait for the server to close: closing
+//! first, rather than reading once more to see the client's end, saves that read and
+//! leaves the connection's teardown (the client's socket freed, the server's turned to
+//! TIME_WAIT) to the client's side, which on loopback is most of a connection's cost.
+//! A client that reuses connections sets KC; a request whose header cannot be read in
+//! the clear (sealed in a session) or cannot be read at all keeps the connection as
+//! before, and so does a challenge (this crate's client answers it on the same
+//! connection).
 //!
 //! On shutdown ([`super::drain`]) the listener takes the connections the kernel has
 //! already queued and is closed; each connection answers the request it is reading or
@@ -30,7 +39,9 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-use crate::codec::{ENVELOPE_LEN, Frame, next_frame};
+use crate::codec::{
+    Body, ENVELOPE_LEN, Frame, Header, Message, MessageFlags, OpFlags, Response, next_frame,
+};
 use crate::service::Caller;
 
 use super::drain::{self, Draining};
@@ -259,11 +270,16 @@ pub(super) async fn connection(
         };
         match frame {
             Ok(len) => {
+                let asked_to_keep = asks_to_keep(&buffer[..len]);
                 // Boxed: the answer's future would make the connection's, moved
                 // into its task at every accept, several times larger.
                 let reply = Box::pin(responder.respond(caller.clone(), &buffer[..len])).await;
+                let keep = asked_to_keep || is_challenge(&reply);
                 write_reply(&mut stream, reply, timeout).await?;
                 buffer.drain(..len);
+                if !keep && buffer.is_empty() {
+                    return Ok(());
+                }
                 reading.answered = true;
                 reading.deadline = Instant::now() + timeout;
             }
@@ -274,6 +290,33 @@ pub(super) async fn connection(
             }
         }
     }
+}
+
+/// Whether the client asked to keep the connection after the answer to `message`: KC
+/// set, or a header that cannot be read in the clear (encrypted in a session, or not
+/// decodable), for which the connection is kept as the client may still use it.
+fn asks_to_keep(message: &[u8]) -> bool {
+    match Header::peek(message) {
+        Ok((envelope, header)) => {
+            envelope.flags.contains(MessageFlags::EC) || header.flags.contains(OpFlags::KC)
+        }
+        Err(_) => true,
+    }
+}
+
+/// Whether `reply` is a challenge (digest §8.1): its answer may come on the same
+/// connection, as this crate's client sends it.
+fn is_challenge(reply: &Reply) -> bool {
+    matches!(
+        reply,
+        Reply::One(Message {
+            body: Body::Response {
+                response: Response::Challenge { .. },
+                ..
+            },
+            ..
+        })
+    )
 }
 
 /// How a connection reads its next request.

@@ -86,12 +86,21 @@ fn response(message: &Message) -> &Response {
 }
 
 fn resolve(handle: &str) -> Vec<u8> {
+    resolve_flagged(handle, OpFlags::J9_DEFAULT)
+}
+
+/// A resolution of `handle` asking to keep the connection open after its answer (KC).
+fn resolve_keeping(handle: &str) -> Vec<u8> {
+    resolve_flagged(handle, OpFlags::J9_DEFAULT.with(OpFlags::KC))
+}
+
+fn resolve_flagged(handle: &str, flags: OpFlags) -> Vec<u8> {
     let body = ResolutionRequest {
         handle: handle.as_bytes().to_vec(),
         indexes: Vec::new(),
         types: Vec::new(),
     };
-    request(Request::Resolution(body), OpFlags::J9_DEFAULT)
+    request(Request::Resolution(body), flags)
 }
 
 fn create(handle: &str, values: Vec<HandleValue>) -> Vec<u8> {

@@ -15,7 +15,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use hdl::codec::{Frame, Message, ResponseCode, next_frame};
+use hdl::codec::{Frame, Message, OpFlags, ResponseCode, next_frame};
 use hdl::node::DRAIN_DEADLINE;
 
 use crate::harness::{ADMIN_ARGS, Server};
@@ -166,16 +166,22 @@ fn answer(stream: &mut TcpStream) -> Option<Message> {
     panic!("the answer never completed");
 }
 
+/// A resolution of a missing handle under RequestId `request_id`, asking to keep the
+/// connection (KC).
+fn kept_resolution(request_id: u32) -> Vec<u8> {
+    let mut message = resolution(b"DRAIN/none", request_id);
+    message.header.flags = message.header.flags.with(OpFlags::KC);
+    message.encode()
+}
+
 /// A connection the server has surely accepted (it answered a request on it),
 /// holding the first half of a second request.
 fn half_sent(server: SocketAddr) -> (TcpStream, Vec<u8>) {
     let mut stream = TcpStream::connect_timeout(&server, PATIENCE).expect("connect");
-    stream
-        .write_all(&resolution(b"DRAIN/none", 1).encode())
-        .expect("send");
+    stream.write_all(&kept_resolution(1)).expect("send");
     let first = answer(&mut stream).expect("an answer");
     assert_eq!(first.header.response_code, ResponseCode::HandleNotFound);
-    let second = resolution(b"DRAIN/none", 2).encode();
+    let second = kept_resolution(2);
     let (sent, rest) = second.split_at(second.len() / 2);
     stream.write_all(sent).expect("send half");
     (stream, rest.to_vec())
