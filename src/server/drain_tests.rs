@@ -72,13 +72,15 @@ async fn closed(stream: &mut TcpStream) -> bool {
 /// kept open for more (KC).
 async fn answered_connection(address: SocketAddr) -> TcpStream {
     let mut stream = TcpStream::connect(address).await.unwrap();
+    answered_not_found(&mut stream, &resolve_keeping("10.1000/none")).await;
     stream
-        .write_all(&resolve_keeping("10.1000/none"))
-        .await
-        .unwrap();
-    let answered = answer(&mut stream).await;
+}
+
+/// Sends `request`, a resolution of a missing handle, on `stream` and checks its answer.
+async fn answered_not_found(stream: &mut TcpStream, request: &[u8]) {
+    stream.write_all(request).await.unwrap();
+    let answered = answer(stream).await;
     assert_eq!(answered.header.response_code, ResponseCode::HandleNotFound);
-    stream
 }
 
 /// Connects until the listener refuses (bounded).
@@ -145,9 +147,7 @@ async fn a_connection_is_closed_after_answering_a_request_without_kc() {
     // connection's teardown then runs on the client's side.
     let (_dir, address, _start, _served) = tcp_server().await;
     let mut stream = TcpStream::connect(address).await.unwrap();
-    stream.write_all(&resolve("10.1000/none")).await.unwrap();
-    let answered = answer(&mut stream).await;
-    assert_eq!(answered.header.response_code, ResponseCode::HandleNotFound);
+    answered_not_found(&mut stream, &resolve("10.1000/none")).await;
     assert!(closed(&mut stream).await, "closed after the answer");
 }
 
@@ -155,16 +155,9 @@ async fn a_connection_is_closed_after_answering_a_request_without_kc() {
 async fn a_connection_kept_with_kc_serves_request_after_request() {
     let (_dir, address, _start, _served) = tcp_server().await;
     let mut stream = answered_connection(address).await;
-    stream
-        .write_all(&resolve_keeping("10.1000/none"))
-        .await
-        .unwrap();
-    let answered = answer(&mut stream).await;
-    assert_eq!(answered.header.response_code, ResponseCode::HandleNotFound);
+    answered_not_found(&mut stream, &resolve_keeping("10.1000/none")).await;
     // The last request, without KC, ends the connection.
-    stream.write_all(&resolve("10.1000/none")).await.unwrap();
-    let answered = answer(&mut stream).await;
-    assert_eq!(answered.header.response_code, ResponseCode::HandleNotFound);
+    answered_not_found(&mut stream, &resolve("10.1000/none")).await;
     assert!(
         closed(&mut stream).await,
         "closed after the request without KC"

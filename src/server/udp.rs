@@ -298,6 +298,12 @@ impl Receiver {
         };
         let started = Instant::now();
         cache.answer(request, &mut self.copy)?;
+        // Counted before it is sent, as the normal path's answers are: whoever has
+        // the answer sees it counted.
+        let metrics = self.responder.metrics();
+        metrics.answer_cache_hit();
+        let (op, code) = (OpCode::Resolution.label(), ResponseCode::Success.to_u32());
+        metrics.record(Protocol::Handle, op, code, started.elapsed());
         match self.socket.try_send(&self.copy, peer) {
             Ok(()) => {}
             // The socket's buffer is full: the send waits on a task of its own, holding
@@ -319,10 +325,6 @@ impl Receiver {
             }
             Err(error) => debug!(%peer, %error, "sending a datagram failed"),
         }
-        let metrics = self.responder.metrics();
-        metrics.answer_cache_hit();
-        let (op, code) = (OpCode::Resolution.label(), ResponseCode::Success.to_u32());
-        metrics.record(Protocol::Handle, op, code, started.elapsed());
         Ok(())
     }
 }
