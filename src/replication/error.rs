@@ -104,6 +104,9 @@ pub enum Error {
         /// The last index of the purge.
         index: u64,
     },
+    /// An fsync of the Raft log failed; the group stops.
+    #[error("syncing the Raft log to disk failed")]
+    LogSync,
     /// Making the applied state durable failed; the group stops.
     #[error("syncing the applied state to disk failed: {0}")]
     Sync(String),

@@ -4,7 +4,10 @@
 //! the committed position and the last purged position as postcard bytes in the log's
 //! metadata. All disk work runs on tokio's blocking pool. An append is one write and
 //! one fsync for all its entries (group commit), and its callback runs only after
-//! they are durable; the vote is durable before `save_vote` returns.
+//! they are durable, except for a leader's own new entries of requests, whose fsync
+//! runs beside the replication that openraft starts once the callback runs (what
+//! keeps that safe is in [`LogSync`]); every later write of the log waits for that
+//! fsync. The vote is durable before `save_vote` returns.
 //!
 //! Two things keep the disk off the path of a write that need not be there: the
 //! newest entries are kept in memory ([`LogTail`]), so that replicating and applying
@@ -43,12 +46,15 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use openraft::storage::{LogFlushed, RaftLogStorage};
-use openraft::{ErrorSubject, ErrorVerb, LogState, OptionalSend, RaftLogReader, Vote};
+use openraft::{
+    EntryPayload, ErrorSubject, ErrorVerb, LogState, OptionalSend, RaftLogReader, Vote,
+};
 use tokio::sync::watch;
 
 use super::blocking;
 use super::durable::{Durable, SYNC_EVERY};
 use super::error::Error;
+use super::log_sync::LogSync;
 use super::log_tail::LogTail;
 use super::machine::Machine;
 use super::state_machine::StateMachine;
@@ -70,6 +76,13 @@ pub struct LogStore<M: Machine> {
     /// The state machine's durably applied log id, which purges wait for (and hasten);
     /// `None` for a log alone.
     applied: Option<(watch::Receiver<Option<LogId>>, Weak<Durable>)>,
+    /// What of the log is on disk (see [`LogSync`]).
+    sync: Arc<LogSync>,
+    /// This node, whose own new entries go to openraft before their fsync; `None`
+    /// for a log alone, whose appends all wait for theirs.
+    own: Option<NodeId>,
+    /// The vote last saved or read.
+    vote: Arc<Mutex<Option<Vote<NodeId>>>>,
     machine: PhantomData<fn() -> M>,
 }
 
@@ -80,6 +93,9 @@ impl<M: Machine> Clone for LogStore<M> {
             tail: Arc::clone(&self.tail),
             committed: Arc::clone(&self.committed),
             applied: self.applied.clone(),
+            sync: Arc::clone(&self.sync),
+            own: self.own,
+            vote: Arc::clone(&self.vote),
             machine: PhantomData,
         }
     }
@@ -97,26 +113,88 @@ impl<M: Machine> LogStore<M> {
     /// Opens (or creates) the log in `data_dir`, alone: it purges whatever it is
     /// asked to at once, as openraft's storage suite checks a log. Blocks on the disk.
     pub fn open(data_dir: &Path) -> Result<LogStore<M>, Error> {
+        LogStore::open_following(data_dir, Arc::default())
+    }
+
+    /// Opens (or creates) the log in `data_dir` of node `own`'s group whose state
+    /// machine is `machine`: a purge waits until `machine` has applied, durably, every
+    /// entry it deletes (see the module doc), and `machine` applies no entry before it
+    /// is durable here, so this node's own new entries of requests go to openraft as
+    /// soon as they are written ([`LogSync`]). Blocks on the disk.
+    pub fn open_beside(
+        data_dir: &Path,
+        machine: &StateMachine<M>,
+        own: NodeId,
+    ) -> Result<LogStore<M>, Error> {
+        let durable = machine.durable();
+        let watch = durable.upgrade().map(|durable| durable.watch());
+        Ok(LogStore {
+            applied: watch.map(|watch| (watch, durable)),
+            own: Some(own),
+            ..LogStore::open_following(data_dir, machine.log_sync())?
+        })
+    }
+
+    /// Opens the log, synced whole (what a killed process wrote may not be on disk
+    /// yet), and tells `sync` where it ends.
+    fn open_following(data_dir: &Path, sync: Arc<LogSync>) -> Result<LogStore<M>, Error> {
         let log = EntryLog::open_in(data_dir)?;
+        log.sync()?;
+        sync.opened(log.last()?.map(|(index, _)| index));
         Ok(LogStore {
             log: Arc::new(log),
             tail: Arc::default(),
             committed: Arc::default(),
             applied: None,
+            sync,
+            own: None,
+            vote: Arc::default(),
             machine: PhantomData,
         })
     }
 
-    /// Opens (or creates) the log in `data_dir` of the group whose state machine is
-    /// `machine`: a purge waits until `machine` has applied, durably, every entry it
-    /// deletes (see the module doc). Blocks on the disk.
-    pub fn open_beside(data_dir: &Path, machine: &StateMachine<M>) -> Result<LogStore<M>, Error> {
-        let durable = machine.durable();
-        let watch = durable.upgrade().map(|durable| durable.watch());
-        Ok(LogStore {
-            applied: watch.map(|watch| (watch, durable)),
-            ..LogStore::open(data_dir)?
-        })
+    /// What of this log is on disk: a leader's network lowers the committed position
+    /// it sends to it.
+    pub fn sync(&self) -> Arc<LogSync> {
+        Arc::clone(&self.sync)
+    }
+
+    /// Whether `entries` are this node's own new entries of requests, as their leader
+    /// in the current term: those go to openraft before their fsync ([`LogSync`]).
+    fn own_requests(&self, entries: &[Entry<M>]) -> bool {
+        let Some(own) = self.own else {
+            return false;
+        };
+        let vote = lock(&self.vote);
+        let Some(vote) = vote.as_ref().filter(|vote| vote.committed) else {
+            return false;
+        };
+        vote.leader_id.node_id == own
+            && entries.iter().all(|entry| {
+                entry.log_id.leader_id == vote.leader_id
+                    && matches!(entry.payload, EntryPayload::Normal(_))
+            })
+    }
+
+    /// Waits for the fsync of the last write, if it runs beside openraft: every write
+    /// of the log comes after it.
+    async fn after_last_sync(&self) -> Result<(), Error> {
+        self.sync.all_durable().await.map_err(|_| Error::LogSync)
+    }
+
+    /// Syncs what [`EntryLog::append_unsynced`] wrote, up to `last`, on the blocking
+    /// pool, and tells the log's [`LogSync`].
+    fn sync_in_background(&self, last: u64) {
+        let (log, sync) = (Arc::clone(&self.log), Arc::clone(&self.sync));
+        tokio::spawn(async move {
+            match blocking(move || Ok(log.sync()?)).await {
+                Ok(()) => sync.synced(Some(last)),
+                Err(error) => {
+                    tracing::error!(%error, "syncing the Raft log failed; the group stops");
+                    sync.failed();
+                }
+            }
+        });
     }
 
     /// Returns once the state machine has applied `upto` durably (at once for a log
@@ -286,16 +364,24 @@ impl<M: Machine> RaftLogStorage<GroupConfig<M>> for LogStore<M> {
 
     async fn save_vote(&mut self, vote: &Vote<NodeId>) -> Result<(), RaftStorageError> {
         let bytes = to_bytes(vote, "vote").map_err(vote_error(ErrorVerb::Write))?;
+        self.after_last_sync()
+            .await
+            .map_err(vote_error(ErrorVerb::Write))?;
         self.write(move |log| Ok(log.save_vote(&bytes)?))
             .await
-            .map_err(vote_error(ErrorVerb::Write))
+            .map_err(vote_error(ErrorVerb::Write))?;
+        *lock(&self.vote) = Some(*vote);
+        self.sync.synced(self.sync.last_written());
+        Ok(())
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote<NodeId>>, RaftStorageError> {
         let bytes = self.read_meta(EntryLog::vote).await;
-        bytes
-            .and_then(|bytes| decode_opt(bytes.as_deref(), "vote"))
-            .map_err(vote_error(ErrorVerb::Read))
+        let vote = bytes
+            .and_then(|bytes| decode_opt::<Vote<NodeId>>(bytes.as_deref(), "vote"))
+            .map_err(vote_error(ErrorVerb::Read))?;
+        *lock(&self.vote) = vote;
+        Ok(vote)
     }
 
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), RaftStorageError> {
@@ -327,6 +413,12 @@ impl<M: Machine> RaftLogStorage<GroupConfig<M>> for LogStore<M> {
         I::IntoIter: OptionalSend,
     {
         let entries: Vec<Entry<M>> = entries.into_iter().collect();
+        if let Err(error) = self.after_last_sync().await {
+            callback.log_io_completed(Err(io::Error::other(error.to_string())));
+            return Err(error.into_raft(ErrorSubject::Logs, ErrorVerb::Write));
+        }
+        let early = self.own_requests(&entries);
+        let last = entries.last().map(|entry| entry.log_id.index);
         let records: Result<Vec<(u64, Vec<u8>)>, Error> = entries
             .iter()
             .map(|entry| Ok((entry.log_id.index, to_bytes(entry, "log entry")?)))
@@ -339,8 +431,15 @@ impl<M: Machine> RaftLogStorage<GroupConfig<M>> for LogStore<M> {
         let committed = lock(&self.committed).take();
         let written = match records {
             Ok(records) => {
-                self.write(move |log| Ok(log.append(records, committed.as_deref())?))
-                    .await
+                self.write(move |log| {
+                    let committed = committed.as_deref();
+                    if early {
+                        Ok(log.append_unsynced(records, committed)?)
+                    } else {
+                        Ok(log.append(records, committed)?)
+                    }
+                })
+                .await
             }
             Err(error) => Err(error),
         };
@@ -348,6 +447,14 @@ impl<M: Machine> RaftLogStorage<GroupConfig<M>> for LogStore<M> {
             Ok(()) => {
                 self.tail
                     .appended(entries.into_iter().zip(lengths).collect());
+                match last {
+                    Some(last) if early => {
+                        self.sync.written(last);
+                        self.sync_in_background(last);
+                    }
+                    Some(last) => self.sync.synced(Some(last)),
+                    None => {}
+                }
                 callback.log_io_completed(Ok(()));
                 Ok(())
             }
@@ -359,10 +466,16 @@ impl<M: Machine> RaftLogStorage<GroupConfig<M>> for LogStore<M> {
     }
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), RaftStorageError> {
+        self.after_last_sync()
+            .await
+            .map_err(logs_error(ErrorVerb::Delete))?;
         self.tail.truncating(log_id.index);
         self.write(move |log| Ok(log.truncate_from(log_id.index)?))
             .await
-            .map_err(logs_error(ErrorVerb::Delete))
+            .map_err(logs_error(ErrorVerb::Delete))?;
+        let kept = log_id.index.checked_sub(1);
+        self.sync.synced(self.sync.last_written().min(kept));
+        Ok(())
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), RaftStorageError> {
@@ -371,9 +484,101 @@ impl<M: Machine> RaftLogStorage<GroupConfig<M>> for LogStore<M> {
             .map_err(logs_error(ErrorVerb::Delete))?;
         let bytes =
             to_bytes(&log_id, "last purged log id").map_err(logs_error(ErrorVerb::Delete))?;
+        self.after_last_sync()
+            .await
+            .map_err(logs_error(ErrorVerb::Delete))?;
         self.tail.purging(log_id.index);
         self.write(move |log| Ok(log.purge_upto(log_id.index, &bytes)?))
             .await
-            .map_err(logs_error(ErrorVerb::Delete))
+            .map_err(logs_error(ErrorVerb::Delete))?;
+        self.sync.synced(self.sync.last_written());
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use openraft::storage::RaftLogStorageExt;
+    use openraft::testing::log_id;
+
+    use super::*;
+    use crate::replication::{HandleSet, Proposal};
+    use crate::storage::Store;
+
+    type Log = LogStore<HandleSet>;
+
+    fn request_entry(term: u64, leader: NodeId, index: u64) -> Entry<HandleSet> {
+        Entry {
+            log_id: log_id(term, leader, index),
+            payload: EntryPayload::Normal(Proposal(Vec::new().into())),
+        }
+    }
+
+    fn blank_entry(term: u64, leader: NodeId, index: u64) -> Entry<HandleSet> {
+        Entry {
+            log_id: log_id(term, leader, index),
+            payload: EntryPayload::Blank,
+        }
+    }
+
+    /// Node 1's log beside its state machine, in a temporary directory.
+    fn node_one() -> (tempfile::TempDir, Log, StateMachine<HandleSet>) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open(&dir.path().join("handles.redb")).unwrap());
+        let machine = StateMachine::open(store, dir.path()).unwrap();
+        let log = LogStore::open_beside(dir.path(), &machine, 1).unwrap();
+        (dir, log, machine)
+    }
+
+    #[tokio::test]
+    async fn only_a_leaders_own_entries_of_requests_go_before_their_fsync() {
+        let (_dir, mut log, _machine) = node_one();
+        let own = [request_entry(2, 1, 1), request_entry(2, 1, 2)];
+        assert!(!log.own_requests(&own), "no vote yet");
+        log.save_vote(&Vote::new(2, 1)).await.unwrap();
+        assert!(!log.own_requests(&own), "a candidate's vote");
+        log.save_vote(&Vote::new_committed(2, 1)).await.unwrap();
+        assert!(log.own_requests(&own));
+        assert!(!log.own_requests(&[request_entry(2, 1, 1), blank_entry(2, 1, 2)]));
+        assert!(
+            !log.own_requests(&[request_entry(1, 1, 1)]),
+            "an older term"
+        );
+
+        log.save_vote(&Vote::new_committed(3, 2)).await.unwrap();
+        assert!(!log.own_requests(&[request_entry(3, 2, 3)]), "a follower's");
+
+        let dir = tempfile::tempdir().unwrap();
+        let mut alone = Log::open(dir.path()).unwrap();
+        alone.save_vote(&Vote::new_committed(2, 1)).await.unwrap();
+        assert!(!alone.own_requests(&own), "a log alone knows no node");
+    }
+
+    #[tokio::test]
+    async fn an_early_append_is_durable_before_the_next_write_and_a_follower_append_at_once() {
+        let (dir, mut log, _machine) = node_one();
+        let sync = log.sync();
+        log.save_vote(&Vote::new_committed(2, 1)).await.unwrap();
+        log.blocking_append([request_entry(2, 1, 1), request_entry(2, 1, 2)])
+            .await
+            .unwrap();
+        assert_eq!(sync.last_written(), Some(2));
+        let synced = tokio::time::timeout(Duration::from_secs(10), sync.all_durable()).await;
+        assert_eq!(synced.ok(), Some(Ok(())));
+        assert_eq!(sync.durable(), Some(2));
+
+        // The next write waited for that fsync; a follower's append is durable when
+        // it returns.
+        log.save_vote(&Vote::new_committed(3, 2)).await.unwrap();
+        log.blocking_append([request_entry(3, 2, 3)]).await.unwrap();
+        assert_eq!(sync.durable(), Some(3));
+        log.truncate(log_id(3, 2, 3)).await.unwrap();
+        assert_eq!((sync.last_written(), sync.durable()), (Some(2), Some(2)));
+        drop(log);
+
+        let reopened = Log::open(dir.path()).unwrap();
+        assert_eq!(reopened.sync().durable(), Some(2), "synced whole at open");
     }
 }

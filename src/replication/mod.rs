@@ -45,6 +45,7 @@ mod group;
 pub mod guard;
 mod handle_set;
 mod log_store;
+mod log_sync;
 mod log_tail;
 mod machine;
 pub mod network;

@@ -62,6 +62,7 @@ use serde::{Deserialize, Serialize};
 use super::blocking;
 use super::durable::{Durable, keep_syncing};
 use super::error::Error;
+use super::log_sync::LogSync;
 use super::machine::Machine;
 use super::snapshot::{SnapshotReader, open_kept, read_head, remove_kept, scratch_file};
 use super::snapshot_data::{SnapshotData, StoreImage};
@@ -103,6 +104,8 @@ pub struct StateMachine<M> {
     applied: AppliedState,
     /// When applies reach the disk.
     durable: Arc<Durable>,
+    /// What of the group's log is on disk: no entry is applied before it is.
+    log_sync: Arc<LogSync>,
     /// Whether the task syncing applies runs (started by the first apply, in the
     /// runtime).
     syncing: bool,
@@ -180,6 +183,7 @@ impl<M: Machine> StateMachine<M> {
         let applied = catch_up_with_kept_snapshot(&store, data_dir, &stopping)?;
         Ok(StateMachine {
             durable: Arc::new(Durable::new(Arc::clone(&store), applied.last_applied)),
+            log_sync: Arc::default(),
             syncing: false,
             store,
             applied,
@@ -205,6 +209,13 @@ impl<M: Machine> StateMachine<M> {
     /// the state machine is dropped (openraft stopped).
     pub fn durable(&self) -> Weak<Durable> {
         Arc::downgrade(&self.durable)
+    }
+
+    /// What of the group's log is on disk, as the log opened beside this state
+    /// machine tells it ([`super::LogStore::open_beside`]); this state machine applies
+    /// no entry before it is durable there.
+    pub fn log_sync(&self) -> Arc<LogSync> {
+        Arc::clone(&self.log_sync)
     }
 
     /// Takes `applied` as the state after a durable commit.
@@ -478,6 +489,12 @@ impl<M: Machine> RaftStateMachine<GroupConfig<M>> for StateMachine<M> {
         let entries: Vec<Entry<M>> = entries.into_iter().collect();
         if entries.is_empty() {
             return Ok(Vec::new());
+        }
+        if let Some(last) = entries.last() {
+            self.log_sync
+                .durable_at(last.log_id.index)
+                .await
+                .map_err(|_| sm_error(ErrorVerb::Write)(Error::LogSync))?;
         }
         if !self.syncing {
             tokio::spawn(keep_syncing(Arc::downgrade(&self.durable)));

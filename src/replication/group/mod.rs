@@ -154,15 +154,15 @@ impl<M: Machine> Group<M> {
         if let Some(watch) = &host.commits {
             store.watch(Arc::clone(watch));
         }
-        let owned = dir.to_owned();
+        let (owned, id) = (dir.to_owned(), settings.id);
         let (log, state_machine) = tokio::task::spawn_blocking(move || {
             let state_machine = StateMachine::<M>::open(store, &owned)?;
-            let log = LogStore::<M>::open_beside(&owned, &state_machine)?;
+            let log = LogStore::<M>::open_beside(&owned, &state_machine, id)?;
             Ok::<_, super::Error>((log, state_machine))
         })
         .await??;
         let (stopping, installs) = (state_machine.stopping(), state_machine.installs());
-        let network = GroupNetwork::new(host.links, group);
+        let network = GroupNetwork::new(host.links, group, log.sync());
         let config = Arc::new(raft_config(settings).validate()?);
         let log_reader = log.clone();
         let raft = Raft::new(settings.id, config, network.clone(), log, state_machine)

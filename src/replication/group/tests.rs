@@ -328,7 +328,8 @@ async fn only_the_leader_a_member_follows_may_ask_it_to_take_over() {
         .unwrap();
     let term = follower.set.status().term;
     // Another follower asks, as if it led: refused, and nobody stands.
-    let network = GroupNetwork::<HandleSet>::new(Links::new(other.id, secret()), SET);
+    let network =
+        GroupNetwork::<HandleSet>::new(Links::new(other.id, secret()), SET, Arc::default());
     let asked = network
         .connection(follower.id, &follower.me)
         .take_over(None, WAIT)
@@ -342,7 +343,7 @@ async fn only_the_leader_a_member_follows_may_ask_it_to_take_over() {
         })
     );
     // The leader asks with a log id past the follower's: refused too.
-    let network = GroupNetwork::<HandleSet>::new(Links::new(leader, secret()), SET);
+    let network = GroupNetwork::<HandleSet>::new(Links::new(leader, secret()), SET, Arc::default());
     let ahead = openraft::LogId::new(openraft::CommittedLeaderId::new(term + 5, leader), 1 << 40);
     let asked = network
         .connection(follower.id, &follower.me)

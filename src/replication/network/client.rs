@@ -6,6 +6,7 @@ use std::error::Error as StdError;
 use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
+use std::sync::Arc;
 use std::time::Duration;
 
 use openraft::error::{
@@ -27,6 +28,7 @@ use super::message::{
 use super::stream::PeerError;
 use crate::replication::admin::{AdminAnswer, AdminRequest};
 use crate::replication::contact::Standing;
+use crate::replication::log_sync::LogSync;
 use crate::replication::machine::Machine;
 use crate::replication::types::{LogId, Snapshot};
 use crate::replication::{GroupConfig, GroupId, Node, NodeId, Request};
@@ -50,6 +52,9 @@ type Pick<M, T, E> = fn(GroupAnswer<M>) -> Result<RemoteAnswer<T, E>, &'static s
 pub struct GroupNetwork<M> {
     links: Links,
     group: GroupId,
+    /// What of this node's log of the group is on disk: the committed position sent
+    /// to followers never goes past it (see [`LogSync`]).
+    log: Arc<LogSync>,
     machine: PhantomData<fn() -> M>,
 }
 
@@ -58,6 +63,7 @@ impl<M> Clone for GroupNetwork<M> {
         GroupNetwork {
             links: self.links.clone(),
             group: self.group,
+            log: Arc::clone(&self.log),
             machine: PhantomData,
         }
     }
@@ -72,11 +78,13 @@ impl<M> fmt::Debug for GroupNetwork<M> {
 }
 
 impl<M: Machine> GroupNetwork<M> {
-    /// The network of `group` over `links`.
-    pub fn new(links: Links, group: GroupId) -> GroupNetwork<M> {
+    /// The network of `group` over `links`, for a node whose log of the group is
+    /// durable as `log` says.
+    pub fn new(links: Links, group: GroupId, log: Arc<LogSync>) -> GroupNetwork<M> {
         GroupNetwork {
             links,
             group,
+            log,
             machine: PhantomData,
         }
     }
@@ -320,6 +328,31 @@ fn mismatch<M: Machine>(request: &'static str, answer: &GroupAnswer<M>) -> PeerE
     }
 }
 
+/// `rpc` with the committed position it tells lowered to `durable`, the highest
+/// index on this node's disk: to the last of its entries (or the entry they follow)
+/// within it, or to none when they all lie beyond it (a follower keeps what it knew).
+fn committed_within<M: Machine>(
+    mut rpc: AppendEntriesRequest<GroupConfig<M>>,
+    durable: Option<u64>,
+) -> AppendEntriesRequest<GroupConfig<M>> {
+    let Some(committed) = rpc.leader_commit else {
+        return rpc;
+    };
+    if durable >= Some(committed.index) {
+        return rpc;
+    }
+    let within = |id: &LogId| durable >= Some(id.index);
+    let sent = rpc
+        .prev_log_id
+        .iter()
+        .chain(rpc.entries.iter().map(|entry| &entry.log_id));
+    rpc.leader_commit = sent
+        .filter(|id| within(id))
+        .max_by_key(|id| id.index)
+        .copied();
+    rpc
+}
+
 fn raft_error(fatal: Fatal<NodeId>) -> RaftError<NodeId> {
     RaftError::Fatal(fatal)
 }
@@ -334,6 +367,7 @@ impl<M: Machine> RaftNetwork<GroupConfig<M>> for GroupConnection<M> {
         rpc: AppendEntriesRequest<GroupConfig<M>>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<NodeId>, RpcError> {
+        let rpc = committed_within(rpc, self.network.log.durable());
         self.rpc(
             GroupCall::AppendEntries(rpc),
             &option,
@@ -383,5 +417,62 @@ impl<M: Machine> RaftNetwork<GroupConfig<M>> for GroupConnection<M> {
             other => Err(other.kind()),
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod committed_tests {
+    use openraft::testing::log_id;
+    use openraft::{EntryPayload, Vote};
+
+    use super::*;
+    use crate::replication::HandleSet;
+    use crate::replication::types::Entry;
+
+    fn append(
+        prev: u64,
+        last: u64,
+        committed: u64,
+    ) -> AppendEntriesRequest<GroupConfig<HandleSet>> {
+        let entries = (prev + 1..=last)
+            .map(|index| Entry {
+                log_id: log_id(2, 1, index),
+                payload: EntryPayload::Blank,
+            })
+            .collect();
+        AppendEntriesRequest {
+            vote: Vote::new_committed(2, 1),
+            prev_log_id: Some(log_id(2, 1, prev)),
+            entries,
+            leader_commit: Some(log_id(2, 1, committed)),
+        }
+    }
+
+    fn committed(rpc: AppendEntriesRequest<GroupConfig<HandleSet>>) -> Option<u64> {
+        rpc.leader_commit.map(|id| id.index)
+    }
+
+    #[test]
+    fn the_committed_position_sent_never_passes_the_leaders_disk() {
+        assert_eq!(
+            committed(committed_within(append(4, 8, 6), Some(7))),
+            Some(6)
+        );
+        assert_eq!(
+            committed(committed_within(append(4, 8, 8), Some(6))),
+            Some(6)
+        );
+        assert_eq!(
+            committed(committed_within(append(4, 8, 8), Some(4))),
+            Some(4)
+        );
+        assert_eq!(committed(committed_within(append(4, 8, 8), Some(2))), None);
+        assert_eq!(committed(committed_within(append(4, 8, 8), None)), None);
+        // A heartbeat: no entries, the committed position at most the one they follow.
+        assert_eq!(committed(committed_within(append(8, 8, 8), Some(7))), None);
+        assert_eq!(
+            committed(committed_within(append(8, 8, 8), Some(9))),
+            Some(8)
+        );
     }
 }

@@ -89,10 +89,10 @@ async fn serve_peers(
 async fn start_node(id: NodeId, secret: ClusterSecret) -> TestNode {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(Store::open(&dir.path().join("handles.redb")).unwrap());
-    let log = LogStore::<HandleSet>::open(dir.path()).unwrap();
-    let log_reader = log.clone();
     let sm = StateMachine::<HandleSet>::open(Arc::clone(&store), dir.path()).unwrap();
-    let network = GroupNetwork::new(Links::new(id, secret.clone()), SET);
+    let log = LogStore::<HandleSet>::open_beside(dir.path(), &sm, id).unwrap();
+    let log_reader = log.clone();
+    let network = GroupNetwork::new(Links::new(id, secret.clone()), SET, log.sync());
     let raft = Raft::new(id, raft_config(), network, log, sm)
         .await
         .unwrap();
@@ -124,7 +124,7 @@ async fn start_node(id: NodeId, secret: ClusterSecret) -> TestNode {
 
 /// The handle set's network of a node `id` with `secret`.
 fn set_network(id: NodeId, secret: ClusterSecret) -> GroupNetwork<HandleSet> {
-    GroupNetwork::new(Links::new(id, secret), SET)
+    GroupNetwork::new(Links::new(id, secret), SET, Arc::default())
 }
 
 fn vote_request(term: u64) -> VoteRequest<NodeId> {

@@ -45,7 +45,7 @@ async fn follower_behind() -> (TempDir, Arc<Store>, LogStore, StateMachine) {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(Store::open(&dir.path().join("handles.redb")).unwrap());
     let mut sm = StateMachine::open(Arc::clone(&store), dir.path()).unwrap();
-    let mut log = LogStore::open_beside(dir.path(), &sm).unwrap();
+    let mut log = LogStore::open_beside(dir.path(), &sm, 1).unwrap();
     let entries: Vec<Entry<HandleSet>> = (1..=4)
         .map(|i| command_entry(i, create(&format!("10.1/old-{i}"), "u")))
         .collect();

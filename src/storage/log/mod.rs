@@ -12,7 +12,8 @@
 //! (module `earlier`).
 //!
 //! Every change is a record appended, durable when the call returns: entries (many
-//! share one fsync), the vote, a purge, a truncation. The committed position has no
+//! share one fsync), the vote, a purge, a truncation; entries may also be written now
+//! and synced later ([`EntryLog::append_unsynced`], [`EntryLog::sync`]). The committed position has no
 //! write of its own: it rides along with an append (losing the newest one in a crash
 //! only means entries are applied again from the log). Reads find an entry's octets
 //! through an index kept in memory (its segment, offset and length: about 40 octets
@@ -167,6 +168,34 @@ impl EntryLog {
         entries: impl IntoIterator<Item = (u64, B)>,
         committed: Option<&[u8]>,
     ) -> Result<(), StorageError> {
+        self.append_then(entries, committed, Sync::Now)
+    }
+
+    /// Writes `entries` as [`EntryLog::append`] does, and returns before they are
+    /// durable: [`EntryLog::sync`] makes them so. Reads see them at once.
+    pub fn append_unsynced<B: AsRef<[u8]>>(
+        &self,
+        entries: impl IntoIterator<Item = (u64, B)>,
+        committed: Option<&[u8]>,
+    ) -> Result<(), StorageError> {
+        self.append_then(entries, committed, Sync::Later)
+    }
+
+    /// Makes everything written so far durable.
+    pub fn sync(&self) -> Result<(), StorageError> {
+        let writer = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        writer
+            .file
+            .sync_data()
+            .map_err(StorageError::file(&segment::path(&self.dir, writer.seq)))
+    }
+
+    fn append_then<B: AsRef<[u8]>>(
+        &self,
+        entries: impl IntoIterator<Item = (u64, B)>,
+        committed: Option<&[u8]>,
+        sync: Sync,
+    ) -> Result<(), StorageError> {
         let mut writer = self.writer()?;
         let mut octets = Vec::new();
         if let Some(committed) = committed {
@@ -182,7 +211,7 @@ impl EntryLog {
         if octets.is_empty() {
             return Ok(());
         }
-        self.write(&mut writer, &octets)?;
+        self.write(&mut writer, &octets, sync)?;
         let mut log = self.lock_index();
         for (index, location) in placed {
             log.put(index, location);
@@ -292,10 +321,12 @@ impl EntryLog {
     fn start_segment(&self, writer: &mut Writer) -> Result<(), StorageError> {
         // Octets a failed write may have left after the last record would read as
         // damage once this is no longer the last segment.
+        // Synced too, so that a sync of the next segment covers every write before it.
         let full = segment::path(&self.dir, writer.seq);
         writer
             .file
             .set_len(writer.len)
+            .and_then(|()| writer.file.sync_data())
             .map_err(StorageError::file(&full))?;
         let seq = writer.seq + 1;
         let positions = self.lock_index().positions()?;
@@ -317,18 +348,22 @@ impl EntryLog {
         let mut writer = self.writer()?;
         let mut octets = Vec::new();
         encode(&mut octets, record, index)?;
-        self.write(&mut writer, &octets)?;
+        self.write(&mut writer, &octets, Sync::Now)?;
         Ok(writer)
     }
 
-    /// Appends `octets` to the writer's segment and makes them durable. On failure
+    /// Appends `octets` to the writer's segment and, with [`Sync::Now`], makes them
+    /// (and everything before them) durable. On failure
     /// the segment is cut back to where it was, so that the next write starts at a
     /// record boundary.
-    fn write(&self, writer: &mut Writer, octets: &[u8]) -> Result<(), StorageError> {
+    fn write(&self, writer: &mut Writer, octets: &[u8], sync: Sync) -> Result<(), StorageError> {
         let written = writer
             .file
             .write_all_at(octets, writer.len)
-            .and_then(|()| writer.file.sync_data());
+            .and_then(|()| match sync {
+                Sync::Now => writer.file.sync_data(),
+                Sync::Later => Ok(()),
+            });
         if let Err(error) = written {
             // Best effort: a failed cut leaves octets the next write overwrites, or
             // that the next open finds damaged at the end of the last segment.
@@ -347,6 +382,15 @@ impl EntryLog {
             .map_err(StorageError::file(&segment::path(&self.dir, location.seq)))?;
         Ok(bytes)
     }
+}
+
+/// Whether a write waits for the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sync {
+    /// The write returns once durable.
+    Now,
+    /// The caller syncs later ([`EntryLog::sync`]).
+    Later,
 }
 
 /// Appends `record` to `octets`, refusing an entry too large for a record.
