@@ -113,7 +113,7 @@ impl<M: Machine> LogStore<M> {
     /// Opens (or creates) the log in `data_dir`, alone: it purges whatever it is
     /// asked to at once, as openraft's storage suite checks a log. Blocks on the disk.
     pub fn open(data_dir: &Path) -> Result<LogStore<M>, Error> {
-        LogStore::open_following(data_dir, Arc::default())
+        LogStore::open_synced(data_dir, Arc::default())
     }
 
     /// Opens (or creates) the log in `data_dir` of node `own`'s group whose state
@@ -131,13 +131,13 @@ impl<M: Machine> LogStore<M> {
         Ok(LogStore {
             applied: watch.map(|watch| (watch, durable)),
             own: Some(own),
-            ..LogStore::open_following(data_dir, machine.log_sync())?
+            ..LogStore::open_synced(data_dir, machine.log_sync())?
         })
     }
 
     /// Opens the log, synced whole (what a killed process wrote may not be on disk
     /// yet), and tells `sync` where it ends.
-    fn open_following(data_dir: &Path, sync: Arc<LogSync>) -> Result<LogStore<M>, Error> {
+    fn open_synced(data_dir: &Path, sync: Arc<LogSync>) -> Result<LogStore<M>, Error> {
         let log = EntryLog::open_in(data_dir)?;
         log.sync()?;
         sync.opened(log.last()?.map(|(index, _)| index));
@@ -371,7 +371,6 @@ impl<M: Machine> RaftLogStorage<GroupConfig<M>> for LogStore<M> {
             .await
             .map_err(vote_error(ErrorVerb::Write))?;
         *lock(&self.vote) = Some(*vote);
-        self.sync.synced(self.sync.last_written());
         Ok(())
     }
 
@@ -413,10 +412,7 @@ impl<M: Machine> RaftLogStorage<GroupConfig<M>> for LogStore<M> {
         I::IntoIter: OptionalSend,
     {
         let entries: Vec<Entry<M>> = entries.into_iter().collect();
-        if let Err(error) = self.after_last_sync().await {
-            callback.log_io_completed(Err(io::Error::other(error.to_string())));
-            return Err(error.into_raft(ErrorSubject::Logs, ErrorVerb::Write));
-        }
+        let waited = self.after_last_sync().await;
         let early = self.own_requests(&entries);
         let last = entries.last().map(|entry| entry.log_id.index);
         let records: Result<Vec<(u64, Vec<u8>)>, Error> = entries
@@ -428,9 +424,9 @@ impl<M: Machine> RaftLogStorage<GroupConfig<M>> for LogStore<M> {
             .flatten()
             .map(|(_, bytes)| bytes.len())
             .collect();
-        let committed = lock(&self.committed).take();
-        let written = match records {
-            Ok(records) => {
+        let written = match (waited, records) {
+            (Ok(()), Ok(records)) => {
+                let committed = lock(&self.committed).take();
                 self.write(move |log| {
                     let committed = committed.as_deref();
                     if early {
@@ -441,7 +437,7 @@ impl<M: Machine> RaftLogStorage<GroupConfig<M>> for LogStore<M> {
                 })
                 .await
             }
-            Err(error) => Err(error),
+            (Err(error), _) | (Ok(()), Err(error)) => Err(error),
         };
         match written {
             Ok(()) => {
@@ -473,8 +469,7 @@ impl<M: Machine> RaftLogStorage<GroupConfig<M>> for LogStore<M> {
         self.write(move |log| Ok(log.truncate_from(log_id.index)?))
             .await
             .map_err(logs_error(ErrorVerb::Delete))?;
-        let kept = log_id.index.checked_sub(1);
-        self.sync.synced(self.sync.last_written().min(kept));
+        self.sync.truncated(log_id.index);
         Ok(())
     }
 
@@ -490,9 +485,7 @@ impl<M: Machine> RaftLogStorage<GroupConfig<M>> for LogStore<M> {
         self.tail.purging(log_id.index);
         self.write(move |log| Ok(log.purge_upto(log_id.index, &bytes)?))
             .await
-            .map_err(logs_error(ErrorVerb::Delete))?;
-        self.sync.synced(self.sync.last_written());
-        Ok(())
+            .map_err(logs_error(ErrorVerb::Delete))
     }
 }
 

@@ -80,11 +80,19 @@ impl LogSync {
     }
 
     /// The log was written and synced whole, ending at `last`: after an append that
-    /// waited for its fsync, a truncation, a purge or a vote.
+    /// waited for its fsync, or the one that ran beside openraft.
     pub fn synced(&self, last: Option<u64>) {
         self.state.send_modify(|state| {
             state.written = last;
             state.durable = last;
+        });
+    }
+
+    /// Every entry from `index` on was deleted, durably: what is left is on disk.
+    pub fn truncated(&self, index: u64) {
+        self.state.send_modify(|state| {
+            state.written = state.written.min(index.checked_sub(1));
+            state.durable = state.written;
         });
     }
 
@@ -192,8 +200,16 @@ mod tests {
     async fn a_truncation_lowers_what_is_written_and_durable() {
         let sync = LogSync::default();
         sync.opened(Some(9));
-        sync.synced(Some(5));
+        sync.truncated(6);
         assert_eq!((sync.last_written(), sync.durable()), (Some(5), Some(5)));
         assert_eq!(finishes(sync.durable_at(6)).await, None);
+        sync.truncated(8);
+        assert_eq!(
+            sync.last_written(),
+            Some(5),
+            "past the end: nothing deleted"
+        );
+        sync.truncated(0);
+        assert_eq!((sync.last_written(), sync.durable()), (None, None));
     }
 }
