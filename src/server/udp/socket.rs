@@ -31,6 +31,11 @@ const IDLE_WAKE: Duration = Duration::from_millis(250);
 /// The longest a send that found the socket's buffer full waits for room.
 const SEND_PATIENCE: Duration = Duration::from_secs(1);
 
+/// The receive buffer asked of the kernel (which caps it at `net.core.rmem_max`): a
+/// burst of requests waits there while the thread takes them, where the default
+/// (208 KiB, a few hundred small datagrams) drops most of a burst of a thousand.
+const RECEIVE_BUFFER: usize = 4 << 20;
+
 /// The bound socket, shared by the receiving thread and the answers it gives.
 #[derive(Debug, Clone)]
 pub(super) struct ServerSocket(Arc<std::net::UdpSocket>);
@@ -39,6 +44,11 @@ impl ServerSocket {
     /// Takes `socket` off tokio's reactor and into blocking mode.
     pub(super) fn new(socket: UdpSocket) -> io::Result<ServerSocket> {
         let socket = socket.into_std()?;
+        if let Err(error) =
+            rustix::net::sockopt::set_socket_recv_buffer_size(&socket, RECEIVE_BUFFER)
+        {
+            debug!(%error, "the UDP receive buffer keeps its default size");
+        }
         socket.set_nonblocking(false)?;
         socket.set_read_timeout(Some(IDLE_WAKE))?;
         socket.set_write_timeout(Some(SEND_PATIENCE))?;
