@@ -7,7 +7,7 @@ use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use openraft::error::{
     Fatal, InstallSnapshotError, NetworkError, PayloadTooLarge, RPCError, RaftError, RemoteError,
@@ -25,6 +25,7 @@ use super::link::Links;
 use super::message::{
     self, Destination, ForwardError, GroupAnswer, GroupCall, Reply, TakeOverRefused,
 };
+use super::send_budget::{SendBudget, first_within};
 use super::stream::PeerError;
 use crate::replication::admin::{AdminAnswer, AdminRequest};
 use crate::replication::contact::Standing;
@@ -95,6 +96,7 @@ impl<M: Machine> GroupNetwork<M> {
             network: self.clone(),
             target,
             node: node.clone(),
+            budget: SendBudget::default(),
         }
     }
 }
@@ -112,6 +114,8 @@ pub struct GroupConnection<M> {
     network: GroupNetwork<M>,
     target: NodeId,
     node: Node,
+    /// How many octets of entries the next AppendEntries carries.
+    budget: SendBudget,
 }
 
 impl<M> fmt::Debug for GroupConnection<M> {
@@ -367,16 +371,35 @@ impl<M: Machine> RaftNetwork<GroupConfig<M>> for GroupConnection<M> {
         rpc: AppendEntriesRequest<GroupConfig<M>>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<NodeId>, RpcError> {
+        let (rpc, cut) = first_within(rpc, self.budget.octets());
         let rpc = committed_within(rpc, self.network.log.durable());
-        self.rpc(
-            GroupCall::AppendEntries(rpc),
-            &option,
-            |answer| match answer {
-                GroupAnswer::AppendEntries(answer) => Ok(answer.map_err(raft_error)),
-                other => Err(other.kind()),
-            },
-        )
-        .await
+        let call = self.budget.start();
+        let started = Instant::now();
+        let answer = self
+            .rpc(
+                GroupCall::AppendEntries(rpc),
+                &option,
+                |answer| match answer {
+                    GroupAnswer::AppendEntries(answer) => Ok(answer.map_err(raft_error)),
+                    other => Err(other.kind()),
+                },
+            )
+            .await;
+        match answer {
+            Ok(answer) => {
+                call.answered(started.elapsed(), option.hard_ttl(), cut.is_some());
+                Ok(match (answer, cut) {
+                    (AppendEntriesResponse::Success, Some(last)) => {
+                        AppendEntriesResponse::PartialSuccess(Some(last))
+                    }
+                    (answer, _) => answer,
+                })
+            }
+            Err(error) => {
+                call.failed(started.elapsed(), option.hard_ttl());
+                Err(error)
+            }
+        }
     }
 
     async fn install_snapshot(

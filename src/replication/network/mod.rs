@@ -29,6 +29,7 @@ mod listener;
 mod message;
 pub mod seal;
 mod secret_file;
+mod send_budget;
 mod server;
 mod snapshot_send;
 mod strangers;

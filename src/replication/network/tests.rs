@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use openraft::error::RPCError;
 use openraft::network::{RPCOption, RaftNetwork};
-use openraft::raft::VoteRequest;
+use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, VoteRequest};
 use openraft::{Config, Raft, Vote};
 use tempfile::TempDir;
 use tokio::net::TcpListener;
@@ -394,4 +394,95 @@ async fn a_learner_behind_a_purged_log_catches_up_from_a_snapshot_over_tcp() {
         url_of(&learner.store, "10.1/snap").unwrap(),
         b"https://snap.example/"
     );
+}
+
+/// Octets of a call a [`SlowMember`] takes a millisecond for.
+const OCTETS_A_MS: usize = 16 << 10;
+
+/// A member that takes a millisecond for every [`OCTETS_A_MS`] of an AppendEntries
+/// before it answers success: a call of a whole MiB takes 64 ms, longer than the
+/// 50 ms openraft allows one.
+struct SlowMember;
+
+impl Endpoint for SlowMember {
+    fn answer<'a>(&'a self, _from: NodeId, body: &'a [u8]) -> EndpointAnswer<'a> {
+        Box::pin(async move {
+            let pause = u64::try_from(body.len() / OCTETS_A_MS).unwrap();
+            tokio::time::sleep(Duration::from_millis(pause)).await;
+            let answer: GroupAnswer<HandleSet> =
+                GroupAnswer::AppendEntries(Ok(AppendEntriesResponse::Success));
+            postcard::to_stdvec(&answer).map_err(|error| error.to_string())
+        })
+    }
+
+    fn admin<'a>(&'a self, _body: &'a [u8]) -> EndpointAnswer<'a> {
+        Box::pin(async { Err("not a member's admin port".to_owned()) })
+    }
+}
+
+/// `count` entries after `prev`, each a create of about 8 KiB.
+fn entries_after(prev: u64, count: u64) -> Vec<openraft::Entry<TypeConfig>> {
+    (prev + 1..=prev + count)
+        .map(|index| openraft::Entry {
+            log_id: openraft::testing::log_id(1, 1, index),
+            payload: openraft::EntryPayload::Normal(Proposal(Arc::from([Request {
+                id: RequestId(index),
+                command: HandleCommand::Create {
+                    handle: Handle::parse(&format!("10.1/{index}")).unwrap(),
+                    values: vec![HandleValue::new(1, "URL", "u".repeat(8 << 10))],
+                    existing: ExistingHandle::Refuse,
+                },
+            }]))),
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_too_slow_for_a_mib_in_the_time_allowed_gets_the_log_in_parts_that_fit() {
+    const ENTRIES: u64 = 384;
+    const AT_ONCE: u64 = 128;
+    let registry = Arc::new(Registry::default());
+    registry.add_group(SET, Arc::new(SlowMember));
+    let (peer, _stop) = serve_peers(secret(), registry).await;
+    let member = Node {
+        handle: peer,
+        peer,
+        http: None,
+    };
+    let network = GroupNetwork::<HandleSet>::new(
+        Links::new(1, secret()),
+        SET,
+        Arc::new(crate::replication::log_sync::LogSync::default()),
+    );
+    let mut connection = network.connection(2, &member);
+
+    // As openraft's replication does: up to AT_ONCE entries (a MiB) after the last
+    // one the member holds, the call dropped after the heartbeat interval.
+    let allowed = Duration::from_millis(50);
+    let mut matched = 0;
+    let mut calls = 0;
+    while matched < ENTRIES && calls < 100 {
+        calls += 1;
+        let rpc: AppendEntriesRequest<TypeConfig> = AppendEntriesRequest {
+            vote: Vote::new_committed(1, 1),
+            prev_log_id: (matched > 0).then(|| openraft::testing::log_id(1, 1, matched)),
+            leader_commit: None,
+            entries: entries_after(matched, AT_ONCE.min(ENTRIES - matched)),
+        };
+        let sent = rpc.entries.last().unwrap().log_id.index;
+        let call = connection.append_entries(rpc, RPCOption::new(allowed));
+        match tokio::time::timeout(allowed, call).await {
+            Ok(Ok(AppendEntriesResponse::Success)) => matched = sent,
+            Ok(Ok(AppendEntriesResponse::PartialSuccess(Some(last)))) => {
+                assert!(last.index > matched && last.index < sent, "{last}");
+                matched = last.index;
+            }
+            Ok(Ok(other)) => panic!("{other:?}"),
+            Ok(Err(_)) | Err(_) => {}
+        }
+    }
+    assert_eq!(matched, ENTRIES, "after {calls} calls");
+    // Two calls too slow (a MiB, then half a MiB), then a quarter of a MiB or less
+    // each time: 3 MiB in about 14 calls.
+    assert!(calls <= 30, "{calls} calls");
 }
