@@ -373,7 +373,8 @@ impl<M: Machine> RaftNetwork<GroupConfig<M>> for GroupConnection<M> {
     ) -> Result<AppendEntriesResponse<NodeId>, RpcError> {
         let (rpc, cut) = first_within(rpc, self.budget.octets());
         let rpc = committed_within(rpc, self.network.log.durable());
-        let call = self.budget.start();
+        // A heartbeat carries nothing and says nothing of how much fits.
+        let call = (!rpc.entries.is_empty()).then(|| self.budget.start());
         let started = Instant::now();
         let answer = self
             .rpc(
@@ -387,7 +388,9 @@ impl<M: Machine> RaftNetwork<GroupConfig<M>> for GroupConnection<M> {
             .await;
         match answer {
             Ok(answer) => {
-                call.answered(started.elapsed(), option.hard_ttl(), cut.is_some());
+                if let Some(call) = call {
+                    call.answered(started.elapsed(), option.hard_ttl(), cut.is_some());
+                }
                 Ok(match (answer, cut) {
                     (AppendEntriesResponse::Success, Some(last)) => {
                         AppendEntriesResponse::PartialSuccess(Some(last))
@@ -396,7 +399,9 @@ impl<M: Machine> RaftNetwork<GroupConfig<M>> for GroupConnection<M> {
                 })
             }
             Err(error) => {
-                call.failed(started.elapsed(), option.hard_ttl());
+                if let Some(call) = call {
+                    call.failed(started.elapsed(), option.hard_ttl());
+                }
                 Err(error)
             }
         }

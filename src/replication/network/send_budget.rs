@@ -118,6 +118,11 @@ pub fn first_within<M: Machine>(
     mut rpc: AppendEntriesRequest<GroupConfig<M>>,
     octets: usize,
 ) -> (AppendEntriesRequest<GroupConfig<M>>, Option<LogId>) {
+    // The first entry goes whatever its size: one alone (most calls of a set keeping
+    // up) needs no measuring.
+    if rpc.entries.len() <= 1 {
+        return (rpc, None);
+    }
     let mut used = 0usize;
     let mut kept = 0;
     for entry in &rpc.entries {
