@@ -2,11 +2,11 @@
 //!
 //! openraft 0.9 gives an AppendEntries the heartbeat interval (50 ms by default) from
 //! the start of its send to its answer, drops it when that runs out, and after a pause
-//! sends the same range again. A leader sending a member far behind a few MiB of
-//! entries (up to [`REPLICATED_OCTETS`]) spent longer than that encoding and sealing
-//! them on a busy machine, every time: the member never caught up, and the set went on
-//! with one copy fewer than it showed (seen after a restart under load: a secondary
-//! stayed 794 entries behind for good).
+//! sends the same range again. A leader sending a member far behind 4 MiB of entries
+//! a call (as it did) read them back from disk, then spent longer than that encoding,
+//! sealing and sending them, every time: the member never caught up, and the set went
+//! on with one copy fewer than it showed (seen after a restart of a set with a long
+//! log: a secondary stayed 794 entries behind for good).
 //!
 //! A [`SendBudget`], one per member a leader sends to, holds the octets of encoded
 //! entries one call may carry. A call takes the longest run of its entries within the
