@@ -386,25 +386,19 @@ impl<M: Machine> RaftNetwork<GroupConfig<M>> for GroupConnection<M> {
                 },
             )
             .await;
-        match answer {
-            Ok(answer) => {
-                if let Some(call) = call {
-                    call.answered(started.elapsed(), option.hard_ttl(), cut.is_some());
-                }
-                Ok(match (answer, cut) {
-                    (AppendEntriesResponse::Success, Some(last)) => {
-                        AppendEntriesResponse::PartialSuccess(Some(last))
-                    }
-                    (answer, _) => answer,
-                })
-            }
-            Err(error) => {
-                if let Some(call) = call {
-                    call.failed(started.elapsed(), option.hard_ttl());
-                }
-                Err(error)
-            }
+        if let Some(call) = call {
+            call.ended(
+                started.elapsed(),
+                option.hard_ttl(),
+                answer.is_ok() && cut.is_some(),
+            );
         }
+        Ok(match (answer?, cut) {
+            (AppendEntriesResponse::Success, Some(last)) => {
+                AppendEntriesResponse::PartialSuccess(Some(last))
+            }
+            (answer, _) => answer,
+        })
     }
 
     async fn install_snapshot(

@@ -58,7 +58,7 @@ impl SendBudget {
     pub fn start(&self) -> Call<'_> {
         Call {
             budget: self,
-            ended: false,
+            told: false,
         }
     }
 
@@ -73,40 +73,32 @@ impl SendBudget {
     }
 }
 
-/// One AppendEntries under way; dropped before [`Call::answered`] or [`Call::failed`],
-/// it was dropped by openraft at its deadline, and the budget halves.
+/// One AppendEntries under way; dropped before [`Call::ended`], it was dropped by
+/// openraft at its deadline, and the budget halves.
 #[derive(Debug)]
 pub struct Call<'a> {
     budget: &'a SendBudget,
-    ended: bool,
+    told: bool,
 }
 
 impl Call<'_> {
-    /// The call was answered after `took` of the `allowed` time; `cut` says whether it
-    /// carried only some of the entries it was given.
-    pub fn answered(mut self, took: Duration, allowed: Duration, cut: bool) {
-        self.ended = true;
+    /// The call ended, answered or failed, after `took` of the `allowed` time; `cut`
+    /// says it was answered and carried only some of the entries it was given. A call
+    /// past half its time (answered late, or failed at the link's own deadline) was too
+    /// large; a failure at once (a member down) says nothing of its size.
+    pub fn ended(mut self, took: Duration, allowed: Duration, cut: bool) {
+        self.told = true;
         if took > allowed / 2 {
             self.budget.halve();
         } else if cut && took < allowed / 8 {
             self.budget.double();
         }
     }
-
-    /// The call failed without an answer after `took` of the `allowed` time: a
-    /// failure at once (a member down) says nothing of its size, one at the end of
-    /// the time (the link's own deadline) is a call too slow.
-    pub fn failed(mut self, took: Duration, allowed: Duration) {
-        self.ended = true;
-        if took > allowed / 2 {
-            self.budget.halve();
-        }
-    }
 }
 
 impl Drop for Call<'_> {
     fn drop(&mut self) {
-        if !self.ended {
+        if !self.told {
             self.budget.halve();
         }
     }
@@ -207,7 +199,7 @@ mod tests {
     #[test]
     fn a_slow_or_dropped_call_halves_the_budget_down_to_the_least() {
         let budget = SendBudget::default();
-        budget.start().answered(ALLOWED * 3 / 4, ALLOWED, false);
+        budget.start().ended(ALLOWED * 3 / 4, ALLOWED, false);
         assert_eq!(budget.octets(), REPLICATED_OCTETS / 2);
         drop(budget.start());
         assert_eq!(budget.octets(), REPLICATED_OCTETS / 4);
@@ -222,22 +214,22 @@ mod tests {
         let budget = SendBudget::default();
         drop(budget.start());
         drop(budget.start());
-        budget.start().failed(Duration::ZERO, ALLOWED);
+        budget.start().ended(Duration::ZERO, ALLOWED, false);
         assert_eq!(budget.octets(), REPLICATED_OCTETS / 4);
         // A failure at the deadline: the call was too slow.
-        budget.start().failed(ALLOWED, ALLOWED);
+        budget.start().ended(ALLOWED, ALLOWED, false);
         assert_eq!(budget.octets(), REPLICATED_OCTETS / 8);
-        budget.start().answered(ALLOWED / 10, ALLOWED, true);
+        budget.start().ended(ALLOWED / 10, ALLOWED, true);
         // Quick but whole: the budget was not what limited it.
-        budget.start().answered(ALLOWED / 10, ALLOWED, false);
+        budget.start().ended(ALLOWED / 10, ALLOWED, false);
         assert_eq!(budget.octets(), REPLICATED_OCTETS / 4);
-        budget.start().answered(ALLOWED / 10, ALLOWED, true);
+        budget.start().ended(ALLOWED / 10, ALLOWED, true);
         assert_eq!(budget.octets(), REPLICATED_OCTETS / 2);
         // Neither quick nor slow: kept.
-        budget.start().answered(ALLOWED / 4, ALLOWED, true);
+        budget.start().ended(ALLOWED / 4, ALLOWED, true);
         assert_eq!(budget.octets(), REPLICATED_OCTETS / 2);
         for _ in 0..5 {
-            budget.start().answered(Duration::ZERO, ALLOWED, true);
+            budget.start().ended(Duration::ZERO, ALLOWED, true);
         }
         assert_eq!(budget.octets(), REPLICATED_OCTETS);
     }
