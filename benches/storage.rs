@@ -3,7 +3,10 @@
 //! a replica applies them, with each create opening its tables or with the tables
 //! held open across the hundred, as a replica's apply does), and reverse
 //! lookups through the value index on a store of `HDL_BENCH_SEARCH_HANDLES` handles
-//! (default 100,000; each with a URL of its own and a shared EMAIL).
+//! (default 100,000; each with a URL of its own and a shared EMAIL). And a replica's
+//! apply of a hundred creates with their results remembered, as the state machine
+//! does, on a store that remembers `HDL_BENCH_REMEMBERED` results already (default
+//! 300,000; request ids are digests, so they are drawn at random here).
 
 use std::hint::black_box;
 
@@ -208,5 +211,63 @@ fn search(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, get, put, search);
+/// Results the remembering benchmark's store holds before it is measured, from
+/// `HDL_BENCH_REMEMBERED`.
+fn remembered_results() -> u32 {
+    std::env::var("HDL_BENCH_REMEMBERED")
+        .ok()
+        .and_then(|count| count.parse().ok())
+        .unwrap_or(300_000)
+}
+
+/// A pseudo-random request id for the `n`th request (splitmix64): ids are digests.
+fn request_id(n: u32) -> u64 {
+    let mut x = u64::from(n).wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+/// Applies the hundred creates up to `last` as the state machine applies an entry (log
+/// index `last / 100`): the results of entries 50,000 before it forgotten, then each
+/// request recalled, created, and its result remembered.
+fn apply_hundred(store: &Store, last: u32) {
+    let index = u64::from(last / 100);
+    let batch = store.write().expect("begin");
+    let mut open = batch.open();
+    open.forget_results_before(index.saturating_sub(50_000))
+        .expect("forget");
+    for m in last - 99..=last {
+        let id = request_id(m);
+        assert!(open.recall_result(id).expect("recall").is_none());
+        open.create(&handle(m), record(m), ExistingHandle::Refuse)
+            .expect("create");
+        open.remember_result(id, index, b"created")
+            .expect("remember");
+    }
+    drop(open);
+    batch.commit_unsynced().expect("commit");
+}
+
+fn remember(c: &mut Criterion) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = Store::open(&dir.path().join("bench.redb")).expect("open store");
+    let seeded = remembered_results() / 100 * 100;
+    for last in (100..=seeded).step_by(100) {
+        apply_hundred(&store, last);
+    }
+    store.sync().expect("sync");
+    let mut next = seeded;
+    let mut group = c.benchmark_group(format!("store/apply ({seeded} results remembered)"));
+    group.sample_size(20);
+    hundreds(
+        &mut group,
+        "100 creates, each recalled and remembered",
+        &mut next,
+        |last| apply_hundred(&store, last),
+    );
+    group.finish();
+}
+
+criterion_group!(benches, get, put, search, remember);
 criterion_main!(benches);

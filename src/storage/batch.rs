@@ -8,7 +8,7 @@
 //! record keeps the value index in step (module `value_index`).
 
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use redb::{Durability, ReadableTable, WriteTransaction};
 use serde::{Deserialize, Serialize};
@@ -17,6 +17,7 @@ use super::commits::{Changes, Commits};
 use super::error::{Refusal, StorageError};
 use super::open_batch::OpenBatch;
 use super::read::{decode_handle, decode_prefix};
+use super::recent::{RecentChanges, RecentIndex};
 use super::tables::{HandleRecord, PrefixRecord};
 use super::value_index::{IndexWriter, IndexedTypes};
 use crate::codec::MAX_VALUE_LIST_LEN;
@@ -57,6 +58,10 @@ pub struct WriteBatch {
     indexed: Arc<IndexedTypes>,
     /// What the batch's writes may change, for the store's commit watch.
     changes: Mutex<Changes>,
+    /// Where the store's remembered results are, as committed.
+    recent: Arc<RecentIndex>,
+    /// What the batch changed of them.
+    recent_changes: Mutex<RecentChanges>,
 }
 
 impl std::fmt::Debug for WriteBatch {
@@ -70,12 +75,15 @@ impl WriteBatch {
         txn: WriteTransaction,
         commits: Arc<Commits>,
         indexed: Arc<IndexedTypes>,
+        recent: Arc<RecentIndex>,
     ) -> Self {
         WriteBatch {
             txn,
             commits,
             indexed,
             changes: Mutex::default(),
+            recent,
+            recent_changes: Mutex::default(),
         }
     }
 
@@ -89,8 +97,20 @@ impl WriteBatch {
         self.changes().everything();
     }
 
-    fn changes(&self) -> std::sync::MutexGuard<'_, Changes> {
+    fn changes(&self) -> MutexGuard<'_, Changes> {
         self.changes.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// What the batch changed of the remembered results (module `recent`).
+    pub(super) fn recent_changes(&self) -> MutexGuard<'_, RecentChanges> {
+        self.recent_changes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Where the store's remembered results are, as committed.
+    pub(super) fn recent_index(&self) -> &RecentIndex {
+        &self.recent
     }
 
     /// The transaction under the batch, for the other writers of this module.
@@ -125,10 +145,15 @@ impl WriteBatch {
             txn,
             commits,
             changes,
+            recent,
+            recent_changes,
             ..
         } = self;
         let changes = changes.into_inner().unwrap_or_else(PoisonError::into_inner);
-        commits.around(&changes, || txn.commit())?;
+        let recent_changes = recent_changes
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
+        commits.around(&changes, || recent.around(recent_changes, || txn.commit()))?;
         Ok(())
     }
 

@@ -27,6 +27,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
 use redb::{Database, ReadableDatabase};
 
+use super::recent::RecentIndex;
 use super::{ReadSnapshot, StorageError};
 
 /// Past this many handles a batch's changes count as everything: a replica applying
@@ -127,7 +128,11 @@ impl Commits {
     /// The snapshot of the store as of now: the shared one when no batch committed
     /// since it was opened, else a new one (shared from now on when no commit ran
     /// while it was opened).
-    pub(super) fn snapshot(&self, db: &Database) -> Result<Arc<ReadSnapshot>, StorageError> {
+    pub(super) fn snapshot(
+        &self,
+        db: &Database,
+        recent: &Arc<RecentIndex>,
+    ) -> Result<Arc<ReadSnapshot>, StorageError> {
         let before = self.count.load(Ordering::SeqCst);
         if let Some(current) = self
             .current()
@@ -138,7 +143,11 @@ impl Commits {
         }
         let txn = db.begin_read()?;
         let still = self.count.load(Ordering::SeqCst) == before && before.is_multiple_of(2);
-        let snapshot = Arc::new(ReadSnapshot::new(txn, still.then_some(before)));
+        let snapshot = Arc::new(ReadSnapshot::new(
+            txn,
+            still.then_some(before),
+            Arc::clone(recent),
+        ));
         if still {
             let mut current = self.current();
             if self.count.load(Ordering::SeqCst) == before {

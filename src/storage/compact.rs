@@ -219,8 +219,11 @@ fn copy_known_tables(
     }
     copy! {
         tables::META => tables::META, |key, value| (key, value);
-        tables::RECENT_REQUESTS => tables::RECENT_REQUESTS, |key, value| (key, value);
-        tables::RECENT_BY_ENTRY => tables::RECENT_BY_ENTRY, |key, ()| (key, ());
+        tables::RECENT_RESULTS => tables::RECENT_RESULTS, |key, value| (key, value);
+        tables::RECENT_REQUESTS_BEFORE_RESULTS => tables::RECENT_REQUESTS_BEFORE_RESULTS,
+            |key, value| (key, value);
+        tables::RECENT_BY_ENTRY_BEFORE_RESULTS => tables::RECENT_BY_ENTRY_BEFORE_RESULTS,
+            |key, ()| (key, ());
         tables::RECENT_BY_INDEX_BEFORE_ENTRIES => tables::RECENT_BY_INDEX_BEFORE_ENTRIES,
             |key, value| (key, value);
         tables::SLOT_STATES => tables::SLOT_STATES, |key, value| (key, value);

@@ -98,7 +98,8 @@ pub enum StorageError {
         /// The key it came with.
         key: String,
     },
-    /// The slot index or the value index names a handle the store does not hold.
+    /// The slot index, the value index or the index of remembered results names a
+    /// record the store does not hold.
     #[error("an index names {key:?}, which the store does not hold")]
     Unindexed {
         /// The folded key the index names.

@@ -36,7 +36,6 @@ use super::error::StorageError;
 use super::read::{
     ReadSnapshot, cased_handle, decode_handle, decode_prefix, spelled_handle, stored_key,
 };
-use super::recent::{corrupt_request, split_value};
 use super::slot_index::rebuild_index;
 use super::slots::{Slice, Slot, SlotState, slot_of};
 use super::tables;
@@ -145,17 +144,15 @@ impl ReadSnapshot {
         })?;
         let recent = self
             .txn()
-            .open_table(tables::RECENT_REQUESTS)
+            .open_table(tables::RECENT_RESULTS)
             .map_err(StorageError::from)?;
         for entry in recent.iter().map_err(StorageError::from)? {
-            let (request, value) = entry.map_err(StorageError::from)?;
-            let (request, value) = (request.value(), value.value());
-            let (index, result) =
-                split_value(value).ok_or_else(|| corrupt_request(request, value))?;
+            let (key, result) = entry.map_err(StorageError::from)?;
+            let (index, request) = key.value();
             sink(ImageRecord::Recent(RecentResult {
                 request,
                 index,
-                result: result.to_vec(),
+                result: result.value().to_vec(),
             }))?;
         }
         let journal = self
@@ -251,10 +248,9 @@ impl WriteBatch {
             // Opening makes it again, empty, even when nothing is imported into it.
             self.txn().open_table(table)?;
         }
-        self.txn().delete_table(tables::RECENT_REQUESTS)?;
-        self.txn().open_table(tables::RECENT_REQUESTS)?;
-        self.txn().delete_table(tables::RECENT_BY_ENTRY)?;
-        self.txn().open_table(tables::RECENT_BY_ENTRY)?;
+        self.txn().delete_table(tables::RECENT_RESULTS)?;
+        self.txn().open_table(tables::RECENT_RESULTS)?;
+        self.recent_changes().clear();
         self.txn().delete_table(tables::SLOT_STATES)?;
         self.txn().open_table(tables::SLOT_STATES)?;
         self.txn().delete_table(tables::SLOT_JOURNAL)?;

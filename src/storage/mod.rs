@@ -79,6 +79,8 @@ pub struct Store {
     db: Database,
     commits: Arc<Commits>,
     indexed: Arc<IndexedTypes>,
+    /// Where each remembered result is (module `recent`).
+    recent: Arc<recent::RecentIndex>,
 }
 
 /// How much memory each redb file may use to cache its pages, in octets. redb's own
@@ -131,6 +133,7 @@ impl Store {
             db,
             commits: Arc::default(),
             indexed: Arc::new(indexed),
+            recent: Arc::default(),
         };
         store.check_format_version()?;
         Ok(store)
@@ -142,8 +145,8 @@ impl Store {
         txn.open_table(tables::HANDLES)?;
         txn.open_table(tables::PREFIXES)?;
         txn.open_table(tables::SM_META)?;
-        txn.open_table(tables::RECENT_REQUESTS)?;
-        recent::upgrade_entry_list(&txn)?;
+        recent::upgrade_results(&txn)?;
+        self.recent.load(&txn)?;
         txn.open_table(tables::DOCUMENTS)?;
         txn.open_table(tables::SLOT_STATES)?;
         txn.open_table(tables::SLOT_JOURNAL)?;
@@ -165,7 +168,7 @@ impl Store {
     /// A consistent, read-only view of the store as of now (shared with the other
     /// readers until the next commit).
     pub fn read(&self) -> Result<Arc<ReadSnapshot>, StorageError> {
-        self.commits.snapshot(&self.db)
+        self.commits.snapshot(&self.db, &self.recent)
     }
 
     /// Tells `watch` what every commit from now on may change, before it starts and
@@ -180,6 +183,7 @@ impl Store {
             self.begin_write()?,
             Arc::clone(&self.commits),
             Arc::clone(&self.indexed),
+            Arc::clone(&self.recent),
         ))
     }
 

@@ -20,8 +20,7 @@ use super::batch::WriteBatch;
 use super::error::StorageError;
 use super::slots::{Slice, slice_in};
 use super::tables::{
-    HANDLES, PREFIXES, RECENT_BY_ENTRY, RECENT_REQUESTS, SLOT_INDEX, SLOT_STATES, VALUE_INDEX,
-    ValueIndexKey,
+    HANDLES, PREFIXES, RECENT_RESULTS, SLOT_INDEX, SLOT_STATES, VALUE_INDEX, ValueIndexKey,
 };
 
 type HandlesTable<'b> = Table<'b, &'static [u8], &'static [u8]>;
@@ -29,8 +28,7 @@ type PrefixesTable<'b> = Table<'b, &'static [u8], &'static [u8]>;
 type ValueIndexTable<'b> = Table<'b, ValueIndexKey<'static>, ()>;
 type SlotIndexTable<'b> = Table<'b, (u32, &'static [u8]), ()>;
 type SlotStatesTable<'b> = Table<'b, u32, u8>;
-type RequestsTable<'b> = Table<'b, u64, &'static [u8]>;
-type ByEntryTable<'b> = Table<'b, (u64, u64), ()>;
+type ResultsTable<'b> = Table<'b, (u64, u64), &'static [u8]>;
 
 /// A write batch whose tables stay open from their first use until it is dropped
 /// (see the module docs).
@@ -42,8 +40,7 @@ pub struct OpenBatch<'b> {
     value_index: Option<ValueIndexTable<'b>>,
     slot_index: Option<SlotIndexTable<'b>>,
     slot_states: Option<SlotStatesTable<'b>>,
-    recent_requests: Option<RequestsTable<'b>>,
-    recent_by_entry: Option<ByEntryTable<'b>>,
+    recent_results: Option<ResultsTable<'b>>,
 }
 
 impl std::fmt::Debug for OpenBatch<'_> {
@@ -76,8 +73,7 @@ impl<'b> OpenBatch<'b> {
             value_index: None,
             slot_index: None,
             slot_states: None,
-            recent_requests: None,
-            recent_by_entry: None,
+            recent_results: None,
         }
     }
 
@@ -87,6 +83,11 @@ impl<'b> OpenBatch<'b> {
         let batch = self.batch;
         *self = OpenBatch::new(batch);
         batch
+    }
+
+    /// The batch this one writes in, without closing any table.
+    pub(super) fn write_batch(&self) -> &'b WriteBatch {
+        self.batch
     }
 
     /// Which slots the store holds, read at the first call.
@@ -130,17 +131,7 @@ impl<'b> OpenBatch<'b> {
         held(&mut self.slot_states, self.batch.txn(), SLOT_STATES)
     }
 
-    pub(super) fn recent_requests(&mut self) -> Result<&mut RequestsTable<'b>, StorageError> {
-        held(&mut self.recent_requests, self.batch.txn(), RECENT_REQUESTS)
-    }
-
-    /// Both tables of remembered results, open together: by entry, then by request.
-    pub(super) fn recent_tables(
-        &mut self,
-    ) -> Result<(&mut ByEntryTable<'b>, &mut RequestsTable<'b>), StorageError> {
-        let txn = self.batch.txn();
-        let by_entry = held(&mut self.recent_by_entry, txn, RECENT_BY_ENTRY)?;
-        let requests = held(&mut self.recent_requests, txn, RECENT_REQUESTS)?;
-        Ok((by_entry, requests))
+    pub(super) fn recent_results(&mut self) -> Result<&mut ResultsTable<'b>, StorageError> {
+        held(&mut self.recent_results, self.batch.txn(), RECENT_RESULTS)
     }
 }

@@ -5,11 +5,12 @@
 //! resolution) and the prefixes (every resolution of a missing handle).
 
 use std::ops::Bound;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use redb::{ReadOnlyTable, ReadTransaction, ReadableTable, ReadableTableMetadata, TableDefinition};
 
 use super::error::StorageError;
+use super::recent::RecentIndex;
 use super::slots::SlotTables;
 use super::tables::{self, HandleRecord, PrefixRecord};
 use crate::names::{Handle, fold_key};
@@ -25,6 +26,8 @@ pub struct ReadSnapshot {
     prefixes: OnceLock<BytesTable>,
     /// The slot states table and the slice, for the slot checks of every read.
     pub(super) slots: OnceLock<SlotTables>,
+    /// Where the store's remembered results are, as committed (module `recent`).
+    recent: Arc<RecentIndex>,
 }
 
 /// A table of folded names and record bytes (the handles, the prefixes).
@@ -37,14 +40,24 @@ impl std::fmt::Debug for ReadSnapshot {
 }
 
 impl ReadSnapshot {
-    pub(super) fn new(txn: ReadTransaction, version: Option<u64>) -> Self {
+    pub(super) fn new(
+        txn: ReadTransaction,
+        version: Option<u64>,
+        recent: Arc<RecentIndex>,
+    ) -> Self {
         ReadSnapshot {
             txn,
             version,
             handles: OnceLock::new(),
             prefixes: OnceLock::new(),
             slots: OnceLock::new(),
+            recent,
         }
+    }
+
+    /// Where the store's remembered results are, as committed now.
+    pub(super) fn recent_index(&self) -> &RecentIndex {
+        &self.recent
     }
 
     /// The transaction under the snapshot, for the other readers of this module.

@@ -41,18 +41,21 @@
 //! - `sm_meta`: name → bytes; key `applied` holds the replication layer's applied
 //!   state (last applied log position and membership), opaque to the store. It is
 //!   written in the same transaction as the handle writes it accounts for.
-//! - `recent_requests`: `u64` client request id → `u64 log index (big-endian) ‖ result
-//!   bytes`, the result of each request applied within the last stretch of the log,
-//!   opaque to the store (see [`super::WriteBatch::recall_result`]).
-//! - `recent_by_entry`: `(u64 log index, u64 request id)` → `()`, the same requests in
-//!   the order they were applied, so the oldest are forgotten first; one log entry
-//!   applies many requests (group commit), and each is listed. Replaced without a
-//!   format change the `recent_by_index` table (`u64` log index → `u64` request id) of
-//!   earlier releases, which kept one request per index, so the other requests of an
-//!   entry stayed in `recent_requests` for ever: a file with `recent_by_index` gets
-//!   `recent_by_entry` built on open from `recent_requests` (each value starts with
-//!   its log index), leaked rows included, which the next forget then removes, and
-//!   the old table deleted, in one transaction.
+//! - `recent_results`: `(u64 log index, u64 client request id)` → result bytes, the
+//!   result of each request applied within the last stretch of the log, opaque to the
+//!   store (see [`super::WriteBatch::recall_result`]), in the order they were applied:
+//!   one log entry applies many requests (group commit), and forgetting the oldest is
+//!   one range at the table's start. Request ids are digests, so a table keyed by
+//!   them took each insert in a leaf of its own, a page copied, checksummed and
+//!   written for every write applied, more the larger the table; keyed by log index,
+//!   a batch's results fill one leaf after another. Which index holds a request is
+//!   kept in memory (module `recent`), read from this table on open. Replaced
+//!   without a format change the `recent_requests` (request id → `u64 log index
+//!   (big-endian) ‖ result`) and `recent_by_entry` (`(log index, request id)` → `()`)
+//!   tables of earlier releases, and the `recent_by_index` table (`u64` log index →
+//!   `u64` request id) of releases before them: a file with `recent_requests` gets
+//!   its rows moved into `recent_results` on open, and the old tables deleted, in
+//!   one transaction.
 //!
 //! - `documents`: name → bytes, opaque to the store: a small replicated state
 //!   kept whole under one name (the cluster map of the metadata group, whose store holds
@@ -88,15 +91,23 @@ use crate::values::{
     DecodeError, HandleValue, Reader, Writer, decode_value_list, encode_value_list,
 };
 
-/// Results of recently applied client requests, by request id.
-pub const RECENT_REQUESTS: TableDefinition<u64, &[u8]> = TableDefinition::new("recent_requests");
+/// Results of recently applied client requests, by (log index that applied them,
+/// request id).
+pub const RECENT_RESULTS: TableDefinition<(u64, u64), &[u8]> =
+    TableDefinition::new("recent_results");
 
-/// Recently applied client requests, by (log index that applied them, request id).
-pub const RECENT_BY_ENTRY: TableDefinition<(u64, u64), ()> =
+/// What earlier releases kept instead of [`RECENT_RESULTS`]: results by request id
+/// (moved into it on open, see the module docs).
+pub const RECENT_REQUESTS_BEFORE_RESULTS: TableDefinition<u64, &[u8]> =
+    TableDefinition::new("recent_requests");
+
+/// What earlier releases listed their remembered requests in, by (log index, request
+/// id); deleted on open.
+pub const RECENT_BY_ENTRY_BEFORE_RESULTS: TableDefinition<(u64, u64), ()> =
     TableDefinition::new("recent_by_entry");
 
-/// What earlier releases kept instead of [`RECENT_BY_ENTRY`] (log index → request id,
-/// one request per index); replaced on open (see the module docs).
+/// What releases before those kept instead of `recent_by_entry` (log index → request
+/// id, one request per index); deleted on open.
 pub const RECENT_BY_INDEX_BEFORE_ENTRIES: TableDefinition<u64, u64> =
     TableDefinition::new("recent_by_index");
 

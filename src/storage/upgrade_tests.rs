@@ -92,8 +92,7 @@ fn contents(path: &Path) -> BTreeMap<String, Vec<String>> {
         tables::VALUE_INDEX,
         tables::INDEXED_TYPES,
         tables::SLOT_STATES,
-        tables::RECENT_REQUESTS,
-        tables::RECENT_BY_ENTRY
+        tables::RECENT_RESULTS
     );
     all
 }
