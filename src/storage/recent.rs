@@ -14,9 +14,11 @@
 //! write applied, on every member, costlier the larger the table). Recalling by id
 //! needs the log index that holds it: [`RecentIndex`] keeps that, for every row, in
 //! memory. It is read from the table when the store opens, and changed only by a
-//! commit, with the changes the batch made ([`RecentChanges`]), while the commit runs;
-//! so it is always the committed table's, and every replica, which holds the same
-//! table, decides alike. A batch sees its own changes over it.
+//! commit, with the changes the batch made ([`RecentChanges`]), once the commit has
+//! succeeded and in the order the commits ran; so the state machine, which applies
+//! one batch after another, finds in it what the committed table holds, and every
+//! replica, which holds the same table, decides alike. A batch sees its own changes
+//! over it.
 //! [`upgrade_results`] moves the tables of earlier releases into `recent_results` on
 //! open.
 
@@ -43,6 +45,9 @@ const INDEX_LEN: usize = 8;
 #[derive(Default)]
 pub(super) struct RecentIndex {
     indexes: Mutex<HashMap<u64, u64>>,
+    /// Held by a batch from its commit until the index says what it changed, so the
+    /// changes of commits reach the index in the order the commits ran.
+    in_order: Mutex<()>,
 }
 
 impl std::fmt::Debug for RecentIndex {
@@ -77,15 +82,19 @@ impl RecentIndex {
     }
 
     /// Runs `commit` and, when it succeeds, makes the index say what `changes` made
-    /// of the table; a reader waits meanwhile, so it never finds the index behind or
-    /// ahead of the table.
+    /// of the table. A reader does not wait for the commit: one that reads the index
+    /// just before it takes the changes may miss a result the committed table holds,
+    /// and answer that the request was not applied, as a read a moment earlier would
+    /// have (the state machine, which applies one batch after another, finds it). It
+    /// never finds the index naming a row of an uncommitted batch.
     pub(super) fn around<T, E>(
         &self,
         changes: RecentChanges,
         commit: impl FnOnce() -> Result<T, E>,
     ) -> Result<T, E> {
-        let mut indexes = self.indexes();
+        let _in_order = self.in_order.lock().unwrap_or_else(PoisonError::into_inner);
         let committed = commit()?;
+        let mut indexes = self.indexes();
         if changes.cleared {
             indexes.clear();
         }
