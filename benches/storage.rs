@@ -135,10 +135,22 @@ fn create_hundred(batch: &mut WriteBatch, last: u32) {
 
 /// Handles of the search benchmark's store, from `HDL_BENCH_SEARCH_HANDLES`.
 fn search_handles() -> u32 {
-    std::env::var("HDL_BENCH_SEARCH_HANDLES")
+    count_from_env("HDL_BENCH_SEARCH_HANDLES", 100_000)
+}
+
+/// Results the remembering benchmark's store holds before it is measured, from
+/// `HDL_BENCH_REMEMBERED`.
+fn remembered_results() -> u32 {
+    count_from_env("HDL_BENCH_REMEMBERED", 300_000)
+}
+
+/// The count in the environment variable `name`, or `default` when unset or not a
+/// number.
+fn count_from_env(name: &str, default: u32) -> u32 {
+    std::env::var(name)
         .ok()
         .and_then(|text| text.parse().ok())
-        .unwrap_or(100_000)
+        .unwrap_or(default)
 }
 
 /// A store of `count` handles, put 10,000 to a commit as an import does.
@@ -209,15 +221,6 @@ fn search(c: &mut Criterion) {
         });
     }
     group.finish();
-}
-
-/// Results the remembering benchmark's store holds before it is measured, from
-/// `HDL_BENCH_REMEMBERED`.
-fn remembered_results() -> u32 {
-    std::env::var("HDL_BENCH_REMEMBERED")
-        .ok()
-        .and_then(|count| count.parse().ok())
-        .unwrap_or(300_000)
 }
 
 /// A pseudo-random request id for the `n`th request (splitmix64): ids are digests.
