@@ -2,7 +2,7 @@
 # The HTTP edge of one node on loopback, server and load pinned apart.
 #
 # Starts a lone `hdl serve` (the test administrator of tests/fixtures) pinned to CPU 0
-# with MALLOC_ARENA_MAX=2, creates ADMIN/x holding a URL, then for the proxy
+# and creates ADMIN/x holding a URL, then for the proxy
 # (`GET /ADMIN/x`, a 302) and the API (`GET /api/handles/ADMIN/x`) runs `ab -k` (Debian's
 # apache2-utils) pinned to CPU 1, ROUNDS times each, alternated, and prints for every
 # run the requests a second and the server's CPU per request (from /proc/PID/stat).

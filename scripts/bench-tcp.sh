@@ -3,7 +3,7 @@
 # apart: a connection per request (as J9 clients open them) and kept connections.
 #
 # Starts a lone `hdl serve` (the test administrator of tests/fixtures) under `taskset
-# -c 0` (so its runtime has one worker) with MALLOC_ARENA_MAX=2, seeds HANDLES handles
+# -c 0` (so its runtime has one worker), seeds HANDLES handles
 # ADMIN/bench/<n>, then runs `hdl bench resolve --tcp` pinned to CPU 1, ROUNDS times
 # each way, alternated, and prints for every run the answers a second and the server's
 # CPU per answer (`--server-pid`).
@@ -22,7 +22,6 @@ set -euo pipefail
 source "$(dirname "$0")/loopback-servers.sh"
 client=${HDL_CLIENT_BIN:-$hdl}
 
-export MALLOC_ARENA_MAX=2
 pin=(taskset -c 0)
 start node "${bootstrap[@]}"
 pid=$(cat "$dir/node.pid")

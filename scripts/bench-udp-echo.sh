@@ -2,7 +2,7 @@
 # UDP resolution of one node against a bare C echo server, the same load offered to each.
 #
 # Builds scripts/udp-echo.c with cc, starts a lone `hdl serve` (the test administrator of
-# tests/fixtures) pinned to CPU 0 with MALLOC_ARENA_MAX=2 and seeds HANDLES handles; then
+# tests/fixtures) pinned to CPU 0 and seeds HANDLES handles; then
 # ROUNDS times, alternating: `hdl bench resolve --udp --no-seed --misses 0 --rate RATE
 # --server-pid PID` from CPU 1 against the node, and the same against a fresh echo server
 # pinned to CPU 0. The bench counts what the echo sends back as `echoed`, with its rate

@@ -2,7 +2,7 @@
 # UDP resolution of one node on loopback, server and load pinned apart.
 #
 # Starts a lone `hdl serve` (the test administrator of tests/fixtures) pinned to CPU 0
-# with MALLOC_ARENA_MAX=2, seeds HANDLES handles under ADMIN, then runs
+# and seeds HANDLES handles under ADMIN, then runs
 # `hdl bench resolve --udp --no-seed --server-pid PID` pinned to CPU 1, ROUNDS times,
 # and prints its figures (the server's CPU per answer among them). Every server is
 # stopped and reaped on exit.

@@ -40,11 +40,10 @@ start() {
     http=$(sed -n 's/.* http=\([^ ]*\).*/\1/p' "$dir/$name.out")
 }
 
-# Starts `hdl serve NAME-ARGS…` as `start` does, with MALLOC_ARENA_MAX=2, pinned to
+# Starts `hdl serve NAME-ARGS…` as `start` does, pinned to
 # CPU 0 (the load goes on CPU 1); sets $pid too.
 start_pinned() {
     [ "$(nproc)" -ge 2 ] || { echo "needs two CPUs: the server on 0, the load on 1" >&2; exit 1; }
-    export MALLOC_ARENA_MAX=2
     start "$@"
     pid=$(cat "$dir/$1.pid")
     taskset -a -p -c 0 "$pid" >/dev/null

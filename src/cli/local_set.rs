@@ -39,14 +39,6 @@ use super::cluster_calls::{create_admin, form_set, make_ring, set_info};
 
 /// How long a node may take to print its `listening` line.
 const STARTUP: Duration = Duration::from_secs(30);
-/// glibc malloc's setting of how many arenas a process may have. By default each
-/// thread that meets contention gets an arena of its own (up to 8 a core), and every
-/// arena keeps what it once held: after a bulk load of 1 M handles a node held 116 MiB,
-/// 74 MiB with two arenas (`hdl bench scale`). Nodes get [`ARENAS`] unless the
-/// environment of the launcher names its own.
-pub(super) const ARENA_MAX_VARIABLE: &str = "MALLOC_ARENA_MAX";
-/// The arenas a node gets (see [`ARENA_MAX_VARIABLE`]).
-pub(super) const ARENAS: &str = "2";
 /// How long an admin call may take, a joining node catching up included.
 const ADMIN_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -123,9 +115,7 @@ impl LocalSet {
             .open(&log_path)
             .with_context(|| format!("cannot open {}", log_path.display()))?;
         let mut command = Command::new(std::env::current_exe().context("cannot find hdl")?);
-        if std::env::var_os(ARENA_MAX_VARIABLE).is_none() {
-            command.env(ARENA_MAX_VARIABLE, ARENAS);
-        }
+        super::allocator::set_for_node(&mut command);
         let mut child = command
             .arg("serve")
             .args(args)

@@ -6,6 +6,7 @@
 
 mod add;
 mod admin_arg;
+mod allocator;
 mod backup;
 mod batch;
 mod bench;

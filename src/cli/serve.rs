@@ -8,16 +8,13 @@
 //! `listening` line, the options that authenticate as it. With `--exit-with-parent`
 //! it ends when the process that started it does (what `hdl cluster up` asks of its
 //! nodes). With `--cache` (or `[cache] enabled`) it runs a caching resolver instead
-//! ([`hdl::node::CacheNode`]): no store, every resolution through the GHR of `--root`;
-//! unless its environment names `MALLOC_ARENA_MAX`, it first runs itself again in
-//! place (same process, same arguments) with two malloc arenas, as its memory bound
-//! was measured with.
+//! ([`hdl::node::CacheNode`]): no store, every resolution through the GHR of `--root`.
+//! Either way it first runs itself again in place (same process, same arguments) with
+//! the allocator settings its environment lacks ([`super::allocator`]).
 
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::pin::pin;
-use std::process::Command;
 
 use anyhow::{Context, bail};
 use clap::Args;
@@ -28,7 +25,6 @@ use rustix::process::{Pid, Signal, getppid, set_parent_process_death_signal};
 use tokio::signal::unix::{SignalKind, signal};
 
 use super::admin_arg::DataDir;
-use super::local_set::{ARENA_MAX_VARIABLE, ARENAS};
 
 /// Arguments of `hdl serve`.
 #[derive(Debug, Args)]
@@ -88,6 +84,7 @@ pub struct ServeArgs {
 /// Loads the configuration, starts the node, announces its addresses and serves until
 /// SIGINT or SIGTERM, then drains and stops (see [`hdl::node`]).
 pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
+    super::allocator::run_again_with_node_settings();
     if let Some(parent) = args.exit_with_parent {
         exit_with_parent(parent)?;
     }
@@ -142,7 +139,6 @@ fn run_cache(args: &ServeArgs, config: Config) -> anyhow::Result<()> {
              --no-bootstrap do not apply with --cache"
         );
     }
-    with_few_arenas();
     let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     runtime.block_on(async {
         let mut shutdown = pin!(shutdown_signal()?);
@@ -154,29 +150,6 @@ fn run_cache(args: &ServeArgs, config: Config) -> anyhow::Result<()> {
         node.run(shutdown).await?;
         Ok(())
     })
-}
-
-/// Runs this command again in place of this process (same pid, arguments and
-/// streams) with [`ARENAS`] malloc arenas, unless the environment names its own
-/// number: glibc reads it only when a process starts, and each arena keeps what it
-/// once held, so with the default (8 a core) the answers a caching resolver frees
-/// take more of its memory the more cores it has. Carries on as it is, saying so,
-/// if it cannot.
-fn with_few_arenas() {
-    if std::env::var_os(ARENA_MAX_VARIABLE).is_some() {
-        return;
-    }
-    let error = match std::env::current_exe() {
-        Ok(program) => Command::new(program)
-            .args(std::env::args_os().skip(1))
-            .env(ARENA_MAX_VARIABLE, ARENAS)
-            .exec(),
-        Err(error) => error,
-    };
-    eprintln!(
-        "hdl serve: cannot run again with {ARENA_MAX_VARIABLE}={ARENAS} ({error}); \
-         malloc keeps its default arenas"
-    );
 }
 
 /// The addresses of the `--root` servers.

@@ -1,6 +1,7 @@
 //! `hdl cluster up` end to end: the shipped `cluster/local.toml` on a temporary
 //! directory and a free base port, a write through one node read on another, and
-//! SIGTERM to the launcher stopping and reaping every node it started; with no
+//! SIGTERM to the launcher stopping and reaping every node it started, each with the
+//! allocator's settings (as a lone `hdl serve` gives itself); with no
 //! administrator given (and a lone `hdl serve` likewise), the one made in the new data
 //! directory, whose printed options administer the set; SIGKILL to the launcher
 //! taking its nodes with it.
@@ -224,6 +225,13 @@ fn cluster_up_forms_a_set_and_stops_every_node_on_sigterm() {
     assert_resolves(&launcher.member(3), "ADMIN/up");
     let pids = node_pids(dir.path(), launcher.member(1).listening.peer);
     assert_eq!(pids.len(), 3);
+    for &pid in &pids {
+        assert_eq!(
+            allocator_settings(pid),
+            NODE_ALLOCATOR_SETTINGS,
+            "node {pid}"
+        );
+    }
 
     kill_process(Pid::from_child(&launcher.child), Signal::TERM).expect("SIGTERM");
     let stopped = launcher.lines_until_exit();
@@ -331,6 +339,9 @@ fn a_lone_serve_with_no_administrator_makes_one_in_its_new_data_directory() {
     let dir = TempDir::new().expect("temporary directory");
     let data = dir.path().join("data");
     let node = Member::start_lone(dir.path());
+    let pid = node.child.as_ref().expect("running").id();
+    let pid = i32::try_from(pid).expect("a pid");
+    assert_eq!(allocator_settings(pid), NODE_ALLOCATOR_SETTINGS);
     let listening = node.listening;
     let key_file = data.join("admin.pem");
     assert_eq!(mode(&key_file), 0o600);
@@ -342,6 +353,23 @@ fn a_lone_serve_with_no_administrator_makes_one_in_its_new_data_directory() {
     ];
     let auth = auth.map(String::from);
     create_and_resolve("ADMIN/lone", listening.handle, listening.handle, &auth);
+}
+
+/// The allocator settings a node runs with, whether its launcher gave them or it ran
+/// itself again with them (`cli/allocator.rs`).
+const NODE_ALLOCATOR_SETTINGS: [&str; 2] =
+    ["MIMALLOC_ARENA_EAGER_COMMIT=0", "MIMALLOC_PURGE_DELAY=0"];
+
+/// The `MIMALLOC_*` variables of process `pid`'s environment, sorted.
+fn allocator_settings(pid: i32) -> Vec<String> {
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).expect("read environ");
+    let mut settings: Vec<String> = environ
+        .split(|&octet| octet == 0)
+        .map(|variable| String::from_utf8_lossy(variable).into_owned())
+        .filter(|variable| variable.starts_with("MIMALLOC_"))
+        .collect();
+    settings.sort();
+    settings
 }
 
 /// Whether process `pid` runs: it exists and is not a zombie awaiting its reaper.
