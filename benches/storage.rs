@@ -13,6 +13,7 @@ use std::hint::black_box;
 use criterion::measurement::WallTime;
 use criterion::{BatchSize, BenchmarkGroup, Criterion, criterion_group, criterion_main};
 use hdl::names::Handle;
+use hdl::replication::RECENT_WINDOW;
 use hdl::storage::{ExistingHandle, HandlePut, PutMode, Sameness, Store, WriteBatch};
 use hdl::values::{HandleValue, SearchQuery, ValueSelection};
 
@@ -232,13 +233,13 @@ fn request_id(n: u32) -> u64 {
 }
 
 /// Applies the hundred creates up to `last` as the state machine applies an entry (log
-/// index `last / 100`): the results of entries 50,000 before it forgotten, then each
-/// request recalled, created, and its result remembered.
+/// index `last / 100`): the results of entries [`RECENT_WINDOW`] before it forgotten,
+/// then each request recalled, created, and its result remembered.
 fn apply_hundred(store: &Store, last: u32) {
     let index = u64::from(last / 100);
     let batch = store.write().expect("begin");
     let mut open = batch.open();
-    open.forget_results_before(index.saturating_sub(50_000))
+    open.forget_results_before(index.saturating_sub(RECENT_WINDOW))
         .expect("forget");
     for m in last - 99..=last {
         let id = request_id(m);

@@ -66,7 +66,9 @@ pub use handle_set::{HandleCommand, HandleResult, HandleSet};
 pub use log_store::LogStore;
 pub use machine::Machine;
 pub use snapshot::SNAPSHOT_FILE;
-pub use state_machine::{Installed, SnapshotBuilder, StateMachine, recall, snapshot_data_now};
+pub use state_machine::{
+    Installed, RECENT_WINDOW, SnapshotBuilder, StateMachine, recall, snapshot_data_now,
+};
 pub use types::{GroupConfig, GroupId, Node, NodeId, Proposal, Request, RequestId, SetId};
 
 /// Runs blocking disk work (redb commits fsync) on tokio's blocking pool.

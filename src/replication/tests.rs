@@ -398,7 +398,7 @@ async fn results_are_forgotten_after_the_window() {
         handle: Handle::parse("10.1/w").unwrap(),
     };
     sm.apply([command_entry(2, delete)]).await.unwrap();
-    let mut late = command_entry(2 + state_machine::RECENT_WINDOW, create("10.1/w", "v"));
+    let mut late = command_entry(2 + RECENT_WINDOW, create("10.1/w", "v"));
     set_request_id(&mut late, 1);
     let responses = sm.apply([late]).await.unwrap();
     assert_eq!(responses, vec![vec![Ok(Applied::Created)]]);

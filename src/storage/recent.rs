@@ -386,13 +386,19 @@ mod tests {
         }
     }
 
+    /// A new store in `dir` that has committed request 7's `result` at log index 10.
+    fn store_remembering_seven(dir: &std::path::Path, result: &[u8]) -> Store {
+        let store = Store::open(&dir.join("s.redb")).unwrap();
+        let mut batch = store.write().unwrap();
+        batch.remember_result(7, 10, result).unwrap();
+        batch.commit().unwrap();
+        store
+    }
+
     #[test]
     fn what_a_batch_remembers_or_forgets_counts_only_once_it_commits() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("s.redb")).unwrap();
-        let mut batch = store.write().unwrap();
-        batch.remember_result(7, 10, b"seven").unwrap();
-        batch.commit().unwrap();
+        let store = store_remembering_seven(dir.path(), b"seven");
         let mut dropped = store.write().unwrap();
         dropped.remember_result(8, 11, b"eight").unwrap();
         dropped.forget_results_before(11).unwrap();
@@ -412,10 +418,7 @@ mod tests {
     #[test]
     fn a_request_remembered_again_is_recalled_from_its_last_entry_only() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("s.redb")).unwrap();
-        let mut batch = store.write().unwrap();
-        batch.remember_result(7, 10, b"first").unwrap();
-        batch.commit().unwrap();
+        let store = store_remembering_seven(dir.path(), b"first");
         let mut batch = store.write().unwrap();
         batch.remember_result(7, 12, b"again").unwrap();
         batch.forget_results_before(11).unwrap();
