@@ -3,11 +3,16 @@
 //! `hdl` allocates through mimalloc (the global allocator in `main.rs`): a write's path
 //! allocates and frees many small buffers on several threads, and glibc's malloc took a
 //! fifth of a busy member's CPU. mimalloc's defaults trade memory for speed: it commits
-//! its arenas ahead of use and gives freed pages back 10 ms later, which left a node
-//! that had loaded 1 M handles 30 MiB bigger than under glibc. [`NODE_SETTINGS`] turn
-//! both off; the speed stays (`hdl bench scale --handles 1000000`, the same session:
-//! glibc 53,579 handles/s built, 90 MiB resident after, 63 MiB steady; mimalloc with its
-//! defaults 85,555/s, 122 and 90 MiB; with these settings 86,647/s, 73 and 66 MiB).
+//! its arenas ahead of use and gives freed pages back a second later (its version 3),
+//! which left a node that had loaded 1 M handles 30 MiB bigger than under glibc.
+//! [`NODE_SETTINGS`] turn both off; the speed stays (`hdl bench scale --handles
+//! 1000000`, the same session: glibc 53,579 handles/s built, 90 MiB resident after,
+//! 63 MiB steady; mimalloc with its defaults 85,555/s, 122 and 90 MiB; with these
+//! settings 86,647/s, 73 and 66 MiB). Giving pages back at once costs a busy primary
+//! page faults (3.3 a create at 256 writers, against 1.8-2.1 with a 10 ms delay: 2-3 %
+//! of its CPU), but a delay keeps what a busy process freed once it goes idle (a
+//! caching resolver with `max_mib = 1`, five seconds after 300,000 misses: 39.5 MB
+//! with 10 ms, 21.6 MB at once), so the settings keep it at once.
 //!
 //! mimalloc reads its settings from the environment when a process starts, so a node
 //! gets them in its environment: from its launcher ([`set_for_node`], `hdl cluster up`
