@@ -44,7 +44,6 @@ mod error;
 mod group;
 pub mod guard;
 mod handle_set;
-mod held;
 mod log_store;
 mod log_sync;
 mod log_tail;

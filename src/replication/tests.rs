@@ -21,7 +21,6 @@ use crate::storage::{Applied, ExistingHandle, ImageRecord, Refusal, Slot, SlotSt
 use crate::values::{HandleValue, ValueSelection};
 
 mod crash;
-mod held;
 
 struct TempStores;
 
