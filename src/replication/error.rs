@@ -110,6 +110,9 @@ pub enum Error {
     /// Making the applied state durable failed; the group stops.
     #[error("syncing the applied state to disk failed: {0}")]
     Sync(String),
+    /// Committing the applies held together failed; the group stops.
+    #[error("committing the applies held together failed: {0}")]
+    HeldCommit(String),
     /// The group stopped while a snapshot was being built or installed, which was
     /// given up (an install leaves the store as it was).
     #[error("the group stopped while a snapshot was built or installed")]

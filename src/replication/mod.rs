@@ -44,6 +44,7 @@ mod error;
 mod group;
 pub mod guard;
 mod handle_set;
+mod held;
 mod log_store;
 mod log_sync;
 mod log_tail;

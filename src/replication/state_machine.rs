@@ -1,11 +1,14 @@
 //! The state machine seam: openraft's `RaftStateMachine` and `RaftSnapshotBuilder` on
 //! a group's [`Store`], for any [`Machine`].
 //!
-//! One call to `apply` is one [`crate::storage::WriteBatch`]: every command of the
-//! entries (applied by the machine, each table opened once for them all: an
-//! [`OpenBatch`]), then the applied state (last applied log id and membership), then
-//! one commit, so the store and its applied marker never disagree.
-//! That commit does not wait for the disk: [`Durable`] syncs applies a little later,
+//! One call to `apply` writes into one [`crate::storage::WriteBatch`]: every command of
+//! the entries (applied by the machine, each table opened once for them all: an
+//! [`OpenBatch`]), then the applied state (last applied log id and membership), and
+//! the batch commits with both, so the store and its applied marker never disagree.
+//! A member's state machine (named by its group, [`StateMachine::applying_for`]) holds
+//! the batch of entries other members proposed open for the next applies and commits
+//! them together within a few milliseconds (module `held`); its own commit at once.
+//! A commit does not wait for the disk: [`Durable`] syncs applies a little later,
 //! many in one fsync, since the log already holds what a crash would make the node
 //! apply again. A refused
 //! command is a result, replicated like any other; a storage failure is returned to
@@ -62,15 +65,16 @@ use serde::{Deserialize, Serialize};
 use super::blocking;
 use super::durable::{Durable, keep_syncing};
 use super::error::Error;
+use super::held::{HeldApplies, keep_committing, may_hold};
 use super::log_sync::LogSync;
 use super::machine::Machine;
 use super::snapshot::{SnapshotReader, open_kept, read_head, remove_kept, scratch_file};
 use super::snapshot_data::{SnapshotData, StoreImage};
 use super::types::{
-    Entry, GroupConfig, LogId, Proposal, RaftStorageError, Request, RequestId, Snapshot,
+    Entry, GroupConfig, LogId, NodeId, Proposal, RaftStorageError, Request, RequestId, Snapshot,
     SnapshotMeta, StoredMembership, from_bytes, to_bytes,
 };
-use crate::storage::{ImageRecord, OpenBatch, ReadSnapshot, Store};
+use crate::storage::{ImageRecord, OpenBatch, ReadSnapshot, Store, WriteBatch};
 
 /// How many log entries a request's result is remembered for. A write is retried
 /// within the replica's patience for a leader (five seconds), and by a client within
@@ -113,6 +117,12 @@ pub struct StateMachine<M> {
     dir: PathBuf,
     stopping: Stopping,
     installs: Installs,
+    /// The member this state machine applies for, once the group names it: entries
+    /// other members proposed are then held together ([`HeldApplies`]).
+    member: Option<NodeId>,
+    held: Arc<HeldApplies>,
+    /// Whether the task committing held applies runs (started with the first held).
+    committing: bool,
     machine: PhantomData<fn() -> M>,
 }
 
@@ -190,8 +200,19 @@ impl<M: Machine> StateMachine<M> {
             dir: data_dir.to_owned(),
             stopping,
             installs: Installs::default(),
+            member: None,
+            held: Arc::default(),
+            committing: false,
             machine: PhantomData,
         })
+    }
+
+    /// This state machine, applying for `member`: it holds the entries other members
+    /// proposed and commits them together (module `held`). Without it, every apply
+    /// commits at once.
+    pub fn applying_for(mut self, member: NodeId) -> StateMachine<M> {
+        self.member = Some(member);
+        self
     }
 
     /// What stops this state machine's snapshot installs; the group sets it
@@ -254,18 +275,17 @@ fn catch_up_with_kept_snapshot(
 /// outputs (one per request of its proposal).
 type Applied<M> = (AppliedState, Vec<Vec<<M as Machine>::Output>>);
 
-/// Applies `entries` to `store` in one batch, committed without waiting for the disk,
-/// starting from `applied`.
+/// Applies `entries` to `batch`, starting from `applied`, and records the applied
+/// state after them in it; the last log id applied.
 fn apply_entries<M: Machine>(
-    store: &Store,
+    batch: &mut WriteBatch,
     applied: AppliedState,
     entries: Vec<Entry<M>>,
-) -> Result<Applied<M>, Error> {
-    let mut batch = store.write()?;
+) -> Result<(Applied<M>, Option<LogId>), Error> {
     let (applied, responses) = apply_in::<M>(&mut batch.open(), applied, entries)?;
     batch.set_applied_state(&to_bytes(&applied, "applied state")?)?;
-    batch.commit_unsynced()?;
-    Ok((applied, responses))
+    let last = applied.last_applied;
+    Ok(((applied, responses), last))
 }
 
 /// Applies `entries` to `batch`, its tables opened once for them all, starting from
@@ -500,14 +520,28 @@ impl<M: Machine> RaftStateMachine<GroupConfig<M>> for StateMachine<M> {
             tokio::spawn(keep_syncing(Arc::downgrade(&self.durable)));
             self.syncing = true;
         }
-        let store = Arc::clone(&self.store);
+        let hold = self.member.is_some_and(|member| may_hold(&entries, member));
+        let count = entries.len();
+        let (store, held, durable) = (
+            Arc::clone(&self.store),
+            Arc::clone(&self.held),
+            Arc::clone(&self.durable),
+        );
         let applied = self.applied.clone();
-        let (applied, responses) = blocking(move || apply_entries::<M>(&store, applied, entries))
-            .await
-            .map_err(sm_error(ErrorVerb::Write))?;
-        self.durable
-            .applied_unsynced(applied.last_applied)
-            .map_err(sm_error(ErrorVerb::Write))?;
+        let ((applied, responses), holding) = blocking(move || {
+            held.apply(&store, &durable, count, hold, |batch| {
+                apply_entries::<M>(batch, applied, entries)
+            })
+        })
+        .await
+        .map_err(sm_error(ErrorVerb::Write))?;
+        if holding && !self.committing {
+            tokio::spawn(keep_committing(
+                Arc::downgrade(&self.held),
+                Arc::downgrade(&self.durable),
+            ));
+            self.committing = true;
+        }
         self.applied = applied;
         Ok(responses)
     }

@@ -21,6 +21,7 @@ use crate::storage::{Applied, ExistingHandle, ImageRecord, Refusal, Slot, SlotSt
 use crate::values::{HandleValue, ValueSelection};
 
 mod crash;
+mod held;
 
 struct TempStores;
 

@@ -156,7 +156,7 @@ impl<M: Machine> Group<M> {
         }
         let (owned, id) = (dir.to_owned(), settings.id);
         let (log, state_machine) = tokio::task::spawn_blocking(move || {
-            let state_machine = StateMachine::<M>::open(store, &owned)?;
+            let state_machine = StateMachine::<M>::open(store, &owned)?.applying_for(id);
             let log = LogStore::<M>::open_beside(&owned, &state_machine, id)?;
             Ok::<_, super::Error>((log, state_machine))
         })
