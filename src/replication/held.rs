@@ -14,9 +14,11 @@
 //! or a leader's first entry of its term (so a new leader's store holds every entry
 //! before the ones it proposes).
 //!
-//! A crash loses what is held, as it loses an unsynced commit: the log holds it and the
-//! member applies it again. Must not: report a held apply to [`Durable`] before its
-//! commit. A redb file has one writer at a time, so a sync or a snapshot install waits
+//! openraft counts a held entry as applied. Whoever must see every entry it counts
+//! commits what is held first ([`HeldCommits`]): a fresh read waiting for a read index,
+//! and a snapshot's view. A crash loses what is held, as it loses an unsynced commit:
+//! the log holds it and the member applies it again. Must not: report a held apply to
+//! [`Durable`] before its commit. A redb file has one writer at a time, so a sync or a snapshot install waits
 //! for the held transaction's commit, at most [`WAIT`].
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
@@ -118,6 +120,14 @@ impl HeldApplies {
         Ok((output, false))
     }
 
+    /// Commits the held transaction, if one is held. Blocks on the store.
+    fn commit_held(&self, durable: &Durable) -> Result<(), Error> {
+        match lock(&self.held).take() {
+            Some(open) => open.commit(durable),
+            None => Ok(()),
+        }
+    }
+
     /// When the held transaction is due, if one is held.
     fn due(&self) -> Option<Instant> {
         lock(&self.held).as_ref().map(|open| open.since + WAIT)
@@ -140,6 +150,36 @@ impl Held {
     fn commit(self, durable: &Durable) -> Result<(), Error> {
         self.batch.commit_unsynced()?;
         durable.applied_unsynced(self.last)
+    }
+}
+
+/// Commits what a member holds when asked, for those who must see every apply
+/// openraft counts; clones share it. Holds its state machine weakly.
+#[derive(Debug, Clone)]
+pub struct HeldCommits {
+    held: Weak<HeldApplies>,
+    durable: Weak<Durable>,
+}
+
+impl HeldCommits {
+    /// Commits of `held`, reported to `durable`.
+    pub fn new(held: &Arc<HeldApplies>, durable: &Arc<Durable>) -> HeldCommits {
+        HeldCommits {
+            held: Arc::downgrade(held),
+            durable: Arc::downgrade(durable),
+        }
+    }
+
+    /// Returns once every apply made before the call is committed (at once when
+    /// nothing is held, or the state machine is gone).
+    pub async fn commit_now(&self) -> Result<(), Error> {
+        let (Some(held), Some(durable)) = (self.held.upgrade(), self.durable.upgrade()) else {
+            return Ok(());
+        };
+        if lock(&held.held).is_none() {
+            return Ok(());
+        }
+        blocking(move || held.commit_held(&durable)).await
     }
 }
 

@@ -65,7 +65,7 @@ use serde::{Deserialize, Serialize};
 use super::blocking;
 use super::durable::{Durable, keep_syncing};
 use super::error::Error;
-use super::held::{HeldApplies, keep_committing, may_hold};
+use super::held::{HeldApplies, HeldCommits, keep_committing, may_hold};
 use super::log_sync::LogSync;
 use super::machine::Machine;
 use super::snapshot::{SnapshotReader, open_kept, read_head, remove_kept, scratch_file};
@@ -131,6 +131,8 @@ pub struct StateMachine<M> {
 #[derive(Debug)]
 pub struct SnapshotBuilder<M> {
     store: Arc<Store>,
+    /// Committed before the view is taken, so it holds every apply openraft counts.
+    held: HeldCommits,
     machine: PhantomData<fn() -> M>,
 }
 
@@ -205,6 +207,11 @@ impl<M: Machine> StateMachine<M> {
             committing: false,
             machine: PhantomData,
         })
+    }
+
+    /// Commits what this state machine holds, when asked: for the group's fresh reads.
+    pub fn held_commits(&self) -> HeldCommits {
+        HeldCommits::new(&self.held, &self.durable)
     }
 
     /// This state machine, applying for `member`: it holds the entries other members
@@ -488,7 +495,9 @@ fn snapshot_error(verb: ErrorVerb) -> impl FnOnce(Error) -> RaftStorageError {
 impl<M: Machine> RaftSnapshotBuilder<GroupConfig<M>> for SnapshotBuilder<M> {
     /// A view of the store: openraft keeps only its meta, as its current snapshot's.
     async fn build_snapshot(&mut self) -> Result<Snapshot<M>, RaftStorageError> {
-        Ok(snapshot_of(image_off_runtime(&self.store).await?))
+        Ok(snapshot_of(
+            image_off_runtime(&self.store, &self.held).await?,
+        ))
     }
 }
 
@@ -549,6 +558,7 @@ impl<M: Machine> RaftStateMachine<GroupConfig<M>> for StateMachine<M> {
     async fn get_snapshot_builder(&mut self) -> SnapshotBuilder<M> {
         SnapshotBuilder {
             store: Arc::clone(&self.store),
+            held: self.held_commits(),
             machine: PhantomData,
         }
     }
@@ -592,7 +602,7 @@ impl<M: Machine> RaftStateMachine<GroupConfig<M>> for StateMachine<M> {
     /// A view of the store as of now, once it has applied anything: at startup
     /// openraft keeps its meta, and to send a snapshot it streams the view.
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<M>>, RaftStorageError> {
-        let image = image_off_runtime(&self.store).await?;
+        let image = image_off_runtime(&self.store, &self.held_commits()).await?;
         Ok(image
             .meta()
             .last_log_id
@@ -602,7 +612,14 @@ impl<M: Machine> RaftStateMachine<GroupConfig<M>> for StateMachine<M> {
 }
 
 /// A view of `store` now ([`image_now`]), taken on the blocking pool.
-async fn image_off_runtime(store: &Arc<Store>) -> Result<StoreImage, RaftStorageError> {
+/// A view of `store` once what `held` holds is committed.
+async fn image_off_runtime(
+    store: &Arc<Store>,
+    held: &HeldCommits,
+) -> Result<StoreImage, RaftStorageError> {
+    held.commit_now()
+        .await
+        .map_err(snapshot_error(ErrorVerb::Read))?;
     let store = Arc::clone(store);
     blocking(move || image_now(&store))
         .await

@@ -41,6 +41,7 @@ pub use purge::Keep;
 
 use super::admin::{self, Member, MemberStatus};
 use super::contact::LeaderContact;
+use super::held::HeldCommits;
 use super::machine::Machine;
 use super::network::{GroupEndpoint, GroupNetwork, Links, Registry};
 use super::proposer::Proposer;
@@ -135,6 +136,8 @@ struct Inner<M: Machine> {
     stopping: Stopping,
     /// Snapshots its state machine installed since the start.
     installs: Installs,
+    /// Commits what its state machine holds, for fresh reads.
+    held: HeldCommits,
     /// Dropped with the group, which ends its election driver.
     _elections: oneshot::Sender<()>,
     /// Dropped with the group, which ends its purge driver.
@@ -162,6 +165,7 @@ impl<M: Machine> Group<M> {
         })
         .await??;
         let (stopping, installs) = (state_machine.stopping(), state_machine.installs());
+        let held = state_machine.held_commits();
         let network = GroupNetwork::new(host.links, group, log.sync());
         let config = Arc::new(raft_config(settings).validate()?);
         let log_reader = log.clone();
@@ -210,6 +214,7 @@ impl<M: Machine> Group<M> {
             next_request,
             stopping,
             installs,
+            held,
             _elections: elections,
             _purges: purges,
         };
@@ -260,8 +265,9 @@ impl<M: Machine> Group<M> {
             .wait(Some(waited))
             .applied_index_at_least(Some(index), "the read index is applied")
             .await
-            .map(|_| ())
-            .map_err(|_| GroupError::Behind { index, waited })
+            .map_err(|_| GroupError::Behind { index, waited })?;
+        // openraft counts an apply held uncommitted (module `held`): commit it.
+        Ok(self.inner.held.commit_now().await?)
     }
 
     /// This node's view of itself and its group.

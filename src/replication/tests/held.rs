@@ -113,3 +113,24 @@ async fn what_is_held_when_the_state_machine_goes_is_applied_again_from_the_log(
         Some(log_id(2, 2, 2))
     );
 }
+
+#[tokio::test]
+async fn a_fresh_read_and_a_snapshot_see_every_apply_held() {
+    let (_dir, store, mut sm) = member_two();
+    sm.apply([command_entry(1, create("10.1/a", "u"))])
+        .await
+        .unwrap();
+    sm.held_commits().commit_now().await.unwrap();
+    assert!(url_of(&store, "10.1/a").is_some());
+    sm.apply([command_entry(2, create("10.1/b", "u"))])
+        .await
+        .unwrap();
+    let snapshot = sm
+        .get_snapshot_builder()
+        .await
+        .build_snapshot()
+        .await
+        .unwrap();
+    assert_eq!(snapshot.meta.last_log_id, Some(log_id(1, 1, 2)));
+    assert!(url_of(&store, "10.1/b").is_some());
+}
