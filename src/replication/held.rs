@@ -18,8 +18,8 @@
 //! commits what is held first ([`HeldCommits`]): a fresh read waiting for a read index,
 //! and a snapshot's view. A crash loses what is held, as it loses an unsynced commit:
 //! the log holds it and the member applies it again. Must not: report a held apply to
-//! [`Durable`] before its commit. A redb file has one writer at a time, so a sync or a snapshot install waits
-//! for the held transaction's commit, at most [`WAIT`].
+//! [`Durable`] before its commit. A redb file has one writer at a time, so a sync or a
+//! snapshot install waits for the held transaction's commit, at most [`WAIT`].
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
