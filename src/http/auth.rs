@@ -176,7 +176,7 @@ async fn within_budget<T, E>(
     if !work(state).admits(source, Instant::now()) {
         return Err(CredentialRefusal::Busy);
     }
-    let (outcome, spent) = measure_key_checks(check).await;
+    let (outcome, spent) = measure_key_checks(source, check).await;
     if outcome.is_ok() {
         return Ok(outcome);
     }

@@ -273,7 +273,8 @@ impl Responder {
             let text = "this address has used its share of key checks; try again in a few seconds";
             return Reply::One(exchange.error(ResponseCode::ServerTooBusy, text));
         }
-        let (reply, spent) = measure_key_checks(self.dispatch(caller, exchange, request)).await;
+        let (reply, spent) =
+            measure_key_checks(source, self.dispatch(caller, exchange, request)).await;
         if self.work().charge(source, spent, Instant::now()) {
             tracing::info!(%source, "an address used its share of key checks: its next are refused until it refills");
         }
