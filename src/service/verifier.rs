@@ -143,10 +143,13 @@ impl Turns {
             return Ok(());
         }
         let (turn, waits) = oneshot::channel();
-        let queue = self.waiting.entry(source).or_default();
-        if queue.is_empty() && !self.order.contains(&source) {
+        // A source is in `order` exactly while it has a queue.
+        let queue = self.waiting.entry(source).or_insert_with(|| {
             self.order.push_back(source);
-        }
+            VecDeque::new()
+        });
+        // Checks that gave up waiting hold no place in it.
+        queue.retain(|turn| !turn.is_closed());
         queue.push_back(turn);
         Err(waits)
     }
@@ -157,14 +160,14 @@ impl Turns {
             let Some(queue) = self.waiting.get_mut(&source) else {
                 continue;
             };
-            let next = queue.pop_front();
+            // A check that gave up waiting has dropped its receiver: the next one.
+            let served = std::iter::from_fn(|| queue.pop_front()).any(|turn| turn.send(()).is_ok());
             if queue.is_empty() {
                 self.waiting.remove(&source);
             } else {
                 self.order.push_back(source);
             }
-            // A check that gave up waiting has dropped its receiver: the next one.
-            if next.is_some_and(|turn| turn.send(()).is_ok()) {
+            if served {
                 return;
             }
         }
