@@ -11,6 +11,13 @@
 //! whether it is right. Without a resolver, or for an identity handle missing under a
 //! prefix of this store, the answer is refused with [`Error::KeyNotHeld`]
 //! (RC_AUTHEN_ERROR, 406).
+//!
+//! A key handle this member's store lacks is looked up again once the store has
+//! caught up with the primary (`key_values`), so a member that lags (or
+//! holds an apply uncommitted for a few milliseconds) never refuses an identity the
+//! set already holds: an administrator created through the primary, or the
+//! bootstrap one just after `hdl cluster up` says ready, authenticates at once on
+//! every member.
 
 use std::time::Instant;
 
@@ -34,7 +41,7 @@ impl Service {
         answer: &ChallengeAnswer,
     ) -> Result<Identity, Error> {
         let handle = Handle::parse(&answer.key_handle).map_err(|_| not_held(answer))?;
-        if let Some(values) = self.values_of(&handle).await? {
+        if let Some(values) = self.key_values(&handle).await? {
             return self.check(challenge, answer, values).await;
         }
         let ours = self.knows_prefix(handle.prefix_key())?;
@@ -45,6 +52,17 @@ impl Service {
             }
             _ => Err(not_held(answer)),
         }
+    }
+
+    /// Every value of key handle `handle` ([`Service::values_of`]); one missing is
+    /// looked up again after a fresh read, so that what this member has not applied
+    /// (or holds uncommitted) yet is not taken for absent.
+    async fn key_values(&self, handle: &Handle) -> Result<Option<Vec<HandleValue>>, Error> {
+        if let Some(values) = self.values_of(handle).await? {
+            return Ok(Some(values));
+        }
+        self.replica.ensure_fresh_read().await?;
+        self.values_of(handle).await
     }
 
     /// Checks `answer` against `key_values` on the [`Verifier`](super::Verifier).
@@ -73,7 +91,7 @@ impl Service {
         let handle = Handle::parse(&key_handle).map_err(|_| Error::KeyNotHeld {
             handle: key_handle.clone(),
         })?;
-        let values = self.values_of(&handle).await?.ok_or(Error::KeyNotHeld {
+        let values = self.key_values(&handle).await?.ok_or(Error::KeyNotHeld {
             handle: key_handle.clone(),
         })?;
         let (challenge, answer) = other_server_answer(request, key_handle, version);
@@ -190,7 +208,7 @@ impl Service {
             handle: identity.handle.clone(),
         })?;
         let values = self
-            .values_of(&handle)
+            .key_values(&handle)
             .await?
             .ok_or_else(|| Error::KeyNotHeld {
                 handle: identity.handle.clone(),

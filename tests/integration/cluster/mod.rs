@@ -9,7 +9,8 @@
 //! `partitions` cuts members off in network namespaces ([`netns`]), `backup` backs a
 //! set up under writes and restores it, `catch_up` adds a learner to a set whose log
 //! is purged right behind each snapshot, `kept_answers` checks the UDP edge's kept
-//! answers after an apply on a secondary and a snapshot install on a learner.
+//! answers after an apply on a secondary and a snapshot install on a learner,
+//! `identities` authenticates a new identity at once on a secondary that lags.
 
 mod backup;
 mod catch_up;
@@ -17,6 +18,7 @@ mod chaos;
 mod disk;
 mod faults;
 mod groups;
+mod identities;
 mod kept_answers;
 mod membership;
 mod netns;
