@@ -3,14 +3,14 @@
 //! handle looks the handle up again after a fresh read rather than refusing the
 //! identity as unknown (RC_AUTHEN_ERROR, 406).
 
-use hdl::client::{AdminRequest, Client, Credentials, Key, Overwrite};
+use hdl::client::{AdminRequest, Credentials, Key, Overwrite};
 use hdl::codec::ResponseCode;
 use hdl::names::Handle;
 use hdl::values::{AdminPermissions, AdminRecord, HandleValue, Permissions};
 use rustix::process::{Pid, Signal, kill_process};
 use serde_json::Value;
 
-use super::{Member, Set};
+use super::{Member, Set, administer};
 use crate::harness::admin_credentials;
 
 /// The key handle created through the primary, and its secret.
@@ -34,19 +34,6 @@ fn keeper_values() -> Vec<HandleValue> {
         ..HandleValue::new(300, "HS_SECKEY", KEEPER_SECRET)
     };
     vec![admin, secret]
-}
-
-/// Carries out `request` at `member` as `credentials`; the response code.
-fn administer(member: &Member, credentials: Credentials, request: AdminRequest) -> ResponseCode {
-    let client = Client::new(vec![member.listening.handle]).with_credentials(credentials);
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    match runtime.block_on(client.admin(request)) {
-        Ok(_) => ResponseCode::Success,
-        Err(error) => error.response_code().unwrap_or(ResponseCode::Error),
-    }
 }
 
 /// SIGSTOP or SIGCONT to `member`.

@@ -37,7 +37,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use hdl::client::{AdminRequest, Client, Overwrite};
+use hdl::client::{AdminRequest, Client, Credentials, Overwrite};
 use hdl::codec::{Body, Message, OpFlags, Request, Response, ResponseCode};
 use hdl::names::Handle;
 use hdl::values::{HandleValue, SiteInfo};
@@ -380,8 +380,13 @@ fn create_request(name: &str, value: HandleValue) -> AdminRequest {
 /// Creates `name` through the Handle protocol at `member`, authenticated as the
 /// bootstrap administrator; the response code (RC_ERROR when nothing answered).
 fn create(member: &Member, name: &str) -> ResponseCode {
-    let client = Client::new(vec![member.listening.handle]).with_credentials(admin_credentials());
-    let request = create_request(name, url(name));
+    administer(member, admin_credentials(), create_request(name, url(name)))
+}
+
+/// Carries out `request` through the Handle protocol at `member`, authenticated with
+/// `credentials`; the response code (RC_ERROR when nothing answered).
+fn administer(member: &Member, credentials: Credentials, request: AdminRequest) -> ResponseCode {
+    let client = Client::new(vec![member.listening.handle]).with_credentials(credentials);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
