@@ -20,6 +20,7 @@ mod requests;
 mod responder;
 mod session_requests;
 mod sessions;
+mod source_share;
 mod tcp;
 mod udp;
 

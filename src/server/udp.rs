@@ -14,7 +14,8 @@
 //! resolutions are answered in room of their own ([`MAX_IN_FLIGHT`]), apart from
 //! every other request ([`MAX_OTHERS_IN_FLIGHT`]), so a flood of costly requests (key
 //! checks waiting for a core) answers its senders "busy" and never takes the room a
-//! resolution needs.
+//! resolution needs. One source address holds at most [`MAX_OTHERS_PER_SOURCE`] of
+//! that room, so that its flood leaves the rest to other addresses' key checks.
 //!
 //! A resolution whose store read had to wait for the disk holds up the loop; while
 //! such answers are seen, resolutions are handed to a bounded set of reader threads
@@ -67,6 +68,7 @@ use crate::service::{Answered, Caller};
 use super::answer_cache::{AnswerCache, Ticket};
 use super::drain::{self, Draining};
 use super::responder::{Reply, Responder};
+use super::source_share::{Share, SourceShares};
 
 mod hand_off;
 mod socket;
@@ -94,6 +96,11 @@ const MAX_IN_FLIGHT: u32 = 4096;
 /// messages) are answered at once, in room of their own: a flood of costly ones
 /// never takes the room resolutions are answered in.
 const MAX_OTHERS_IN_FLIGHT: u32 = 256;
+
+/// Of those, at most this many from one source address: one address flooding costly
+/// requests is answered busy once it holds a quarter of the room, and the rest is
+/// left to every other address.
+const MAX_OTHERS_PER_SOURCE: u32 = MAX_OTHERS_IN_FLIGHT / 4;
 
 /// The bounds of the UDP edge a node's configuration sets.
 #[derive(Debug, Clone, Copy)]
@@ -136,6 +143,7 @@ pub async fn serve(
     };
     let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT as usize));
     let others_in_flight = Arc::new(Semaphore::new(MAX_OTHERS_IN_FLIGHT as usize));
+    let other_shares = SourceShares::new(MAX_OTHERS_PER_SOURCE);
     let runtime = tokio::runtime::Handle::current();
     let receiver = Receiver {
         socket: socket.clone(),
@@ -145,6 +153,7 @@ pub async fn serve(
         copy: Vec::new(),
         in_flight: Arc::clone(&in_flight),
         others_in_flight: Arc::clone(&others_in_flight),
+        other_shares,
         partial: Partial::default(),
         hand_off: HandOff::new(limits.disk_readers, limits.slow_answer, runtime.clone()),
     };
@@ -188,6 +197,8 @@ struct Receiver {
     in_flight: Arc<Semaphore>,
     /// One permit per other request being answered.
     others_in_flight: Arc<Semaphore>,
+    /// Each source address's share of `others_in_flight`.
+    other_shares: Arc<SourceShares>,
     partial: Partial,
     /// Whether resolutions go to reader threads, and those threads' room.
     hand_off: HandOff,
@@ -226,10 +237,15 @@ impl Receiver {
             Err(ticket) => ticket,
         };
         let resolution = is_resolution(&request);
-        let room = if resolution {
-            &self.in_flight
+        let (room, share) = if resolution {
+            (&self.in_flight, None)
         } else {
-            &self.others_in_flight
+            let Some(share) = self.other_shares.take(peer.ip()) else {
+                debug!(%peer, "its share of requests in flight is used; answering busy");
+                self.answer_busy(peer, &request);
+                return;
+            };
+            (&self.others_in_flight, Some(share))
         };
         let Ok(permit) = Arc::clone(room).try_acquire_owned() else {
             debug!(%peer, "too many requests in flight; answering busy");
@@ -246,7 +262,7 @@ impl Receiver {
             self.limits.answer_max_octets,
             peer,
             request.into_owned(),
-            (permit, keep),
+            (permit, keep, share),
         ));
         // A resolution most often reads the store and sends its answer without
         // waiting: answered here, it costs no task. Anything else (a key check may
@@ -377,7 +393,7 @@ async fn answer(
     limit: usize,
     peer: SocketAddr,
     request: Vec<u8>,
-    (permit, keep): (OwnedSemaphorePermit, Option<Keep>),
+    (permit, keep, share): (OwnedSemaphorePermit, Option<Keep>, Option<Share>),
 ) {
     let caller = Caller::anonymous(peer.ip());
     let (reply, answered) = responder.respond_noting(caller, &request).await;
@@ -398,7 +414,7 @@ async fn answer(
         }
     };
     socket.send(peer, datagrams).await;
-    drop(permit);
+    drop((permit, share));
 }
 
 /// Polls `future` once; whether it finished. One that did not is polled again, with
