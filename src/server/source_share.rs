@@ -1,10 +1,10 @@
-//! Shares of a room by source address: how many of the requests a room holds in
-//! flight one address may hold, so that one address filling the room cannot keep
-//! every other one out.
+//! Shares of a room by source address: how many of the connections (TCP) or
+//! requests in flight (UDP's costly ones) one address may hold, so that one address
+//! filling the room cannot keep every other one out.
 //!
 //! Owns [`SourceShares`] and [`Share`]. A source is counted only while it holds a
 //! share, so the table has no more entries than the shares taken. Knows nothing of
-//! sockets or requests: the edge takes a share beside its room's permit.
+//! sockets or requests: an edge takes a share beside its room's permit.
 
 use std::collections::HashMap;
 use std::net::IpAddr;

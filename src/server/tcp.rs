@@ -26,11 +26,10 @@
 //! connecting) and whole requests already received, then is closed. All of it ends by
 //! the drain's deadline.
 
-use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::os::fd::AsFd;
 use std::pin::pin;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -46,6 +45,7 @@ use crate::service::Caller;
 
 use super::drain::{self, Draining};
 use super::responder::{ListReply, Reply, Responder};
+use super::source_share::{Share, SourceShares};
 
 /// At most this many connections are served at once; more wait to be accepted.
 const MAX_CONNECTIONS: u32 = 4096;
@@ -83,9 +83,9 @@ pub async fn serve(
         warn!(%error, "cannot set TCP_NODELAY on the listener");
     }
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS as usize));
-    let sources = Sources::new(limits.per_source);
+    let sources = SourceShares::new(limits.per_source);
     let serve = |(stream, peer): (TcpStream, SocketAddr), permit| {
-        let Some(source) = sources.admit(peer.ip()) else {
+        let Some(source) = sources.take(peer.ip()) else {
             debug!(%peer, "TCP connection refused: its source holds too many");
             return;
         };
@@ -182,7 +182,7 @@ fn take_queued(queued: &std::net::TcpListener) -> Option<(TcpStream, SocketAddr)
 async fn served(
     work: impl Future<Output = Option<std::io::Result<()>>>,
     peer: SocketAddr,
-    permit: (OwnedSemaphorePermit, SourceSlot),
+    permit: (OwnedSemaphorePermit, Share),
 ) {
     match work.await {
         Some(Ok(())) => {}
@@ -190,61 +190,6 @@ async fn served(
         None => debug!(%peer, "TCP connection closed at the drain deadline"),
     }
     drop(permit);
-}
-
-/// The connections open per source address (an entry only while one is open, so
-/// at most [`MAX_CONNECTIONS`] entries).
-#[derive(Debug, Clone)]
-struct Sources {
-    limit: u32,
-    open: Arc<Mutex<HashMap<IpAddr, u32>>>,
-}
-
-impl Sources {
-    fn new(limit: u32) -> Sources {
-        Sources {
-            limit,
-            open: Arc::default(),
-        }
-    }
-
-    /// A slot for one more connection from `source`, if it holds fewer than the
-    /// limit.
-    fn admit(&self, source: IpAddr) -> Option<SourceSlot> {
-        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
-        let count = open.entry(source).or_insert(0);
-        if *count >= self.limit {
-            return None;
-        }
-        *count += 1;
-        Some(SourceSlot {
-            sources: self.clone(),
-            source,
-        })
-    }
-}
-
-/// One connection of a source, counted until dropped.
-#[derive(Debug)]
-struct SourceSlot {
-    sources: Sources,
-    source: IpAddr,
-}
-
-impl Drop for SourceSlot {
-    fn drop(&mut self) {
-        let mut open = self
-            .sources
-            .open
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if let Some(count) = open.get_mut(&self.source) {
-            *count -= 1;
-            if *count == 0 {
-                open.remove(&self.source);
-            }
-        }
-    }
 }
 
 pub(super) async fn connection(
