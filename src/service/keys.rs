@@ -13,11 +13,10 @@
 //! (RC_AUTHEN_ERROR, 406).
 //!
 //! A key handle this member's store lacks is looked up again once the store has
-//! caught up with the primary (`key_values`), so a member that lags (or
-//! holds an apply uncommitted for a few milliseconds) never refuses an identity the
-//! set already holds: an administrator created through the primary, or the
-//! bootstrap one just after `hdl cluster up` says ready, authenticates at once on
-//! every member.
+//! caught up with the primary (`key_values`), so a member that lags (or holds an
+//! apply uncommitted for a few milliseconds) never refuses an identity the set
+//! already holds: an administrator created through the primary, or the bootstrap
+//! one just after `hdl cluster up` says ready, authenticates at once on every member.
 
 use std::time::Instant;
 
