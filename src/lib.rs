@@ -10,8 +10,9 @@
 //! handler, and [`routing`], the handler that sends each call to the replica set
 //! owning its handle's slot, and [`caching`], the handler of a caching resolver
 //! (answers by global resolution, kept for their TTLs) → [`node`], which assembles one process from all of these (its groups,
-//! service, both edges, the peer port) and runs it until shutdown. The binary
-//! (`src/main.rs`, `src/cli/`) only parses arguments and sits on top.
+//! service, both edges, the peer port) and runs it until shutdown → [`cli`], the `hdl`
+//! command line, which parses arguments and sits on top; the binary (`src/main.rs`)
+//! only calls [`cli::run`].
 //!
 //! One word for one thing: a request declined for a reason of its own (a handle that
 //! exists, a wrong answer, a full session table) is a *refusal* in every layer
@@ -21,6 +22,7 @@
 
 pub mod auth;
 pub mod caching;
+pub mod cli;
 pub mod client;
 pub mod clock;
 pub mod cluster_file;

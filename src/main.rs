@@ -1,14 +1,15 @@
-//! `hdl`: the command-line entry point. Everything it does lives in [`cli`].
-
-mod cli;
+//! `hdl`: the command-line entry point. Everything it does lives in [`hdl::cli`], in
+//! the library, so that the library's code is compiled once: a binary awaiting the
+//! library's async functions compiles their bodies (and the generic code under them)
+//! again.
 
 use std::process::ExitCode;
 
 /// mimalloc rather than glibc's malloc: why, and the settings a node runs it with, are
-/// in `cli::allocator`.
+/// in `hdl::cli::allocator`.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    cli::run()
+    hdl::cli::run()
 }

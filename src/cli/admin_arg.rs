@@ -11,18 +11,18 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::auth::{Identity, SecretKey, SigningKey};
+use crate::client::{Credentials, Key};
+use crate::service::bootstrap::BootstrapAdmin;
 use anyhow::{Context, bail};
 use base64::Engine;
 use clap::Args;
-use hdl::auth::{Identity, SecretKey, SigningKey};
-use hdl::client::{Credentials, Key};
-use hdl::service::bootstrap::BootstrapAdmin;
 
 use super::default_admin;
 
 /// Parses `INDEX:HANDLE` (a clap value parser).
 pub fn parse_identity(text: &str) -> Result<Identity, String> {
-    hdl::config::parse_identity(text)
+    crate::config::parse_identity(text)
         .ok_or_else(|| format!("{text:?} is not INDEX:HANDLE, e.g. 300:0.NA/TEST"))
 }
 

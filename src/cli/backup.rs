@@ -1,9 +1,9 @@
 //! `hdl backup --peer P --secret-file F --out FILE`: a consistent backup of a running
 //! cluster, taken without stopping writes, into one file with a checksum
-//! ([`hdl::replication::backup`]); `hdl restore` makes a new set from it.
+//! ([`crate::replication::backup`]); `hdl restore` makes a new set from it.
 //!
 //! Over the peer port with the cluster secret, as `hdl cluster` (module
-//! [`hdl::node::backup`], the node's side): the cluster map is read fresh at `--peer`;
+//! [`crate::node::backup`], the node's side): the cluster map is read fresh at `--peer`;
 //! each replica set that owns slots (the set of `--peer`'s node when the cluster has
 //! no ring) is asked for a snapshot of its store, taken after every write acknowledged
 //! before the call, at one member (`--peer`'s node for its own set, else the first of
@@ -20,14 +20,14 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::node::backup::{BackupAnswer, BackupCall, Opened};
+use crate::node::calls::{NodeAnswer, NodeCall};
+use crate::placement::ClusterMap;
+use crate::replication::backup::{self, BackupHeader, BackupSummary, BackupWriter, SectionHead};
+use crate::replication::network::read_secret_file;
+use crate::replication::{AdminClient, SetId};
 use anyhow::{Context, bail};
 use clap::Args;
-use hdl::node::backup::{BackupAnswer, BackupCall, Opened};
-use hdl::node::calls::{NodeAnswer, NodeCall};
-use hdl::placement::ClusterMap;
-use hdl::replication::backup::{self, BackupHeader, BackupSummary, BackupWriter, SectionHead};
-use hdl::replication::network::read_secret_file;
-use hdl::replication::{AdminClient, SetId};
 
 use super::cluster::Target;
 use super::cluster_calls::{ask, set_info, unexpected};
@@ -189,7 +189,7 @@ async fn write(
     path: &Path,
 ) -> anyhow::Result<BackupSummary> {
     let header = BackupHeader {
-        created_micros: u64::try_from(hdl::clock::unix_micros()).context("the clock")?,
+        created_micros: u64::try_from(crate::clock::unix_micros()).context("the clock")?,
         epoch: map.epoch,
         owners: map.slots.clone(),
         sections: sections

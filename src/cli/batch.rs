@@ -20,11 +20,11 @@ use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::auth::Identity;
+use crate::client::{AdminRequest, Client};
+use crate::names::Handle;
 use anyhow::{Context, bail};
 use clap::{Args, Parser};
-use hdl::auth::Identity;
-use hdl::client::{AdminRequest, Client};
-use hdl::names::Handle;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 

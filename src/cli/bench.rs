@@ -34,12 +34,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
+use crate::client::{AdminRequest, Client, ClientError, Overwrite, Transport};
+use crate::codec::ResponseCode;
+use crate::names::Handle;
+use crate::values::{HandleValue, ValueSelection};
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
-use hdl::client::{AdminRequest, Client, ClientError, Overwrite, Transport};
-use hdl::codec::ResponseCode;
-use hdl::names::Handle;
-use hdl::values::{HandleValue, ValueSelection};
 use hdrhistogram::Histogram;
 use tokio::task::JoinSet;
 use tokio::time::Instant;

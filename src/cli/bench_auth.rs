@@ -10,11 +10,11 @@
 
 use std::time::{Duration, Instant};
 
+use crate::client::{AdminRequest, Client, Overwrite};
+use crate::names::Handle;
+use crate::values::HandleValue;
 use anyhow::{Context, bail};
 use clap::Args;
-use hdl::client::{AdminRequest, Client, Overwrite};
-use hdl::names::Handle;
-use hdl::values::HandleValue;
 use hdrhistogram::Histogram;
 use serde_json::json;
 

@@ -296,7 +296,7 @@ async fn settle(set: &LocalSet, shared: &Shared) -> anyhow::Result<(Vec<FinalVal
     let mut reads = Vec::new();
     let mut round = 1;
     loop {
-        set.await_caught_up(hdl::placement::FIRST_SET_GROUP, &all)
+        set.await_caught_up(crate::placement::FIRST_SET_GROUP, &all)
             .await?;
         let (finals, records): (Vec<FinalValue>, Vec<Record>) =
             final_values(shared, shared.keys_used())

@@ -25,7 +25,7 @@ use std::collections::VecDeque;
 use std::io::ErrorKind;
 use std::time::{Duration, Instant};
 
-use hdl::client::{AttemptError, ClientError};
+use crate::client::{AttemptError, ClientError};
 
 /// Unanswered requests of one resolver kept since its last answer.
 const MAX_TRAILING: usize = 64;

@@ -15,16 +15,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::auth::{Identity, SecretKey};
+use crate::client::{AdminRequest, Client, ClientConfig, Credentials, Key, Overwrite, Transport};
+use crate::codec::ResponseCode;
+use crate::names::{Handle, prefix_handle};
+use crate::replication::NodeId;
+use crate::replication::admin::Role;
+use crate::service::bootstrap::{BootstrapAdmin, KEY_VALUE_INDEX};
+use crate::values::{HandleValue, ValueSelection};
 use anyhow::{Context, bail};
 use clap::Args;
-use hdl::auth::{Identity, SecretKey};
-use hdl::client::{AdminRequest, Client, ClientConfig, Credentials, Key, Overwrite, Transport};
-use hdl::codec::ResponseCode;
-use hdl::names::{Handle, prefix_handle};
-use hdl::replication::NodeId;
-use hdl::replication::admin::Role;
-use hdl::service::bootstrap::{BootstrapAdmin, KEY_VALUE_INDEX};
-use hdl::values::{HandleValue, ValueSelection};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 

@@ -15,12 +15,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::cluster_file::ClusterFile;
+use crate::replication::AdminClient;
+use crate::replication::network::read_secret_file;
+use crate::values::{AdminPermissions, AdminRecord, HandleValue};
 use anyhow::{Context, bail};
 use clap::Args;
-use hdl::cluster_file::ClusterFile;
-use hdl::replication::AdminClient;
-use hdl::replication::network::read_secret_file;
-use hdl::values::{AdminPermissions, AdminRecord, HandleValue};
 use tokio::sync::mpsc;
 
 use super::bench_failover::bench_administrator;
@@ -156,7 +156,7 @@ fn write_handles(path: &Path, prefix: &str, count: u32) -> anyhow::Result<()> {
     let mut out = BufWriter::with_capacity(1 << 20, file);
     for n in 0..count {
         let (name, values) = bench_handle(prefix, n);
-        let line = hdl::restjson::export_json(&name, &values);
+        let line = crate::restjson::export_json(&name, &values);
         serde_json::to_writer(&mut out, &line)?;
         out.write_all(b"\n")?;
     }

@@ -19,12 +19,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use crate::client::Client;
+use crate::names::Handle;
+use crate::placement::FIRST_SET_GROUP;
+use crate::values::ValueSelection;
 use anyhow::{Context, bail};
 use clap::Args;
-use hdl::client::Client;
-use hdl::names::Handle;
-use hdl::placement::FIRST_SET_GROUP;
-use hdl::values::ValueSelection;
 use hdrhistogram::Histogram;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -255,7 +255,7 @@ async fn missing(client: &Client, handles: Vec<Handle>) -> anyhow::Result<usize>
             let all = ValueSelection::all();
             let mut missing = 0;
             for handle in &share {
-                let found = client.resolve(handle, &all, hdl::client::Transport::Auto);
+                let found = client.resolve(handle, &all, crate::client::Transport::Auto);
                 if found.await.is_err() {
                     missing += 1;
                 }

@@ -30,15 +30,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::client::{Client, Transport};
+use crate::cluster_file::ClusterFile;
+use crate::names::Handle;
+use crate::placement::{ClusterAdmin, FIRST_SET, FIRST_SET_GROUP, Via, Vote};
+use crate::replication::network::read_secret_file;
+use crate::replication::{AdminClient, Node};
+use crate::values::{Writer, encode_value_list};
 use anyhow::{Context, bail};
 use clap::Args;
-use hdl::client::{Client, Transport};
-use hdl::cluster_file::ClusterFile;
-use hdl::names::Handle;
-use hdl::placement::{ClusterAdmin, FIRST_SET, FIRST_SET_GROUP, Via, Vote};
-use hdl::replication::network::read_secret_file;
-use hdl::replication::{AdminClient, Node};
-use hdl::values::{Writer, encode_value_list};
 use tokio::sync::mpsc;
 
 use super::bench::{Load, Names, offer};
@@ -242,7 +242,7 @@ async fn build(
     bench: &ScaleBench,
     set: &LocalSet,
     secret_path: &Path,
-    credentials: &hdl::client::Credentials,
+    credentials: &crate::client::Credentials,
 ) -> anyhow::Result<u64> {
     let client = AdminClient::new(read_secret_file(secret_path)?, CALL_TIMEOUT);
     let peer = set.nodes[0].plan.peer;
@@ -315,7 +315,7 @@ async fn restart(set: &mut LocalSet, client: &Client, hits: &Names) -> anyhow::R
     set.start(0).await?;
     let listening = started.elapsed();
     let handle = hits.random()?;
-    let all = hdl::values::ValueSelection::all();
+    let all = crate::values::ValueSelection::all();
     loop {
         if client.resolve(&handle, &all, Transport::Udp).await.is_ok() {
             break;

@@ -36,11 +36,11 @@ use std::io::ErrorKind;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
+use crate::client::ResolutionDatagram;
+use crate::clock::unix_now;
+use crate::codec::{Envelope, Header, MAX_DATAGRAM_LEN, ResponseCode};
+use crate::values::ValueSelection;
 use anyhow::Context;
-use hdl::client::ResolutionDatagram;
-use hdl::clock::unix_now;
-use hdl::codec::{Envelope, Header, MAX_DATAGRAM_LEN, ResponseCode};
-use hdl::values::ValueSelection;
 use hdrhistogram::Histogram;
 use rustix::net::RecvFlags;
 
@@ -661,10 +661,10 @@ impl Figures {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hdl::codec::{
+    use crate::codec::{
         Body, ErrorResponse, HandleValues, Message, OpFlags, ProtocolVersion, Response,
     };
-    use hdl::names::Handle;
+    use crate::names::Handle;
 
     #[test]
     fn turns_are_spread_evenly_from_the_start() {

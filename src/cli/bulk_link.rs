@@ -15,15 +15,15 @@ use std::path::PathBuf;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
+use crate::client::Credentials;
+use crate::names::Handle;
+use crate::node::bulk::{BulkAnswer, BulkCall, SessionRequest, SessionToken};
+use crate::node::calls::NodeCall;
+use crate::replication::network::read_secret_file;
+use crate::replication::{AdminClient, GroupId, SetId, slot_of};
+use crate::service::{SESSION_VERSION, session_challenge_body};
 use anyhow::{Context, bail};
 use clap::Args;
-use hdl::client::Credentials;
-use hdl::names::Handle;
-use hdl::node::bulk::{BulkAnswer, BulkCall, SessionRequest, SessionToken};
-use hdl::node::calls::NodeCall;
-use hdl::replication::network::read_secret_file;
-use hdl::replication::{AdminClient, GroupId, SetId, slot_of};
-use hdl::service::{SESSION_VERSION, session_challenge_body};
 
 use super::admin_arg::AuthArgs;
 use super::cluster_calls::{ask, cluster_map, set_info, unexpected};
@@ -196,7 +196,7 @@ impl BulkLink {
 
     async fn node(&self, peer: SocketAddr, call: &NodeCall) -> anyhow::Result<BulkAnswer> {
         match ask(&self.client, peer, call).await? {
-            hdl::node::calls::NodeAnswer::Bulk(answer) => Ok(answer),
+            crate::node::calls::NodeAnswer::Bulk(answer) => Ok(answer),
             other => Err(unexpected(peer, &other)),
         }
     }

@@ -7,12 +7,12 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::config::{DEFAULT_SLOT_COUNT, check_slot_count};
+use crate::placement::{ClusterAdmin, FIRST_SET, FIRST_SET_GROUP, Via, Vote};
+use crate::replication::network::read_secret_file;
+use crate::replication::{AdminClient, Node, NodeId};
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use hdl::config::{DEFAULT_SLOT_COUNT, check_slot_count};
-use hdl::placement::{ClusterAdmin, FIRST_SET, FIRST_SET_GROUP, Via, Vote};
-use hdl::replication::network::read_secret_file;
-use hdl::replication::{AdminClient, Node, NodeId};
 
 use super::admin_arg::BootstrapArgs;
 use super::cluster_calls::{create_admin, join_set, make_ring};

@@ -6,11 +6,11 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use crate::names::prefix_handle;
+use crate::node::calls::{NodeAnswer, NodeCall, SetInfo, call_node};
+use crate::placement::{ClusterAdmin, ClusterMap};
+use crate::replication::{AdminClient, Node, NodeId, SetId, slot_of};
 use anyhow::{Context, bail};
-use hdl::names::prefix_handle;
-use hdl::node::calls::{NodeAnswer, NodeCall, SetInfo, call_node};
-use hdl::placement::{ClusterAdmin, ClusterMap};
-use hdl::replication::{AdminClient, Node, NodeId, SetId, slot_of};
 use tokio::time::Instant;
 
 use super::admin_arg::Bootstrap;

@@ -14,13 +14,13 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
+use crate::config::{Config, SiteConfig};
+use crate::placement::{ClusterAdmin, ClusterMap, FIRST_SET};
+use crate::replication::admin::{Member, MemberStatus};
+use crate::replication::{GroupId, NodeId, SetId};
+use crate::restjson::structured::site_json;
+use crate::service::site::describe_cluster;
 use anyhow::Context;
-use hdl::config::{Config, SiteConfig};
-use hdl::placement::{ClusterAdmin, ClusterMap, FIRST_SET};
-use hdl::replication::admin::{Member, MemberStatus};
-use hdl::replication::{GroupId, NodeId, SetId};
-use hdl::restjson::structured::site_json;
-use hdl::service::site::describe_cluster;
 use serde_json::{Value, json};
 
 use super::cluster::{Target, admin};
@@ -299,7 +299,7 @@ pub(super) async fn site_values(target: &Target, config: Option<&Path>) -> anyho
 
 /// The server key of every member the map records that tells it.
 async fn member_keys(
-    client: &hdl::replication::AdminClient,
+    client: &crate::replication::AdminClient,
     map: &ClusterMap,
 ) -> BTreeMap<NodeId, Vec<u8>> {
     let mut keys = BTreeMap::new();

@@ -18,9 +18,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::cluster_file::ClusterFile;
 use anyhow::Context;
 use clap::Args;
-use hdl::cluster_file::ClusterFile;
 use tokio::signal::unix::{SignalKind, signal};
 
 use super::admin_arg::DataDir;

@@ -9,15 +9,15 @@ use std::net::{Ipv6Addr, SocketAddr};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
+use crate::client::{AdminRequest, Client, DEFAULT_PORT, Transport};
+use crate::codec::Response;
+use crate::config::Config;
+use crate::resolver::{Purpose, Resolver};
 use anyhow::{Context, bail};
 use clap::Args;
-use hdl::client::{AdminRequest, Client, DEFAULT_PORT, Transport};
-use hdl::codec::Response;
-use hdl::config::Config;
-use hdl::resolver::{Purpose, Resolver};
 
 use super::admin_arg::AuthArgs;
-use hdl::names::{Handle, HandleRef};
+use crate::names::{Handle, HandleRef};
 
 /// The server used when neither `--server` nor an `hdl://` reference names one.
 const DEFAULT_SERVER: &str = "127.0.0.1:2641";

@@ -9,14 +9,14 @@
 
 use std::ffi::OsString;
 
-use clap::Args;
-use hdl::auth::Identity;
-use hdl::client::{AdminRequest, Overwrite};
-use hdl::codec::Response;
-use hdl::names::Handle;
-use hdl::values::{
+use crate::auth::Identity;
+use crate::client::{AdminRequest, Overwrite};
+use crate::codec::Response;
+use crate::names::Handle;
+use crate::values::{
     AdminPermissions, AdminRecord, HandleValue, KnownType, ValueIndex, default_permissions,
 };
+use clap::Args;
 
 use super::admin_arg::AuthArgs;
 use super::connect::{AdminServerArg, send_admin};

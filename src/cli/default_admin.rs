@@ -12,11 +12,11 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::auth::SigningKey;
+use crate::names::prefix_handle;
+use crate::node::data_dir;
+use crate::service::bootstrap::KEY_VALUE_INDEX;
 use anyhow::Context;
-use hdl::auth::SigningKey;
-use hdl::names::prefix_handle;
-use hdl::node::data_dir;
-use hdl::service::bootstrap::KEY_VALUE_INDEX;
 
 use super::admin_arg::read_key;
 use super::keygen::write_new_key;

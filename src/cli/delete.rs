@@ -2,9 +2,9 @@
 
 use std::ffi::OsString;
 
+use crate::client::AdminRequest;
+use crate::names::Handle;
 use clap::Args;
-use hdl::client::AdminRequest;
-use hdl::names::Handle;
 
 use super::admin_arg::AuthArgs;
 use super::connect::{AdminServerArg, send_admin};

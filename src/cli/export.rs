@@ -15,11 +15,11 @@ use std::collections::VecDeque;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
+use crate::node::bulk::{BulkAnswer, MAX_PAGE, SessionRequest};
+use crate::replication::SetId;
+use crate::service::HandleRecord;
 use anyhow::bail;
 use clap::Args;
-use hdl::node::bulk::{BulkAnswer, MAX_PAGE, SessionRequest};
-use hdl::replication::SetId;
-use hdl::service::HandleRecord;
 
 use super::bulk_link::{BulkArgs, BulkLink};
 use super::whole_file::WholeFile;
@@ -116,7 +116,7 @@ pub async fn export(
         let Some((_, record)) = next.and_then(|export| export.page.pop_front()) else {
             break;
         };
-        let line = hdl::restjson::export_json(&record.display, &record.values);
+        let line = crate::restjson::export_json(&record.display, &record.values);
         serde_json::to_writer(&mut *out, &line)?;
         out.write_all(b"\n")?;
         written += 1;

@@ -34,8 +34,8 @@
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
-use hdl::names::Handle;
-use hdl::values::{
+use crate::names::Handle;
+use crate::values::{
     HandleValue, KnownType, Permissions, Ttl, ValueIndex, ValueList, ValueReference,
 };
 
@@ -259,7 +259,7 @@ fn vlist(text: &str) -> Result<Vec<u8>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hdl::values::{AdminPermissions, AdminRecord};
+    use crate::values::{AdminPermissions, AdminRecord};
 
     fn read_all(text: &str) -> Result<Vec<(usize, BatchOp)>, BatchError> {
         let mut reader = BatchReader::new(text.as_bytes(), Path::new("."));

@@ -4,11 +4,11 @@
 //! `hdl site [--server ADDR]` prints the server's site information as the hex data of
 //! an HS_SITE value, for the prefix handle a Global Handle Registry holds.
 
+use crate::client::AdminRequest;
+use crate::codec::Response;
+use crate::names::prefix_handle;
 use anyhow::bail;
 use clap::Args;
-use hdl::client::AdminRequest;
-use hdl::codec::Response;
-use hdl::names::prefix_handle;
 
 use super::admin_arg::AuthArgs;
 use super::connect::{ServerArg, client, runtime, with_credentials};
@@ -51,7 +51,7 @@ pub enum Homing {
 
 /// Homes or unhomes the prefix.
 pub fn run(args: &HomeArgs, homing: Homing) -> anyhow::Result<()> {
-    let bare = hdl::names::named_prefix(&args.prefix).unwrap_or(&args.prefix);
+    let bare = crate::names::named_prefix(&args.prefix).unwrap_or(&args.prefix);
     let prefix = prefix_handle(bare)?;
     let request = match homing {
         Homing::Home => AdminRequest::Home {

@@ -3,11 +3,11 @@
 //! (`PUT /this`: an RSA signature with a key, PBKDF2-HMAC-SHA1 with a secret, as J9
 //! clients answer), then named by its id alone, and closed (`DELETE /this`).
 
+use crate::auth::{RestAlgorithm, RestAnswer, mac_rest, sign_rest};
+use crate::client::authorization::{answer_header, session_header};
+use crate::client::{Credentials, Key};
 use anyhow::{Context, bail};
 use base64::Engine;
-use hdl::auth::{RestAlgorithm, RestAnswer, mac_rest, sign_rest};
-use hdl::client::authorization::{answer_header, session_header};
-use hdl::client::{Credentials, Key};
 
 /// One authenticated session of the node at `base` (`http://HOST:PORT` or an
 /// `https://` URL).

@@ -27,16 +27,16 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
-use clap::{Args, ValueEnum};
-use hdl::names::Handle;
-use hdl::node::bulk::{BulkAnswer, SessionRequest};
-use hdl::replication::SetId;
-use hdl::service::{
+use crate::names::Handle;
+use crate::node::bulk::{BulkAnswer, SessionRequest};
+use crate::replication::SetId;
+use crate::service::{
     ExistingHandle, ExistingValue, ImportBatch, ImportProblem, ImportReport, ImportTally,
     Operation, Timestamps,
 };
-use hdl::values::HandleValue;
+use crate::values::HandleValue;
+use anyhow::{Context, bail};
+use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
@@ -337,7 +337,7 @@ fn parse_line(line: &str) -> Result<Option<(Handle, Vec<HandleValue>)>, String> 
     }
     let json: serde_json::Value =
         serde_json::from_str(line).map_err(|error| format!("not JSON: {error}"))?;
-    let (handle, values) = hdl::restjson::parse_export(&json).map_err(|e| e.to_string())?;
+    let (handle, values) = crate::restjson::parse_export(&json).map_err(|e| e.to_string())?;
     let handle = Handle::parse(&handle).map_err(|error| format!("handle {handle:?}: {error}"))?;
     Ok(Some((handle, values)))
 }

@@ -10,10 +10,10 @@ use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+use crate::auth::SigningKey;
+use crate::auth::keys::GENERATED_KEY_BITS;
 use anyhow::Context;
 use clap::Args;
-use hdl::auth::SigningKey;
-use hdl::auth::keys::GENERATED_KEY_BITS;
 
 /// Arguments of `hdl keygen`.
 #[derive(Debug, Args)]

@@ -23,12 +23,12 @@ use std::net::SocketAddr;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
+use crate::cluster_file::{ClusterFile, NodePlan};
+use crate::placement::{ClusterAdmin, FIRST_SET_GROUP};
+use crate::replication::admin::MemberStatus;
+use crate::replication::network::read_or_create_secret_file;
+use crate::replication::{AdminClient, GroupId, Node, NodeId, SetId};
 use anyhow::{Context, bail};
-use hdl::cluster_file::{ClusterFile, NodePlan};
-use hdl::placement::{ClusterAdmin, FIRST_SET_GROUP};
-use hdl::replication::admin::MemberStatus;
-use hdl::replication::network::read_or_create_secret_file;
-use hdl::replication::{AdminClient, GroupId, Node, NodeId, SetId};
 use rustix::process::{Pid, Signal, kill_process};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};

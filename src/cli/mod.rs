@@ -3,6 +3,11 @@
 //! The edge of the program: the only place that prints, reads arguments and turns
 //! errors into messages and exit codes (with `anyhow`). It calls the library and holds
 //! no logic of its own beyond presentation.
+//!
+//! It is the library's top layer rather than the binary's own code: the binary only
+//! calls [`run`]. Awaited from another crate, the library's async functions would be
+//! compiled there again, with the generic code under them (tokio's tasks, openraft's
+//! core, axum's services).
 
 mod add;
 mod admin_arg;

@@ -1,17 +1,17 @@
 //! How resolved values are shown: the Handle.Net REST JSON shape (rendered by
-//! [`hdl::restjson`], shared with the HTTP API) and one text line per value.
+//! [`crate::restjson`], shared with the HTTP API) and one text line per value.
 
+use crate::values::HandleValue;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use hdl::values::HandleValue;
 
-pub use hdl::restjson::resolution_json;
+pub use crate::restjson::resolution_json;
 
 /// One value as a text line: `index type data`, HS_ADMIN data written as
 /// `INDEX:PERMISSIONS:HANDLE` (the form `--value` takes), text as itself, any other
 /// data in base64.
 pub fn value_line(value: &HandleValue) -> String {
-    let data = hdl::restjson::data_json(value);
+    let data = crate::restjson::data_json(value);
     let shown = match (data["format"].as_str(), &data["value"]) {
         (Some("admin"), admin) => format!(
             "{}:{}:{}",
@@ -28,7 +28,7 @@ pub fn value_line(value: &HandleValue) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hdl::values::{AdminPermissions, AdminRecord, Permissions};
+    use crate::values::{AdminPermissions, AdminRecord, Permissions};
 
     #[test]
     fn lines_show_admin_text_and_binary_data() {

@@ -3,9 +3,9 @@
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 
+use crate::names::HandleRef;
 use anyhow::Context;
 use clap::Args;
-use hdl::names::HandleRef;
 use serde_json::{Map, Value, json};
 
 /// Arguments of `hdl parse`.

@@ -3,10 +3,10 @@
 
 use std::ffi::OsString;
 
+use crate::client::AdminRequest;
+use crate::names::Handle;
+use crate::values::ValueIndex;
 use clap::Args;
-use hdl::client::AdminRequest;
-use hdl::names::Handle;
-use hdl::values::ValueIndex;
 
 use super::admin_arg::AuthArgs;
 use super::connect::{AdminServerArg, send_admin};

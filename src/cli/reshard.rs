@@ -10,13 +10,13 @@ use std::io::{IsTerminal, Write};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use crate::node::calls::{NodeAnswer, NodeCall};
+use crate::placement::ClusterMap;
+use crate::replication::admin::AdminRequest;
+use crate::replication::network::read_secret_file;
+use crate::replication::{AdminClient, GroupId, Node, NodeId, SetId};
 use anyhow::Context;
 use clap::Args;
-use hdl::node::calls::{NodeAnswer, NodeCall};
-use hdl::placement::ClusterMap;
-use hdl::replication::admin::AdminRequest;
-use hdl::replication::network::read_secret_file;
-use hdl::replication::{AdminClient, GroupId, Node, NodeId, SetId};
 
 use super::cluster::Target;
 use super::cluster_calls::{ask, cluster_map, form_set, unexpected};

@@ -9,20 +9,20 @@
 //! With `--root HOST:PORT` (or `--config FILE`, whose `[resolver] ghr` names the
 //! registry) the handle is resolved globally: the Global Handle Registry there is
 //! asked for the prefix's service, whose server the site's hash picks is asked in turn
-//! (module [`hdl::resolver`]); an HS_ALIAS is followed unless `--no-follow`, and
+//! (module [`crate::resolver`]); an HS_ALIAS is followed unless `--no-follow`, and
 //! `--trace` prints each step on stderr.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::auth::VerifyingKey;
+use crate::client::{Client, ServerKeys, Transport};
+use crate::names::Handle;
+use crate::resolver::{Aliases, Resolver, Step};
+use crate::values::{HandleValue, ValueIndex, ValueSelection};
 use anyhow::Context;
 use clap::Args;
-use hdl::auth::VerifyingKey;
-use hdl::client::{Client, ServerKeys, Transport};
-use hdl::names::Handle;
-use hdl::resolver::{Aliases, Resolver, Step};
-use hdl::values::{HandleValue, ValueIndex, ValueSelection};
 
 use super::admin_arg::AuthArgs;
 use super::connect::{

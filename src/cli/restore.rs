@@ -2,7 +2,7 @@
 //! `hdl backup`, from which `hdl serve --data-dir D` answers exactly the handles the
 //! backup holds, as a new replica set of one member that others can then join.
 //!
-//! The library does the work ([`hdl::node::restore`]): the backup is verified whole
+//! The library does the work ([`crate::node::restore`]): the backup is verified whole
 //! before anything is written, a damaged or truncated one is refused naming the
 //! problem, and `D` must be absent or empty.
 
@@ -23,7 +23,7 @@ pub struct RestoreArgs {
 
 /// Restores and says what was restored and how to start it.
 pub fn run(args: &RestoreArgs) -> anyhow::Result<()> {
-    let restored = hdl::node::restore::restore(&args.file, &args.data_dir)?;
+    let restored = crate::node::restore::restore(&args.file, &args.data_dir)?;
     let header = &restored.header;
     let taken = SystemTime::UNIX_EPOCH + Duration::from_micros(header.created_micros);
     let sets: Vec<String> = header

@@ -11,8 +11,8 @@
 
 use std::collections::BTreeSet;
 
-use hdl::placement::FIRST_SET_GROUP;
-use hdl::replication::{GroupId, NodeId};
+use crate::placement::FIRST_SET_GROUP;
+use crate::replication::{GroupId, NodeId};
 use tokio::time::Instant;
 
 use super::cluster_up::GRACE;
@@ -64,7 +64,7 @@ async fn restart_one(
     say: &mut impl FnMut(String),
 ) -> anyhow::Result<()> {
     let (id, set_id) = (set.nodes[index].plan.id, set.nodes[index].plan.set);
-    let group = GroupId::Set(hdl::replication::SetId(set_id));
+    let group = GroupId::Set(crate::replication::SetId(set_id));
     let role = if set.leader_of(group).await? == id {
         "primary"
     } else {

@@ -7,9 +7,9 @@
 //! credentials only from loopback with `[http] allow_plain_auth_from_loopback`; give
 //! an `https://` URL otherwise.
 
+use crate::client::Key;
 use anyhow::{Context, bail};
 use clap::Args;
-use hdl::client::Key;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 
 use super::admin_arg::AuthArgs;

@@ -2,13 +2,13 @@
 //! then hands the primary of each group it leads to another member and drains; it
 //! says on stderr what came of each hand-off.
 //!
-//! Parses the arguments and the configuration file; [`hdl::node::Node`] does the rest.
+//! Parses the arguments and the configuration file; [`crate::node::Node`] does the rest.
 //! A node that forms a set of itself (no `--no-bootstrap`) with no administrator given
 //! makes one in a new data directory ([`super::default_admin`]) and prints, after its
 //! `listening` line, the options that authenticate as it. With `--exit-with-parent`
 //! it ends when the process that started it does (what `hdl cluster up` asks of its
 //! nodes). With `--cache` (or `[cache] enabled`) it runs a caching resolver instead
-//! ([`hdl::node::CacheNode`]): no store, every resolution through the GHR of `--root`.
+//! ([`crate::node::CacheNode`]): no store, every resolution through the GHR of `--root`.
 //! Either way it first runs itself again in place (same process, same arguments) with
 //! the allocator settings its environment lacks ([`super::allocator`]).
 
@@ -16,11 +16,11 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::pin::pin;
 
+use crate::auth::Identity;
+use crate::config::Config;
+use crate::node::{Addresses, CacheNode, FirstAdmin, Node, Settings};
 use anyhow::{Context, bail};
 use clap::Args;
-use hdl::auth::Identity;
-use hdl::config::Config;
-use hdl::node::{Addresses, CacheNode, FirstAdmin, Node, Settings};
 use rustix::process::{Pid, Signal, getppid, set_parent_process_death_signal};
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -82,7 +82,7 @@ pub struct ServeArgs {
 }
 
 /// Loads the configuration, starts the node, announces its addresses and serves until
-/// SIGINT or SIGTERM, then drains and stops (see [`hdl::node`]).
+/// SIGINT or SIGTERM, then drains and stops (see [`crate::node`]).
 pub fn run(args: &ServeArgs) -> anyhow::Result<()> {
     super::allocator::run_again_with_node_settings();
     if let Some(parent) = args.exit_with_parent {

@@ -1,15 +1,15 @@
 //! `hdl store stats|compact --data-dir D`: a stopped node's handle store, offline.
 //!
 //! `stats` prints how full each table's pages are; `compact` rebuilds the store in key
-//! order, giving back what half-empty pages took ([`hdl::node::store_files`]). The
+//! order, giving back what half-empty pages took ([`crate::node::store_files`]). The
 //! set's log needs no compacting: its segments are removed as they are purged. Both need the node stopped: redb locks the files, and
 //! a running node's store is refused.
 
 use std::path::{Path, PathBuf};
 
+use crate::node::store_files::{Compacted, SetFiles, StorageError, TableFill};
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use hdl::node::store_files::{Compacted, SetFiles, StorageError, TableFill};
 
 /// Arguments of `hdl store`.
 #[derive(Debug, Args)]

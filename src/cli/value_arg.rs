@@ -13,8 +13,8 @@
 
 use std::path::Path;
 
-use hdl::names::Handle;
-use hdl::values::{AdminPermissions, AdminRecord, HandleValue, KnownType, default_permissions};
+use crate::names::Handle;
+use crate::values::{AdminPermissions, AdminRecord, HandleValue, KnownType, default_permissions};
 
 /// Parses one `--value` (a clap value parser: the error names the problem).
 pub fn parse_value(text: &str) -> Result<HandleValue, String> {
@@ -106,7 +106,7 @@ pub(super) fn admin_data(text: &str) -> Result<Vec<u8>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hdl::values::Permissions;
+    use crate::values::Permissions;
 
     #[test]
     fn text_values_keep_colons_in_their_data() {

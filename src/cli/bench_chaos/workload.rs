@@ -19,11 +19,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::client::{AdminRequest, Client, ClientError, Credentials, Overwrite, Transport};
+use crate::codec::ResponseCode;
+use crate::names::Handle;
+use crate::values::{HandleValue, ValueIndex, ValueSelection};
 use anyhow::Context;
-use hdl::client::{AdminRequest, Client, ClientError, Credentials, Overwrite, Transport};
-use hdl::codec::ResponseCode;
-use hdl::names::Handle;
-use hdl::values::{HandleValue, ValueIndex, ValueSelection};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use serde_json::Value;
@@ -292,7 +292,7 @@ pub async fn write(
 /// How a write ended, counted in `tally`.
 fn write_end(
     op: Op,
-    answer: Result<hdl::codec::Response, ClientError>,
+    answer: Result<crate::codec::Response, ClientError>,
     tally: &mut WriteTally,
 ) -> WriteEnd {
     let code = match &answer {
@@ -326,11 +326,11 @@ fn write_end(
 }
 
 /// Why a write has no usable answer, in a few words.
-fn reason(answer: &Result<hdl::codec::Response, ClientError>) -> String {
+fn reason(answer: &Result<crate::codec::Response, ClientError>) -> String {
     match answer {
         Ok(_) => "an answer of the wrong kind".into(),
         Err(error) => match error.response_code() {
-            Some(code) => format!("{} {}", code.to_u32(), hdl::client::describe(code)),
+            Some(code) => format!("{} {}", code.to_u32(), crate::client::describe(code)),
             None if no_answer(error).is_some() => "no answer".into(),
             None => error.to_string(),
         },
