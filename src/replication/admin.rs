@@ -18,6 +18,7 @@ use openraft::error::{ChangeMembershipError, ClientWriteError, RaftError};
 use openraft::{ChangeMembers, Raft, RaftMetrics, ServerState};
 use serde::{Deserialize, Serialize};
 
+use super::held::HeldCommits;
 use super::machine::Machine;
 use super::network::ForwardError;
 use super::types::{GroupConfig, Node, NodeId};
@@ -73,7 +74,10 @@ pub struct MemberStatus {
     pub leader: Option<NodeId>,
     /// Its own addresses.
     pub node: Node,
-    /// The index of the last log entry it applied to its store.
+    /// The index of the last log entry it applied to its store. Answered to a peer,
+    /// it is committed there, so the member's reads see it: what the member held
+    /// uncommitted is committed first (module `held`). [`super::Group::status`],
+    /// read in the node itself, may count an apply held a few milliseconds more.
     pub applied: Option<u64>,
     /// The index of the last entry in its log.
     pub last_log: Option<u64>,
@@ -128,9 +132,11 @@ impl Role {
     }
 }
 
-/// Carries out `request` on the node of `raft`, whose own addresses are `me`.
+/// Carries out `request` on the node of `raft`, whose own addresses are `me` and
+/// whose applies held uncommitted `held` commits.
 pub(super) async fn carry_out<M: Machine>(
     raft: &Raft<GroupConfig<M>>,
+    held: &HeldCommits,
     me: &Node,
     request: AdminRequest,
 ) -> Result<AdminAnswer, ForwardError> {
@@ -164,7 +170,14 @@ pub(super) async fn carry_out<M: Machine>(
             })
             .await?;
         }
-        AdminRequest::Status => return Ok(AdminAnswer::Status(Box::new(status(raft, me)))),
+        AdminRequest::Status => {
+            // openraft counts an apply held uncommitted (module `held`): a member that
+            // says it applied an entry must let its reads see it.
+            if let Err(error) = held.commit_now().await {
+                tracing::warn!(%error, "committing held applies for a status failed");
+            }
+            return Ok(AdminAnswer::Status(Box::new(status(raft, me))));
+        }
     }
     Ok(AdminAnswer::Done)
 }

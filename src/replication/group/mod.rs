@@ -181,6 +181,7 @@ impl<M: Machine> Group<M> {
             proposer.clone(),
             Arc::clone(&contact),
             log_reader.clone(),
+            held.clone(),
             host.me.clone(),
         );
         host.registry.add_group(group, Arc::new(endpoint));

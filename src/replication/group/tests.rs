@@ -51,6 +51,8 @@ struct TestNode {
     id: NodeId,
     set: Group<HandleSet>,
     counter: Group<Counter>,
+    /// The counter group's store, read as the node's own reads would.
+    counter_store: Arc<Store>,
     me: Node,
     stop: Option<oneshot::Sender<()>>,
     _dir: tempfile::TempDir,
@@ -105,13 +107,20 @@ async fn start_node(id: NodeId) -> TestNode {
     let set = Group::start(&settings, SET, set_store, &set_dir, host.clone())
         .await
         .unwrap();
-    let counter = Group::start(&settings, COUNTER, counter_store, &counter_dir, host)
-        .await
-        .unwrap();
+    let counter = Group::start(
+        &settings,
+        COUNTER,
+        Arc::clone(&counter_store),
+        &counter_dir,
+        host,
+    )
+    .await
+    .unwrap();
     TestNode {
         id,
         set,
         counter,
+        counter_store,
         me,
         stop: Some(stop),
         _dir: dir,
@@ -259,6 +268,39 @@ async fn writes_made_at_once_share_entries_and_each_gets_its_own_output() {
         entries < WRITES / 4,
         "{WRITES} writes took {entries} entries"
     );
+}
+
+/// The counter's total in `store`, as a read there sees it now.
+fn total_in(store: &Store) -> Option<u64> {
+    let document = store.read().unwrap().document("total").unwrap()?;
+    Some(u64::from_be_bytes(document.try_into().unwrap()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_member_that_says_it_applied_a_write_lets_its_reads_see_it() {
+    let nodes = formed_nodes().await;
+    let (_, leader) = nodes[0].counter.members();
+    let leader = nodes.iter().find(|node| Some(node.id) == leader).unwrap();
+    let follower = nodes.iter().find(|node| node.id != leader.id).unwrap();
+    let admin = AdminClient::new(secret(), WAIT);
+    for _ in 0..20 {
+        let total = leader.counter.client_write(1).await.unwrap();
+        let written = leader.counter.status().last_log;
+        // Asked until it says it applied the write, as `hdl cluster up` asks before it
+        // says ready; the follower holds such an apply uncommitted for a while.
+        let deadline = std::time::Instant::now() + WAIT;
+        while admin
+            .status(follower.me.peer, COUNTER)
+            .await
+            .unwrap()
+            .applied
+            < written
+        {
+            assert!(std::time::Instant::now() < deadline, "never applied");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        assert_eq!(total_in(&follower.counter_store), Some(total));
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -16,6 +16,7 @@ use super::message::{
 };
 use crate::replication::admin::{self, AdminRequest};
 use crate::replication::contact::{LeaderContact, Standing};
+use crate::replication::held::HeldCommits;
 use crate::replication::machine::Machine;
 use crate::replication::proposer::Proposer;
 use crate::replication::types::LogId;
@@ -122,24 +123,28 @@ impl Dispatch for Registry {
 }
 
 /// One group of this node as its peers reach it: its Raft, the proposer of its
-/// writes, when it last heard a leader, and this node's addresses.
+/// writes, when it last heard a leader, the commits of its held applies, and this
+/// node's addresses.
 pub struct GroupEndpoint<M: Machine> {
     raft: Raft<GroupConfig<M>>,
     proposer: Proposer<M>,
     contact: Arc<LeaderContact>,
     log: LogStore<M>,
+    held: HeldCommits,
     me: Node,
 }
 
 impl<M: Machine> GroupEndpoint<M> {
     /// The endpoint answering with `raft`, the Raft of the node whose addresses are
     /// `me`; forwarded writes go to `proposer`, with the node's own; a leader's calls
-    /// are stamped on `contact`; a canvass reads how far `log` reaches.
+    /// are stamped on `contact`; a canvass reads how far `log` reaches; a status
+    /// commits what `held` holds first.
     pub fn new(
         raft: Raft<GroupConfig<M>>,
         proposer: Proposer<M>,
         contact: Arc<LeaderContact>,
         log: LogStore<M>,
+        held: HeldCommits,
         me: Node,
     ) -> GroupEndpoint<M> {
         GroupEndpoint {
@@ -147,6 +152,7 @@ impl<M: Machine> GroupEndpoint<M> {
             proposer,
             contact,
             log,
+            held,
             me,
         }
     }
@@ -245,7 +251,7 @@ impl<M: Machine> Endpoint for GroupEndpoint<M> {
     fn admin<'a>(&'a self, body: &'a [u8]) -> EndpointAnswer<'a> {
         Box::pin(async move {
             let request: AdminRequest = decode(body)?;
-            let answer = admin::carry_out(&self.raft, &self.me, request).await;
+            let answer = admin::carry_out(&self.raft, &self.held, &self.me, request).await;
             postcard::to_stdvec(&answer).map_err(|error| error.to_string())
         })
     }

@@ -92,6 +92,7 @@ async fn start_node(id: NodeId, secret: ClusterSecret) -> TestNode {
     let sm = StateMachine::<HandleSet>::open(Arc::clone(&store), dir.path()).unwrap();
     let log = LogStore::<HandleSet>::open_beside(dir.path(), &sm, id).unwrap();
     let log_reader = log.clone();
+    let held = sm.held_commits();
     let network = GroupNetwork::new(Links::new(id, secret.clone()), SET, log.sync());
     let raft = Raft::new(id, raft_config(), network, log, sm)
         .await
@@ -110,6 +111,7 @@ async fn start_node(id: NodeId, secret: ClusterSecret) -> TestNode {
             Proposer::start(raft.clone()),
             Arc::new(LeaderContact::new(Duration::from_millis(600))),
             log_reader,
+            held,
             node.clone(),
         )),
     );
