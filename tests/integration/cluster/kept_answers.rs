@@ -69,13 +69,17 @@ fn kept_url(member: &Member, name: &str) -> Vec<u8> {
     );
 }
 
-/// Waits until member `index` has applied every entry the primary, at `primary`,
-/// had applied when this was called (bounded as [`Set::await_status`]).
-fn await_applied(set: &Set, primary: usize, index: usize) {
-    const APPLIED: &str = "hdl_raft_applied_index";
-    let target = metric(&set.members[primary], APPLIED);
-    set.await_status(primary, "the member applied the write", |_| {
-        metric(&set.members[index], APPLIED) >= target
+/// Waits until member `index` has applied every entry in the log of the primary,
+/// asked through member `via`: its status says so (`hdl cluster status`), and a member
+/// commits the applies it holds uncommitted before it answers a status, so its
+/// answers show them. (Its `hdl_raft_applied_index` metric is openraft's, which
+/// counts such an apply a few milliseconds before its commit.)
+fn await_applied(set: &Set, via: usize, index: usize) {
+    let id = set.members[index].id;
+    set.await_status(via, "the member applied the write", |s| {
+        s["members"]
+            .as_array()
+            .is_some_and(|members| members.iter().any(|m| m["id"] == id && m["lag"] == 0))
     });
 }
 
