@@ -69,17 +69,19 @@ http {
     }
 }
 CONF
-    taskset -c 0 nginx -p "$dir" -c "$dir/nginx.conf" &
+    taskset -c 0 nginx -p "$dir" -c "$dir/nginx.conf" 2>"$dir/nginx.stderr" &
     nginx_pid=$!
     pids+=("$nginx_pid")
     nginx_url="http://127.0.0.1:$port/ADMIN/x"
+    # Ready once it answers as nginx while still running (not some other server on the port).
     for _ in $(seq 50); do
-        ab -q -n 1 "$nginx_url" >/dev/null 2>&1 && return
         kill -0 "$nginx_pid" 2>/dev/null || break
+        ab -n 1 "$nginx_url" 2>/dev/null | grep -q '^Server Software: *nginx' &&
+            kill -0 "$nginx_pid" 2>/dev/null && return
         sleep 0.1
     done
     echo "nginx did not start on port $port:" >&2
-    cat "$dir/nginx.err" >&2
+    cat "$dir/nginx.stderr" >&2
     exit 1
 }
 
