@@ -26,27 +26,17 @@ start_pinned node "${bootstrap[@]}"
     "${auth[@]}" >/dev/null
 
 requests=${REQUESTS:-60000}
-hertz=$(getconf CLK_TCK)
-
-# Prints process PID's CPU time so far, in clock ticks: user, then system.
-ticks() {
-    awk '{print $14, $15}' "/proc/$1/stat"
-}
 
 # Runs ab once against URL, served by process PID, and prints what both did.
 measure() {
-    local what=$1 server=$2 url=$3 before after rate
+    local what=$1 server=$2 url=$3 before after rate total user sys
     before=$(ticks "$server")
     rate=$(taskset -c 1 ab -q -k -n "$requests" -c "${CONCURRENCY:-32}" "$url" 2>&1 |
         awk '/Requests per second/ {print $4} /Failed requests/ && $3 != 0 {print "failed " $3 > "/dev/stderr"}')
     after=$(ticks "$server")
-    awk -v what="$what" -v rate="$rate" -v before="$before" -v after="$after" -v hz="$hertz" \
-        -v n="$requests" 'BEGIN {
-            split(before, b, " "); split(after, a, " "); per = 1e6 / hz / n
-            user = (a[1] - b[1]) * per; sys = (a[2] - b[2]) * per
-            printf "%-6s %9.0f requests/s %6.1f us of server CPU a request (%.1f user, %.1f system)\n",
-                what, rate, user + sys, user, sys
-        }'
+    read -r total user sys <<<"$(cpu_per "$before" "$after" "$requests")"
+    printf "%-6s %9.0f requests/s %6.1f us of server CPU a request (%s user, %s system)\n" \
+        "$what" "$rate" "$total" "$user" "$sys"
 }
 
 # Starts nginx pinned to CPU 0, one worker answering every request with the proxy's 302.

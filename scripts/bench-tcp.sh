@@ -6,8 +6,8 @@
 # -c 0` (so its runtime has one worker), seeds HANDLES handles
 # ADMIN/bench/<n>, then runs `hdl bench resolve --tcp` pinned to CPU 1, ROUNDS times
 # each way, alternated, and prints for every run the answers a second and the server's
-# CPU per answer (`--server-pid`), with its user and system time apart (/proc/PID/stat):
-# at a connection per request the kernel's share is most of it.
+# CPU per answer, user and system time apart (/proc/PID/stat): at a connection per
+# request the kernel's share is most of it.
 # Every server is stopped and reaped on exit.
 #
 # The server: HDL_BIN if set, else target/release/hdl (build it first); the load:
@@ -29,30 +29,20 @@ pid=$(cat "$dir/node.pid")
 "$client" bench resolve --server "$address" --tcp --prefix ADMIN --handles "${HANDLES:-1000}" \
     --duration 1 "${auth[@]}" >/dev/null
 
-hertz=$(getconf CLK_TCK)
-
-# Prints the server's CPU time so far, in clock ticks: user, then system.
-ticks() {
-    awk '{print $14, $15}' "/proc/$pid/stat"
-}
-
 # Runs the bench once, over TCP with ARGS, and prints its rate and the server's CPU.
 measure() {
-    local what=$1 before after
+    local what=$1 before after counted answers rate total user sys
     shift
-    before=$(ticks)
-    taskset -c 1 "$client" bench resolve --server "$address" --tcp --prefix ADMIN --no-seed \
-        --handles "${HANDLES:-1000}" --concurrency "${CONCURRENCY:-32}" \
-        --duration "${DURATION:-5}" --server-pid "$pid" "$@" >"$dir/measure.out"
-    after=$(ticks)
-    awk -v what="$what" -v before="$before" -v after="$after" -v hz="$hertz" '
-        /^total/ {rate = $4; answers = $2} /^server CPU/ {cpu = $5}
-        /^total/ && $6 != 0 {print "errors " $6 > "/dev/stderr"}
-        END {
-            split(before, b, " "); split(after, a, " "); per = 1e6 / hz / answers
-            printf "%-9s %9.0f answers/s %6.1f us of server CPU an answer (%.1f user, %.1f system)\n",
-                what, rate, cpu, (a[1] - b[1]) * per, (a[2] - b[2]) * per
-        }' "$dir/measure.out"
+    before=$(ticks "$pid")
+    counted=$(taskset -c 1 "$client" bench resolve --server "$address" --tcp --prefix ADMIN \
+        --no-seed --handles "${HANDLES:-1000}" --concurrency "${CONCURRENCY:-32}" \
+        --duration "${DURATION:-5}" "$@" |
+        awk '/^total/ {print $2, $4} /^total/ && $6 != 0 {print "errors " $6 > "/dev/stderr"}')
+    read -r answers rate <<<"$counted"
+    after=$(ticks "$pid")
+    read -r total user sys <<<"$(cpu_per "$before" "$after" "$answers")"
+    printf "%-9s %9.0f answers/s %6.1f us of server CPU an answer (%s user, %s system)\n" \
+        "$what" "$rate" "$total" "$user" "$sys"
 }
 
 for _ in $(seq "${ROUNDS:-2}"); do

@@ -5,7 +5,8 @@
 # Sets: root, hdl (HDL_BIN if set, else target/release/hdl), fixtures, dir, auth (the
 # administrator's arguments for hdl commands), bootstrap (a node's arguments making
 # that administrator), pin (a command and its arguments to start the nodes under, empty
-# unless set, e.g. `pin=(taskset -c 0)`); start NAME ARGS… (below).
+# unless set, e.g. `pin=(taskset -c 0)`); start NAME ARGS…, ticks PID and cpu_per
+# (below).
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 hdl=${HDL_BIN:-$root/target/release/hdl}
@@ -47,4 +48,19 @@ start_pinned() {
     start "$@"
     pid=$(cat "$dir/$1.pid")
     taskset -a -p -c 0 "$pid" >/dev/null
+}
+
+# Prints process PID's CPU time so far, in clock ticks: user, then system.
+ticks() {
+    awk '{print $14, $15}' "/proc/$1/stat"
+}
+
+# Prints the CPU time between two `ticks` readings BEFORE and AFTER, per one of COUNT
+# things done, in µs: the whole, then user, then system.
+cpu_per() {
+    awk -v before="$1" -v after="$2" -v n="$3" -v hz="$(getconf CLK_TCK)" 'BEGIN {
+        split(before, b, " "); split(after, a, " "); per = 1e6 / hz / n
+        user = (a[1] - b[1]) * per; sys = (a[2] - b[2]) * per
+        printf "%.1f %.1f %.1f\n", user + sys, user, sys
+    }'
 }
